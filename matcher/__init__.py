@@ -1,0 +1,31 @@
+"""hotjoin's matching engine: stabbing-set index with hotspot tracking (paper 004).
+
+The server (``server/``) and the Spark replay (``ops/``) both drive this package through
+:class:`Engine`; nothing here imports network or Spark code.
+"""
+
+from .engine import Engine
+from .errors import (
+    BatchError,
+    DuplicateEventError,
+    HotjoinError,
+    LateEventError,
+    UnknownEventError,
+    UnknownSubscriptionError,
+)
+from .model import (
+    Affected,
+    BandJoin,
+    Delivery,
+    Event,
+    Matches,
+    Range,
+    SelectJoin,
+    WindowJoin,
+)
+
+__all__ = [
+    "Affected", "BandJoin", "BatchError", "Delivery", "DuplicateEventError", "Engine",
+    "Event", "HotjoinError", "LateEventError", "Matches", "Range", "SelectJoin",
+    "UnknownEventError", "UnknownSubscriptionError", "WindowJoin",
+]

@@ -1,0 +1,519 @@
+"""Band joins ``s.key − r.key ∈ rangeB`` (+ optional A, C selections): the five strategies of §3.1.
+
+Each strategy keeps its own index over the band subscriptions and answers "which band
+subscriptions does this incoming tuple affect, with which partners" by running a numba kernel of
+:mod:`matcher.band_kernels` over each sorted run of the other side's base table:
+
+==============  =============================================  ==================================
+strategy        subscription index                             per-event cost (Theorem 2)
+==============  =============================================  ==================================
+BJ-QOuter       dense array of ids                             O(n log m + k)
+BJ-DOuter       centred interval tree on rangeB                O(m log n + k)
+BJ-MJ           ranges in ascending-lo order                   O(n + m + k)
+BJ-SSI          dynamic stabbing partition (App. A) + I^l/I^r  O(τ log m + k)
+BJ-Hotspot      BJ-SSI on α-hotspots (Thm. 1); scattered by    O(α⁻¹ log m + scattered + k)
+                the cheaper of QOuter and MJ per event
+==============  =============================================  ==================================
+
+All strategies use the same base-table runs and output buffers, so ratios between them measure
+the algorithms, not the plumbing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import band_kernels as K
+from .base_table import BaseTable
+from .group_pool import GroupedSortedPool
+from .interval_tree import IntervalTree
+from .sorted_runs import SortedRuns
+from .subscriptions import SubscriptionColumns
+
+BAND_STRATEGIES = ("BJ-QOuter", "BJ-DOuter", "BJ-MJ", "BJ-SSI", "BJ-Hotspot")
+
+
+class MatchBuffer:
+    """Growable output of one operation's kernels plus the IDENTIFY/COUNT dedupe stamp."""
+
+    def __init__(self) -> None:
+        self.out_q = np.empty(4096, dtype=np.int64)
+        self.out_s = np.empty(4096, dtype=np.int64)
+        self.n = 0
+        self.stamp = 0
+
+    def start(self) -> None:
+        self.n = 0
+        self.stamp += 1
+
+
+class DenseIds:
+    """Set of ids as a dense numpy array with O(1) add / swap-remove."""
+
+    def __init__(self) -> None:
+        self.arr = np.empty(64, dtype=np.int64)
+        self.n = 0
+        self.pos: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, q: int) -> None:
+        if self.n == self.arr.shape[0]:
+            self.arr = np.resize(self.arr, 2 * self.n)
+        self.pos[q] = self.n
+        self.arr[self.n] = q
+        self.n += 1
+
+    def remove(self, q: int) -> None:
+        i = self.pos.pop(q)
+        last = int(self.arr[self.n - 1])
+        self.n -= 1
+        if i != self.n:
+            self.arr[i] = last
+            self.pos[last] = i
+
+    def view(self) -> np.ndarray:
+        return self.arr[: self.n]
+
+
+class RangeOrder:
+    """Band ranges in ascending-lo order (BJ-MJ's sorted list of band windows), as entry ids.
+
+    A subscription that leaves and re-enters (hotspot demotion) gets a fresh entry, so a stale
+    not-yet-merged entry can never be counted twice.
+    """
+
+    def __init__(self) -> None:
+        self.runs = SortedRuns()
+        self.ent_q = np.zeros(64, dtype=np.int64)
+        self.ent_alive = np.zeros(64, dtype=np.bool_)
+        self.n_ent = 0
+        self.entry_of: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.entry_of)
+
+    def add(self, q: int, lo: float) -> None:
+        e = self.n_ent
+        if e == self.ent_q.shape[0]:
+            self.ent_q = np.resize(self.ent_q, 2 * e)
+            alive = np.zeros(2 * e, dtype=np.bool_)
+            alive[:e] = self.ent_alive
+            self.ent_alive = alive
+        self.ent_q[e] = q
+        self.ent_alive[e] = True
+        self.n_ent += 1
+        self.entry_of[q] = e
+        self.runs.insert(lo, e, self.ent_alive)
+
+    def remove(self, q: int) -> None:
+        e = self.entry_of.pop(q)
+        self.ent_alive[e] = False
+        self.runs.mark_dead(self.ent_alive)
+
+    def bulk(self, qs: np.ndarray, los: np.ndarray) -> None:
+        for q, lo in zip(qs.tolist(), los.tolist(), strict=True):
+            self.add(q, lo)
+        self.runs.merge(self.ent_alive)
+
+
+def _sides(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
+    """(own_lo, own_hi, oth_lo, oth_hi): the selection on the incoming tuple, then on its partner."""
+    if dirn > 0:
+        return cols.a_lo, cols.a_hi, cols.c_lo, cols.c_hi
+    return cols.c_lo, cols.c_hi, cols.a_lo, cols.a_hi
+
+
+class BandStrategy:
+    """Common interface: maintain an index over band subscriptions and match one tuple."""
+
+    name = ""
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        self.cols = cols
+        self.options = options
+        self.ids = DenseIds()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, q: int) -> None:
+        self.ids.add(q)
+        self._add(q)
+
+    def add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self.ids.add(q)
+        self._add_many(qs)
+
+    def remove(self, q: int) -> None:
+        self.ids.remove(q)
+        self._remove(q)
+
+    def _add(self, q: int) -> None:
+        raise NotImplementedError
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self._add(q)
+
+    def _remove(self, q: int) -> None:
+        raise NotImplementedError
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        """Append this strategy's output for the incoming tuple (key b, value v) to ``buf``."""
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        return {"subscriptions": len(self)}
+
+    def memory_bytes(self) -> int:
+        return self.ids.arr.nbytes
+
+
+def _data_runs(table: BaseTable) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    mk, mp, dk, dp = table.order.runs()
+    return ((mk, mp), (dk, dp))
+
+
+class QOuter(BandStrategy):
+    """BJ-QOuter (§3.1.1): queries as the outer relation; no index beyond the id list."""
+
+    name = "BJ-QOuter"
+
+    def _add(self, q: int) -> None:
+        pass
+
+    def _remove(self, q: int) -> None:
+        pass
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        run_qouter(self.ids.view(), self.cols, buf, dirn, b, v, xseq, table, mode)
+
+
+def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+               b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
+    own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+    for keys, pays in _data_runs(table):
+        if keys.shape[0] == 0:
+            continue
+        buf.out_q, buf.out_s, buf.n = K.qouter(
+            qids, keys, pays, b, v, dirn, table.alive, table.values, table.seqs, xseq,
+            cols.b_lo, cols.b_hi, own_lo, own_hi, oth_lo, oth_hi, cols.reg, cols.snap,
+            mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
+
+
+def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+                   b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
+    own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+    ik1, ip1, ik2, ip2 = order.runs.runs()
+    for ikeys, ipays in ((ik1, ip1), (ik2, ip2)):
+        if ikeys.shape[0] == 0:
+            continue
+        for keys, pays in _data_runs(table):
+            if keys.shape[0] == 0:
+                continue
+            buf.out_q, buf.out_s, buf.n = K.merge_join(
+                ikeys, ipays, order.ent_q, order.ent_alive, keys, pays, b, v, dirn,
+                table.alive, table.values, table.seqs, xseq, cols.b_hi, own_lo, own_hi,
+                oth_lo, oth_hi, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc,
+                buf.out_q, buf.out_s, buf.n)
+
+
+class MergeJoin(BandStrategy):
+    """BJ-MJ (§3.1.1): merge join of ranges sorted by left end with the key-ordered table."""
+
+    name = "BJ-MJ"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        self.order = RangeOrder()
+
+    def _add(self, q: int) -> None:
+        self.order.add(q, float(self.cols.b_lo[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        self.order.bulk(qs, self.cols.b_lo[qs])
+
+    def _remove(self, q: int) -> None:
+        self.order.remove(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        run_merge_join(self.order, self.cols, buf, dirn, b, v, xseq, table, mode)
+
+    def memory_bytes(self) -> int:
+        r = self.order.runs
+        return (super().memory_bytes() + r.main_keys.nbytes + r.main_pays.nbytes
+                + r.delta_keys.nbytes + r.delta_pays.nbytes + self.order.ent_q.nbytes)
+
+
+class DOuter(BandStrategy):
+    """BJ-DOuter (§3.1.1): data as the outer relation, probing an interval tree on rangeB."""
+
+    name = "BJ-DOuter"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        self.tree = IntervalTree()
+
+    def _add(self, q: int) -> None:
+        self.tree.insert(q, float(self.cols.b_lo[q]), float(self.cols.b_hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        if len(self.tree) == 0:
+            self.tree.build(qs, self.cols.b_lo[qs], self.cols.b_hi[qs])
+        else:
+            super()._add_many(qs)
+
+    def _remove(self, q: int) -> None:
+        self.tree.remove(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        t = self.tree
+        if t.root < 0:
+            return
+        cols = self.cols
+        own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+        lp, rp = t.lpool, t.rpool
+        for keys, pays in _data_runs(table):
+            if keys.shape[0] == 0:
+                continue
+            buf.out_q, buf.out_s, buf.n = K.douter(
+                t.center, t.left, t.right, t.root, lp.start, lp.size, lp.keys, lp.ids,
+                rp.start, rp.size, rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive,
+                table.values, table.seqs, xseq, own_lo, own_hi, oth_lo, oth_hi, cols.reg,
+                cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.tree.memory_bytes()
+
+
+class SSIGroups:
+    """Flat per-group I^l / I^r sequences mirroring a stabbing partition (listener of §2.1/App. A).
+
+    Partition group ids are mapped to small dense local ids so the flat arrays stay compact.
+    """
+
+    def __init__(self, cols: SubscriptionColumns) -> None:
+        self.cols = cols
+        self._clear()
+
+    def _clear(self) -> None:
+        self.lpool = GroupedSortedPool()
+        self.rpool = GroupedSortedPool()
+        self.point = np.zeros(16, dtype=np.float64)
+        self.local: dict[int, int] = {}
+        self._free: list[int] = []
+        self._next = 0
+        self._gids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.local)
+
+    def gids(self) -> np.ndarray:
+        if self._gids is None:
+            self._gids = np.fromiter(sorted(self.local.values()), dtype=np.int64,
+                                     count=len(self.local))
+        return self._gids
+
+    def _alloc(self, gid: int, point: float) -> int:
+        u = self._free.pop() if self._free else self._next
+        if u == self._next:
+            self._next += 1
+        if u >= self.point.shape[0]:
+            self.point = np.resize(self.point, 2 * u + 2)
+        self.point[u] = point
+        self.local[gid] = u
+        self._gids = None
+        return u
+
+    # -- PartitionListener -----------------------------------------------------------------
+    def reset(self, partition: Any) -> None:
+        self._clear()
+        b_lo, b_hi = self.cols.b_lo, self.cols.b_hi
+        for gid, point, members in partition.groups():
+            u = self._alloc(gid, point)
+            self.lpool.add_group(u)
+            self.rpool.add_group(u)
+            m = np.asarray(members, dtype=np.int64)
+            lo = b_lo[m]
+            o = np.argsort(lo, kind="stable")
+            self.lpool.load_group(u, lo[o], m[o])
+            nh = -b_hi[m]
+            o = np.argsort(nh, kind="stable")
+            self.rpool.load_group(u, nh[o], m[o])
+
+    def group_added(self, gid: int, point: float) -> None:
+        u = self._alloc(gid, point)
+        self.lpool.add_group(u)
+        self.rpool.add_group(u)
+
+    def group_removed(self, gid: int) -> None:
+        u = self.local.pop(gid)
+        self.lpool.drop_group(u)
+        self.rpool.drop_group(u)
+        self._free.append(u)
+        self._gids = None
+
+    def member_added(self, gid: int, iid: int) -> None:
+        u = self.local[gid]
+        self.lpool.insert(u, float(self.cols.b_lo[iid]), iid)
+        self.rpool.insert(u, -float(self.cols.b_hi[iid]), iid)
+
+    def member_removed(self, gid: int, iid: int) -> None:
+        u = self.local[gid]
+        self.lpool.remove(u, float(self.cols.b_lo[iid]), iid)
+        self.rpool.remove(u, -float(self.cols.b_hi[iid]), iid)
+
+    def point_moved(self, gid: int, point: float) -> None:
+        self.point[self.local[gid]] = point
+
+    # -- matching --------------------------------------------------------------------------
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        if not self.local:
+            return
+        cols = self.cols
+        own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+        lp, rp = self.lpool, self.rpool
+        gids = self.gids()
+        for keys, pays in _data_runs(table):
+            if keys.shape[0] == 0:
+                continue
+            buf.out_q, buf.out_s, buf.n = K.ssi(
+                gids, self.point, lp.start, lp.size, lp.keys, lp.ids, rp.start, rp.size,
+                rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive, table.values,
+                table.seqs, xseq, cols.b_lo, cols.b_hi, own_lo, own_hi, oth_lo, oth_hi,
+                cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc,
+                buf.out_q, buf.out_s, buf.n)
+
+    def memory_bytes(self) -> int:
+        return self.lpool.memory_bytes() + self.rpool.memory_bytes() + self.point.nbytes
+
+
+class SSI(BandStrategy):
+    """BJ-SSI (§3.1.2): SSI over all band ranges with a dynamic (1+ε)τ stabbing partition."""
+
+    name = "BJ-SSI"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        from .stabbing import DynamicStabbingPartition
+
+        self.groups = SSIGroups(cols)
+        self.partition = DynamicStabbingPartition(epsilon=float(options.get("epsilon", 1.0)),
+                                                  listener=self.groups)
+
+    def _add(self, q: int) -> None:
+        self.partition.insert(q, float(self.cols.b_lo[q]), float(self.cols.b_hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        self.partition.insert_many(qs, self.cols.b_lo[qs], self.cols.b_hi[qs])
+
+    def _remove(self, q: int) -> None:
+        self.partition.delete(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        self.groups.match(buf, dirn, b, v, xseq, table, mode)
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "tau": len(self.groups),
+                "reconstructions": self.partition.reconstructions}
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.groups.memory_bytes()
+
+
+class _HotspotListener(SSIGroups):
+    """Hot groups go to the SSI arrays; scattered ranges to both scattered-side indexes."""
+
+    def __init__(self, cols: SubscriptionColumns) -> None:
+        super().__init__(cols)
+        self.scattered_ids = DenseIds()
+        self.scattered_order = RangeOrder()
+
+    def scattered_added(self, iid: int) -> None:
+        self.scattered_ids.add(iid)
+        self.scattered_order.add(iid, float(self.cols.b_lo[iid]))
+
+    def scattered_removed(self, iid: int) -> None:
+        self.scattered_ids.remove(iid)
+        self.scattered_order.remove(iid)
+
+
+class Hotspot(BandStrategy):
+    """BJ-Hotspot (§3.1.3): BJ-SSI on the α-hotspots of Theorem 1, a baseline on the rest.
+
+    For the scattered ranges it takes, per event, the cheaper of BJ-QOuter (n_s log m) and
+    BJ-MJ (n_s + m) by Theorem 2's bounds — both indexes are kept, each O(log n) per move.
+    """
+
+    name = "BJ-Hotspot"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        from .hotspot import HotspotTracker
+
+        self.listener = _HotspotListener(cols)
+        self.tracker = HotspotTracker(alpha=float(options.get("alpha", 0.001)),
+                                      epsilon=float(options.get("epsilon", 1.0)),
+                                      listener=self.listener)
+        self.scattered_by = {"BJ-QOuter": 0, "BJ-MJ": 0}
+
+    def _add(self, q: int) -> None:
+        self.tracker.insert(q, float(self.cols.b_lo[q]), float(self.cols.b_hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        self.tracker.insert_many(qs, self.cols.b_lo[qs], self.cols.b_hi[qs])
+
+    def _remove(self, q: int) -> None:
+        self.tracker.delete(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        lis = self.listener
+        lis.match(buf, dirn, b, v, xseq, table, mode)
+        n_s = len(lis.scattered_ids)
+        if n_s == 0:
+            return
+        m = len(table.order)
+        if n_s * math.log2(m + 2) <= n_s + m:
+            self.scattered_by["BJ-QOuter"] += 1
+            run_qouter(lis.scattered_ids.view(), self.cols, buf, dirn, b, v, xseq, table, mode)
+        else:
+            self.scattered_by["BJ-MJ"] += 1
+            run_merge_join(lis.scattered_order, self.cols, buf, dirn, b, v, xseq, table, mode)
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "hotspots": len(self.listener),
+                "scattered": len(self.listener.scattered_ids),
+                "moved_into_scattered": self.tracker.moved_into_scattered,
+                "moved_out_of_scattered": self.tracker.moved_out_of_scattered,
+                "scattered_strategy": dict(self.scattered_by)}
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.listener.memory_bytes()
+
+
+def make_band_strategy(name: str, cols: SubscriptionColumns,
+                       options: dict[str, Any]) -> BandStrategy:
+    """The band strategy called ``name`` (paper names, SPEC §7)."""
+    classes: dict[str, type[BandStrategy]] = {
+        "BJ-QOuter": QOuter, "BJ-DOuter": DOuter, "BJ-MJ": MergeJoin, "BJ-SSI": SSI,
+        "BJ-Hotspot": Hotspot,
+    }
+    if name not in classes:
+        raise ValueError(f"unknown band-join strategy {name!r}; choose one of {', '.join(classes)}")
+    return classes[name](cols, options)

@@ -1,0 +1,319 @@
+"""numba kernels of the band-join strategies of paper 004 §3.1 (BJ-QOuter, BJ-DOuter, BJ-MJ, BJ-SSI).
+
+Every kernel processes one incoming tuple ``x`` against ONE sorted run of the other side's key
+order (a table has a main and a delta run, see ``sorted_runs``) and appends to growable output
+buffers. Conventions shared by all kernels:
+
+* ``dirn = +1``: ``x`` is an R tuple with key ``b``; the run holds S keys and the band difference of
+  position ``j`` is ``d(j) = keys[j] − b``. ``dirn = −1``: ``x`` is an S tuple; the run holds R keys
+  read backwards, ``d(j) = b − keys[n−1−j]``. Either way ``d`` is non-decreasing in ``j`` and is
+  exactly SPEC §2's ``s.key − r.key`` (IEEE subtraction), so binary searches on ``d`` are exact.
+* Query columns are indexed by subscription id: band ``qlo/qhi``; ``own_lo/own_hi`` the local
+  selection on ``x`` itself (A for R, C for S); ``oth_lo/oth_hi`` the selection on the partner.
+  Unbounded ends are ``±inf``.
+* ``mode``: ``IDENTIFY`` appends each affected subscription once (deduplicated with
+  ``mark[q] == stamp``); ``COUNT`` appends each affected subscription once and adds its pair
+  count to ``acc[q]``; ``PAIRS`` appends ``(q, partner slot)`` per result pair. COUNT and PAIRS
+  keep only pairs the subscription is owed: ``snap[q]`` or ``reg[q] < max(xseq, seqs[slot])``
+  (SPEC §3: a pair forms at the later tuple's sequence number). For an insert ``xseq`` exceeds
+  every registration, so the filter passes everything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+IDENTIFY = 0
+COUNT = 1
+PAIRS = 2
+
+
+@njit(cache=True, inline="always")
+def _d(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
+    if dirn > 0:
+        return keys[pos] - b
+    return b - keys[n - 1 - pos]
+
+
+@njit(cache=True, inline="always")
+def _pay(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
+    if dirn > 0:
+        return pays[pos]
+    return pays[n - 1 - pos]
+
+
+@njit(cache=True)
+def lower_bound(keys: np.ndarray, b: float, dirn: int, x: float) -> int:
+    """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n)."""
+    n = keys.shape[0]
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _d(keys, n, mid, b, dirn) < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def push(out_q: np.ndarray, out_s: np.ndarray, n_out: int, q: int, s: int):
+    """Append ``(q, s)`` to the output buffers, doubling them when full."""
+    if n_out == out_q.shape[0]:
+        nq = np.empty(2 * n_out + 16, dtype=np.int64)
+        ns = np.empty(2 * n_out + 16, dtype=np.int64)
+        nq[:n_out] = out_q[:n_out]
+        ns[:n_out] = out_s[:n_out]
+        out_q, out_s = nq, ns
+    out_q[n_out] = q
+    out_s[n_out] = s
+    return out_q, out_s, n_out + 1
+
+
+@njit(cache=True, inline="always")
+def owed(q: int, slot: int, xseq: int, dseqs: np.ndarray, reg: np.ndarray, snap: np.ndarray) -> bool:
+    """SPEC §3: q receives pair (x, y) iff it registered before the pair formed, or with snapshot."""
+    return snap[q] or reg[q] < max(xseq, dseqs[slot])
+
+
+@njit(cache=True)
+def walk(q: int, start: int, step: int, lo: float, hi: float,
+         keys: np.ndarray, pays: np.ndarray, b: float, dirn: int,
+         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+         oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
+         mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """Visit positions ``start, start+step, …`` while ``lo <= d <= hi``; count/emit q's pairs.
+
+    Returns ``(count, out_q, out_s, n_out)``; in IDENTIFY mode stops at the first pair.
+    """
+    n = keys.shape[0]
+    pos = start
+    cnt = 0
+    olo, ohi = oth_lo[q], oth_hi[q]
+    while 0 <= pos < n:
+        dd = _d(keys, n, pos, b, dirn)
+        if dd < lo or dd > hi:
+            break
+        s = _pay(pays, n, pos, dirn)
+        if alive[s]:
+            v = dvals[s]
+            if olo <= v <= ohi:
+                if mode == IDENTIFY:
+                    return 1, out_q, out_s, n_out
+                if owed(q, s, xseq, dseqs, reg, snap):
+                    cnt += 1
+                    if mode == PAIRS:
+                        out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+        pos += step
+    return cnt, out_q, out_s, n_out
+
+
+@njit(cache=True, inline="always")
+def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """IDENTIFY/COUNT bookkeeping for one subscription that has ``cnt`` pairs in this run."""
+    if cnt > 0 and mode != PAIRS:
+        if mark[q] != stamp:
+            mark[q] = stamp
+            acc[q] = 0
+            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+        acc[q] += cnt
+    return out_q, out_s, n_out
+
+
+@njit(cache=True)
+def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
+           alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+           qlo: np.ndarray, qhi: np.ndarray, own_lo: np.ndarray, own_hi: np.ndarray,
+           oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
+           mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """BJ-QOuter: each subscription in turn searches the run for ``d ∈ rangeB`` — O(n log m + k)."""
+    for i in range(qids.shape[0]):
+        q = qids[i]
+        if not (own_lo[q] <= v <= own_hi[q]):
+            continue
+        if mode == IDENTIFY and mark[q] == stamp:
+            continue
+        start = lower_bound(keys, b, dirn, qlo[q])
+        cnt, out_q, out_s, n_out = walk(q, start, 1, qlo[q], qhi[q], keys, pays, b, dirn, alive,
+                                        dvals, dseqs, xseq, oth_lo, oth_hi, reg, snap, mode,
+                                        out_q, out_s, n_out)
+        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return out_q, out_s, n_out
+
+
+@njit(cache=True)
+def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_alive: np.ndarray,
+               keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
+               alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+               qhi: np.ndarray, own_lo: np.ndarray, own_hi: np.ndarray,
+               oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
+               mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+               out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """BJ-MJ: merge the ranges sorted by left end (shifted by ``b``) with the run — O(n + m + k).
+
+    The range order holds entry ids: entry ``e`` is subscription ``ent_q[e]``, live iff
+    ``ent_alive[e]`` (a subscription that leaves and re-enters gets a fresh entry).
+    """
+    n = keys.shape[0]
+    j = 0
+    for t in range(ikeys.shape[0]):
+        e = ipays[t]
+        if not ent_alive[e]:
+            continue
+        q = ent_q[e]
+        lo = ikeys[t]
+        while j < n and _d(keys, n, j, b, dirn) < lo:
+            j += 1
+        if j >= n:
+            break
+        if not (own_lo[q] <= v <= own_hi[q]):
+            continue
+        if mode == IDENTIFY and mark[q] == stamp:
+            continue
+        cnt, out_q, out_s, n_out = walk(q, j, 1, lo, qhi[q], keys, pays, b, dirn, alive, dvals,
+                                        dseqs, xseq, oth_lo, oth_hi, reg, snap, mode,
+                                        out_q, out_s, n_out)
+        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return out_q, out_s, n_out
+
+
+@njit(cache=True)
+def ssi(gids: np.ndarray, gpoint: np.ndarray,
+        lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
+        rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
+        keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
+        alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+        qlo: np.ndarray, qhi: np.ndarray, own_lo: np.ndarray, own_hi: np.ndarray,
+        oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
+        mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+        out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """BJ-SSI (§3.1.2): per stabbing group, two neighbours of ``p + b`` decide who is affected.
+
+    For group g with point p, let s1/s2 be the live run entries just below/at-or-above p in ``d``
+    order. A range (which contains p) is affected iff ``lo <= d(s1)`` or ``hi >= d(s2)``: scan
+    I^l (ascending lo) while ``lo <= d(s1)`` and I^r (descending hi, stored as ascending −hi)
+    while ``hi >= d(s2)``; a range met by both scans is handled in the first. Each affected
+    range's pairs are the consecutive run entries around p. O(τ log m + k) per run.
+    """
+    n = keys.shape[0]
+    if n == 0:
+        return out_q, out_s, n_out
+    for gi in range(gids.shape[0]):
+        g = gids[gi]
+        p = gpoint[g]
+        i = lower_bound(keys, b, dirn, p)
+        j1 = i - 1
+        while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
+            j1 -= 1
+        j2 = i
+        while j2 < n and not alive[_pay(pays, n, j2, dirn)]:
+            j2 += 1
+        if j1 < 0 and j2 >= n:
+            continue
+        d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
+        d2 = _d(keys, n, j2, b, dirn) if j2 < n else np.inf
+        for side in range(2):
+            if side == 0:
+                if j1 < 0:
+                    continue
+                base, size = lstart[g], lsize[g]
+            else:
+                if j2 >= n:
+                    continue
+                base, size = rstart[g], rsize[g]
+            for k in range(base, base + size):
+                if side == 0:
+                    if lkeys[k] > d1:
+                        break
+                    q = lids[k]
+                else:
+                    if -rkeys[k] < d2:
+                        break
+                    q = rids[k]
+                    if j1 >= 0 and qlo[q] <= d1:
+                        continue  # already met in the I^l scan
+                if not (own_lo[q] <= v <= own_hi[q]):
+                    continue
+                if mode == IDENTIFY:
+                    if mark[q] == stamp:
+                        continue
+                    if oth_lo[q] == -np.inf and oth_hi[q] == np.inf:
+                        out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc,
+                                                     out_q, out_s, n_out)
+                        continue
+                cnt = 0
+                if j1 >= 0:
+                    c1, out_q, out_s, n_out = walk(q, j1, -1, qlo[q], np.inf, keys, pays, b,
+                                                   dirn, alive, dvals, dseqs, xseq, oth_lo,
+                                                   oth_hi, reg, snap, mode, out_q, out_s, n_out)
+                    cnt += c1
+                if j2 < n and not (mode == IDENTIFY and cnt > 0):
+                    c2, out_q, out_s, n_out = walk(q, j2, 1, -np.inf, qhi[q], keys, pays, b,
+                                                   dirn, alive, dvals, dseqs, xseq, oth_lo,
+                                                   oth_hi, reg, snap, mode, out_q, out_s, n_out)
+                    cnt += c2
+                out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return out_q, out_s, n_out
+
+
+@njit(cache=True)
+def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
+           lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
+           rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
+           keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
+           alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+           own_lo: np.ndarray, own_hi: np.ndarray,
+           oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
+           mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """BJ-DOuter: every live partner probes an interval tree on the band ranges with its ``d``.
+
+    The tree is a centred interval tree: node ``u`` keeps the ranges containing ``center[u]``
+    sorted by ascending lo (I^l) and descending hi (I^r). A probe walks one root-to-leaf path,
+    O(log n + output) per partner, O(m log n + k) per event (Theorem 2).
+    """
+    n = keys.shape[0]
+    for pos in range(n):
+        s = _pay(pays, n, pos, dirn)
+        if not alive[s]:
+            continue
+        x = _d(keys, n, pos, b, dirn)
+        sv = dvals[s]
+        u = root
+        while u >= 0:
+            c = center[u]
+            if x < c:
+                base, size, use_left = lstart[u], lsize[u], True
+                nxt = left[u]
+            elif x > c:
+                base, size, use_left = rstart[u], rsize[u], False
+                nxt = right[u]
+            else:
+                base, size, use_left = lstart[u], lsize[u], True
+                nxt = -1
+            for k in range(base, base + size):
+                if use_left:
+                    if lkeys[k] > x:
+                        break
+                    q = lids[k]
+                else:
+                    if -rkeys[k] < x:
+                        break
+                    q = rids[k]
+                if not (own_lo[q] <= v <= own_hi[q]) or not (oth_lo[q] <= sv <= oth_hi[q]):
+                    continue
+                if mode == IDENTIFY:
+                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out) \
+                        if mark[q] != stamp else (out_q, out_s, n_out)
+                    continue
+                if not owed(q, s, xseq, dseqs, reg, snap):
+                    continue
+                if mode == PAIRS:
+                    out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+                else:
+                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+            u = nxt
+    return out_q, out_s, n_out

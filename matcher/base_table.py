@@ -1,0 +1,165 @@
+"""Stored tuples of one stream side: columns by slot, a key order, an id map and an expiry queue.
+
+A tuple lives in a *slot*: ``keys[slot]``, ``values[slot]``, ``times[slot]``, ``seqs[slot]`` are
+numpy columns the join kernels read directly, ``alive[slot]`` says whether it is stored. The key
+order is a :class:`~matcher.sorted_runs.SortedRuns` over slots (paper 004 §3.1 assumes a B-tree on
+``S(B)``). A deleted slot is reused only after the key order has merged it away, so a kernel never
+meets a slot that was reused under it. Expiry by retention (SPEC §3) pops a time-ordered heap with
+lazy deletion: O(log n) per stored tuple.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+import numpy as np
+
+from .model import Event, Side
+from .sorted_runs import SortedRuns
+
+
+class BaseTable:
+    """The stored tuples of side R or S with O(√n) amortised insert/delete and key-ordered scans."""
+
+    def __init__(self, side: Side, capacity: int = 1024) -> None:
+        self.side = side
+        self.keys = np.zeros(capacity, dtype=np.float64)
+        self.values = np.zeros(capacity, dtype=np.float64)
+        self.times = np.zeros(capacity, dtype=np.int64)
+        self.seqs = np.zeros(capacity, dtype=np.int64)
+        self.alive = np.zeros(capacity, dtype=np.bool_)
+        self.ids: list[str | None] = [None] * capacity
+        self.payloads: list[bytes] = [b""] * capacity
+        self.slot_of: dict[str, int] = {}
+        self.order = SortedRuns()
+        self._next_slot = 0
+        self._free: list[int] = []
+        self._pending_free: list[int] = []
+        self._merges_seen = 0
+        self._expiry: list[tuple[int, int, int]] = []  # (time, seq, slot)
+
+    # -- size and lookup -------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.slot_of)
+
+    def __contains__(self, event_id: str) -> bool:
+        return event_id in self.slot_of
+
+    def event(self, event_id: str) -> Event | None:
+        slot = self.slot_of.get(event_id)
+        if slot is None:
+            return None
+        return self._event_at(slot)
+
+    def _event_at(self, slot: int) -> Event:
+        return Event(self.side, self.ids[slot] or "", float(self.keys[slot]),
+                     float(self.values[slot]), int(self.times[slot]), self.payloads[slot])
+
+    def events(self) -> Iterator[tuple[Event, int]]:
+        """Every stored tuple with its sequence number, in slot order."""
+        for slot in self.slot_of.values():
+            yield self._event_at(slot), int(self.seqs[slot])
+
+    def ids_of(self, slots: np.ndarray) -> np.ndarray:
+        """Object array of the ids stored at ``slots`` (one reference per pair, no new str)."""
+        ids = self.ids
+        out = np.empty(slots.shape[0], dtype=object)
+        out[:] = [ids[s] for s in slots.tolist()]
+        return out
+
+    # -- updates ---------------------------------------------------------------------------
+    def _grow(self) -> None:
+        cap = 2 * self.keys.shape[0]
+        for name in ("keys", "values", "times", "seqs", "alive"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+        extra = cap - len(self.ids)
+        self.ids.extend([None] * extra)
+        self.payloads.extend([b""] * extra)
+
+    def _take_slot(self) -> int:
+        if self._free:
+            return self._free.pop()
+        if self._next_slot == self.keys.shape[0]:
+            self._grow()
+        slot = self._next_slot
+        self._next_slot += 1
+        return slot
+
+    def _sync_free(self) -> None:
+        """Slots deleted before the last merge of the key order are no longer referenced."""
+        if self.order.merges != self._merges_seen:
+            self._merges_seen = self.order.merges
+            self._free.extend(self._pending_free)
+            self._pending_free.clear()
+
+    def insert(self, ev: Event, seq: int) -> int:
+        """Store ``ev`` (its id must be new on this side); returns its slot."""
+        slot = self._take_slot()
+        self.keys[slot] = ev.key
+        self.values[slot] = ev.value
+        self.times[slot] = ev.time
+        self.seqs[slot] = seq
+        self.alive[slot] = True
+        self.ids[slot] = ev.id
+        self.payloads[slot] = bytes(ev.payload)
+        self.slot_of[ev.id] = slot
+        self.order.insert(ev.key, slot, self.alive)
+        self._sync_free()
+        heapq.heappush(self._expiry, (ev.time, seq, slot))
+        return slot
+
+    def remove(self, event_id: str) -> int:
+        """Remove a stored tuple by id (KeyError if absent); returns the freed slot."""
+        slot = self.slot_of.pop(event_id)
+        self.alive[slot] = False
+        self.ids[slot] = None
+        self.payloads[slot] = b""
+        self._pending_free.append(slot)
+        self.order.mark_dead(self.alive)
+        self._sync_free()
+        return slot
+
+    def expire_before(self, limit: int) -> list[int]:
+        """Drop every stored tuple with ``time < limit`` (retention); returns their old slots."""
+        dropped: list[int] = []
+        heap = self._expiry
+        while heap and heap[0][0] < limit:
+            _, seq, slot = heapq.heappop(heap)
+            if self.alive[slot] and self.seqs[slot] == seq:
+                ev_id = self.ids[slot]
+                assert ev_id is not None
+                self.remove(ev_id)
+                dropped.append(slot)
+        return dropped
+
+    def bulk_load(self, events: list[Event], seqs: list[int]) -> None:
+        """Store many new tuples at once (restore, replay); one O(n log n) re-sort of the key order."""
+        for ev, seq in zip(events, seqs, strict=True):
+            slot = self._take_slot()
+            self.keys[slot] = ev.key
+            self.values[slot] = ev.value
+            self.times[slot] = ev.time
+            self.seqs[slot] = seq
+            self.alive[slot] = True
+            self.ids[slot] = ev.id
+            self.payloads[slot] = bytes(ev.payload)
+            self.slot_of[ev.id] = slot
+            self._expiry.append((ev.time, seq, slot))
+        heapq.heapify(self._expiry)
+        live = np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
+        self.order.bulk_load(self.keys[live], live)
+        self.order.merges += 1
+        self._sync_free()
+
+    def live_slots(self) -> np.ndarray:
+        return np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
+
+    def memory_bytes(self) -> int:
+        """Approximate resident bytes of the numpy columns and the key order."""
+        cols = sum(getattr(self, n).nbytes for n in ("keys", "values", "times", "seqs", "alive"))
+        o = self.order
+        return cols + o.main_keys.nbytes + o.main_pays.nbytes + o.delta_keys.nbytes + o.delta_pays.nbytes

@@ -1,0 +1,343 @@
+"""The state of one topic and the operations of SPEC §3, in one total order (SPEC §7's ``Engine``).
+
+An ``Engine`` owns the two base tables, the subscription columns and one join index per
+subscription kind. Every accepted operation takes the next sequence number; a rejected one
+(late, duplicate, unknown id, malformed) raises before anything changes. Matching is delegated to
+the kind's strategy (paper 004 §3), which writes subscription ids and partner slots into a shared
+buffer; the engine turns those into ``Delivery`` objects, columnar ``Matches`` or ``Affected``
+counts only at the end, so no Python object is built per pair unless asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from . import band_kernels as K
+from .band_join import BAND_STRATEGIES, BandStrategy, MatchBuffer, make_band_strategy
+from .base_table import BaseTable
+from .errors import (
+    BatchError,
+    DuplicateEventError,
+    LateEventError,
+    UnknownEventError,
+    UnknownSubscriptionError,
+)
+from .model import (
+    KINDS,
+    Affected,
+    BandJoin,
+    Delivery,
+    Event,
+    Matches,
+    SelectJoin,
+    Side,
+    Subscription,
+    WindowJoin,
+    check_side,
+    empty_matches,
+)
+from .subscriptions import SubscriptionColumns
+
+DEFAULT_STRATEGY = {"band": "BJ-Hotspot", "select": "SJ-Hotspot", "window": "WJ-Hotspot"}
+STRATEGIES = {
+    "band": BAND_STRATEGIES,
+    "select": ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot"),
+    "window": ("WJ-JoinFirst", "WJ-SelectFirst", "WJ-SSI", "WJ-Hotspot"),
+}
+_OTHER: dict[str, Side] = {"R": "S", "S": "R"}
+_NO_FILTER_SEQ = np.iinfo(np.int64).max
+
+
+def _resolve_strategies(strategy: str | Mapping[str, str]) -> dict[str, str]:
+    if isinstance(strategy, str):
+        if strategy != "auto":
+            raise ValueError(f"strategy must be 'auto' or a mapping kind -> name, got {strategy!r}")
+        return dict(DEFAULT_STRATEGY)
+    out = dict(DEFAULT_STRATEGY)
+    for kind, name in strategy.items():
+        if kind not in KINDS:
+            raise ValueError(f"unknown subscription kind {kind!r}; kinds are {', '.join(KINDS)}")
+        if name != "auto" and name not in STRATEGIES[kind]:
+            raise ValueError(f"unknown {kind}-join strategy {name!r}; choose one of "
+                             f"{', '.join(STRATEGIES[kind])} or 'auto'")
+        if name != "auto":
+            out[kind] = name
+    return out
+
+
+class Engine:
+    """One topic: stored R and S tuples, subscriptions, watermark, sequence (SPEC §3, §7)."""
+
+    def __init__(self, lateness: int = 0, retention: int | None = None,
+                 strategy: str | Mapping[str, str] = "auto",
+                 options: Mapping[str, Any] | None = None) -> None:
+        if isinstance(lateness, bool) or not isinstance(lateness, (int, np.integer)) or lateness < 0:
+            raise ValueError(f"lateness must be an integer >= 0, got {lateness!r}")
+        if retention is not None and (isinstance(retention, bool)
+                                      or not isinstance(retention, (int, np.integer))
+                                      or retention < 0):
+            raise ValueError(f"retention must be an integer >= 0 or None, got {retention!r}")
+        self.lateness = int(lateness)
+        self.retention = None if retention is None else int(retention)
+        self.strategy_names = _resolve_strategies(strategy)
+        self.options = dict(options or {})
+        self.tables: dict[Side, BaseTable] = {"R": BaseTable("R"), "S": BaseTable("S")}
+        self.cols = SubscriptionColumns()
+        self.subs: dict[int, Subscription] = {}
+        self.band: BandStrategy = make_band_strategy(self.strategy_names["band"], self.cols,
+                                                     self.options)
+        self._buf = MatchBuffer()
+        self._seq = 0
+        self._max_time: int | None = None
+
+    # -- clock ------------------------------------------------------------------------------
+    @property
+    def seq(self) -> int:
+        """Sequence number of the last applied operation (0 before the first)."""
+        return self._seq
+
+    @property
+    def watermark(self) -> int | None:
+        """W = largest published event time − lateness; None before the first publish."""
+        return None if self._max_time is None else self._max_time - self.lateness
+
+    # -- subscriptions ----------------------------------------------------------------------
+    def _index_for(self, sub: object) -> BandStrategy:
+        if isinstance(sub, BandJoin):
+            return self.band
+        if isinstance(sub, (SelectJoin, WindowJoin)):
+            raise NotImplementedError(f"{sub.kind} joins are not implemented yet")
+        raise ValueError(f"not a subscription: {type(sub).__name__}")
+
+    def subscribe(self, sub: Subscription, snapshot: bool = False) -> int:
+        """Register ``sub``; returns its id. With ``snapshot`` it is also owed the current result."""
+        index = self._index_for(sub)
+        self._seq += 1
+        sid = self.cols.add(sub, self._seq, bool(snapshot))
+        self.subs[sid] = sub
+        index.add(sid)
+        return sid
+
+    def subscribe_many(self, subs: Iterable[Subscription], snapshot: bool = False) -> list[int]:
+        """Register many subscriptions in order (validated first: all or nothing)."""
+        subs = list(subs)
+        indexes = [self._index_for(s) for s in subs]
+        if not subs:
+            return []
+        sids = self.cols.add_many(subs, self._seq + 1, bool(snapshot))
+        self._seq += len(subs)
+        for sid, sub in zip(sids.tolist(), subs, strict=True):
+            self.subs[sid] = sub
+        band = np.array([i for i, ix in zip(sids.tolist(), indexes, strict=True)
+                         if ix is self.band], dtype=np.int64)
+        if band.shape[0]:
+            self.band.add_many(band)
+        return sids.tolist()
+
+    def unsubscribe(self, sid: int) -> None:
+        """Remove subscription ``sid`` (UnknownSubscriptionError if it is not registered)."""
+        sub = self.subs.get(sid) if isinstance(sid, (int, np.integer)) else None
+        if sub is None:
+            raise UnknownSubscriptionError(sid)
+        index = self._index_for(sub)
+        self._seq += 1
+        index.remove(int(sid))
+        self.cols.deactivate(int(sid))
+        del self.subs[sid]
+
+    def subscription(self, sid: int) -> Subscription:
+        try:
+            return self.subs[sid]
+        except KeyError:
+            raise UnknownSubscriptionError(sid) from None
+
+    def subscriptions(self) -> Iterator[tuple[int, Subscription]]:
+        return iter(self.subs.items())
+
+    # -- matching core ----------------------------------------------------------------------
+    def _match(self, side: Side, key: float, value: float, xseq: int, mode: int) -> None:
+        """Run every kind's strategy for one tuple of ``side``; output left in ``self._buf``."""
+        buf = self._buf
+        buf.start()
+        other = self.tables[_OTHER[side]]
+        if len(other) == 0:
+            return
+        dirn = 1 if side == "R" else -1
+        if len(self.band):
+            self.band.match(buf, dirn, key, value, xseq, other, mode)
+
+    def _matches(self, side: Side, x_id: str, sign: int) -> Matches:
+        buf = self._buf
+        n = buf.n
+        if n == 0:
+            return empty_matches(sign)
+        q = buf.out_q[:n].copy()
+        partner = self.tables[_OTHER[side]].ids_of(buf.out_s[:n])
+        mine = np.empty(n, dtype=object)
+        mine[:] = x_id
+        if side == "R":
+            return Matches(q, sign, mine, partner)
+        return Matches(q, sign, partner, mine)
+
+    def _affected(self, sign: int) -> Affected:
+        buf = self._buf
+        q = buf.out_q[: buf.n].copy()
+        return Affected(q, self.cols.acc[q] * sign)
+
+    # -- publish ----------------------------------------------------------------------------
+    def _admit(self, ev: Event) -> BaseTable:
+        """Validate ``ev`` against the state; raise without changing anything if rejected."""
+        if not isinstance(ev, Event):
+            raise ValueError(f"not an Event: {type(ev).__name__}")
+        table = self.tables[ev.side]
+        if ev.id in table:
+            raise DuplicateEventError(ev.side, ev.id)
+        w = self.watermark
+        if w is not None and ev.time < w:
+            raise LateEventError(ev.side, ev.id, ev.time, w)
+        return table
+
+    def _advance(self, ev: Event) -> int:
+        """Take a sequence number, move the watermark and drop what retention expired."""
+        self._seq += 1
+        if self._max_time is None or ev.time > self._max_time:
+            self._max_time = ev.time
+            if self.retention is not None:
+                limit = self._max_time - self.lateness - self.retention
+                for t in self.tables.values():
+                    t.expire_before(limit)
+        return self._seq
+
+    def _publish(self, ev: Event, mode: int) -> int:
+        table = self._admit(ev)
+        seq = self._advance(ev)
+        if mode >= 0:
+            self._match(ev.side, ev.key, ev.value, seq, mode)
+        table.insert(ev, seq)
+        return seq
+
+    def publish(self, ev: Event) -> list[Delivery]:
+        """Insert ``ev``; returns the +1 deliveries of the pairs it forms (SPEC §3, Insert)."""
+        self._publish(ev, K.PAIRS)
+        return self._matches(ev.side, ev.id, 1).deliveries()
+
+    def publish_columnar(self, ev: Event) -> Matches:
+        self._publish(ev, K.PAIRS)
+        return self._matches(ev.side, ev.id, 1)
+
+    def publish_affected(self, ev: Event) -> Affected:
+        """Insert ``ev``; returns each affected subscription with its number of new pairs."""
+        self._publish(ev, K.COUNT)
+        return self._affected(1)
+
+    def publish_identify(self, ev: Event) -> np.ndarray:
+        """Insert ``ev``; returns only the ids of affected subscriptions (benchmarks, §5)."""
+        self._publish(ev, K.IDENTIFY)
+        return self._buf.out_q[: self._buf.n].copy()
+
+    def publish_many(self, events: Iterable[Event], match: bool = True) -> list[Delivery]:
+        """Publish in order; the first rejected event raises ``BatchError`` (earlier ones stay).
+
+        With ``match=False`` only the state changes (restoring a log): no deliveries.
+        """
+        out: list[Delivery] = []
+        for i, ev in enumerate(events):
+            try:
+                if match:
+                    self._publish(ev, K.PAIRS)
+                    out += self._matches(ev.side, ev.id, 1).deliveries()
+                else:
+                    self._publish(ev, -1)
+            except (ValueError, LateEventError, DuplicateEventError) as e:
+                raise BatchError(i, e) from e
+        return out
+
+    # -- delete -----------------------------------------------------------------------------
+    def _delete(self, side: Side, event_id: str, mode: int) -> None:
+        check_side(side)
+        table = self.tables[side]
+        slot = table.slot_of.get(event_id) if isinstance(event_id, str) else None
+        if slot is None:
+            raise UnknownEventError(side, str(event_id))
+        self._seq += 1
+        if mode >= 0:
+            self._match(side, float(table.keys[slot]), float(table.values[slot]),
+                        int(table.seqs[slot]), mode)
+        table.remove(event_id)
+
+    def delete(self, side: Side, event_id: str, match: bool = True) -> list[Delivery]:
+        """Remove a stored tuple; returns −1 for each pair a subscription had received."""
+        self._delete(side, event_id, K.PAIRS if match else -1)
+        return self._matches(side, event_id, -1).deliveries() if match else []
+
+    def delete_columnar(self, side: Side, event_id: str) -> Matches:
+        self._delete(side, event_id, K.PAIRS)
+        return self._matches(side, event_id, -1)
+
+    def delete_affected(self, side: Side, event_id: str) -> Affected:
+        self._delete(side, event_id, K.COUNT)
+        return self._affected(-1)
+
+    def get_event(self, side: Side, event_id: str) -> Event | None:
+        return self.tables[check_side(side)].event(event_id)
+
+    # -- results ----------------------------------------------------------------------------
+    def result_columnar(self, sid: int) -> Matches:
+        """q's current result over the stored tuples, sign +1 (snapshot pairs)."""
+        sub = self.subscription(sid)
+        r_table, s_table = self.tables["R"], self.tables["S"]
+        if not isinstance(sub, BandJoin):
+            self._index_for(sub)
+        qids = np.array([sid], dtype=np.int64)
+        buf = self._buf
+        qs: list[np.ndarray] = []
+        rs: list[np.ndarray] = []
+        ss: list[np.ndarray] = []
+        from .band_join import run_qouter
+
+        for r_slot in r_table.live_slots().tolist():
+            buf.start()
+            run_qouter(qids, self.cols, buf, 1, float(r_table.keys[r_slot]),
+                       float(r_table.values[r_slot]), _NO_FILTER_SEQ, s_table, K.PAIRS)
+            if buf.n:
+                qs.append(buf.out_q[: buf.n].copy())
+                ss.append(buf.out_s[: buf.n].copy())
+                rs.append(np.full(buf.n, r_slot, dtype=np.int64))
+        if not qs:
+            return empty_matches(1)
+        return Matches(np.concatenate(qs), 1, r_table.ids_of(np.concatenate(rs)),
+                       s_table.ids_of(np.concatenate(ss)))
+
+    def result(self, sid: int) -> list[Delivery]:
+        return self.result_columnar(sid).deliveries()
+
+    # -- restore (server restart, Spark replay) -----------------------------------------------
+    def restore_clock(self, seq: int, max_time: int | None) -> None:
+        """Set the sequence counter and the largest event time seen (restoring a snapshot)."""
+        self._seq = int(seq)
+        self._max_time = None if max_time is None else int(max_time)
+
+    # -- introspection ----------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        band = self.band.stats()
+        counts = {k: 0 for k in KINDS}
+        for sub in self.subs.values():
+            counts[sub.kind] += 1
+        return {
+            "seq": self._seq,
+            "watermark": self.watermark,
+            "tuples": {"R": len(self.tables["R"]), "S": len(self.tables["S"])},
+            "subscriptions": counts,
+            "strategies": dict(self.strategy_names),
+            "tau": {"band": int(band.get("tau", band.get("hotspots", 0)))},
+            "hotspots": {"band": int(band.get("hotspots", 0))},
+            "band": band,
+        }
+
+    def memory_bytes(self) -> int:
+        """Approximate bytes held in numpy arrays by tables, columns and indexes."""
+        return (sum(t.memory_bytes() for t in self.tables.values()) + self.cols.memory_bytes()
+                + self.band.memory_bytes())

@@ -1,0 +1,55 @@
+"""Errors the engine raises (SPEC §7). None of them leaves a trace in the engine's state."""
+
+from __future__ import annotations
+
+
+class HotjoinError(Exception):
+    """Base class of the engine's own errors."""
+
+
+class LateEventError(HotjoinError):
+    """The event's time is below the topic watermark W = max time − lateness (SPEC §3)."""
+
+    def __init__(self, side: str, event_id: str, time: int, watermark: int) -> None:
+        super().__init__(
+            f"event {side}/{event_id} is late: time {time} < watermark {watermark}"
+        )
+        self.side, self.event_id, self.time, self.watermark = side, event_id, time, watermark
+
+
+class DuplicateEventError(HotjoinError):
+    """An event with this id is already stored on this side (SPEC §3, Duplicates)."""
+
+    def __init__(self, side: str, event_id: str) -> None:
+        super().__init__(f"event {side}/{event_id} already exists")
+        self.side, self.event_id = side, event_id
+
+
+class UnknownEventError(HotjoinError, KeyError):
+    """Delete of an id that is not stored on that side."""
+
+    def __init__(self, side: str, event_id: str) -> None:
+        super().__init__(f"no stored event {side}/{event_id}")
+        self.side, self.event_id = side, event_id
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class UnknownSubscriptionError(HotjoinError, KeyError):
+    """Unsubscribe or result of a subscription id the engine does not hold."""
+
+    def __init__(self, subscription_id: int) -> None:
+        super().__init__(f"no subscription {subscription_id}")
+        self.subscription_id = subscription_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class BatchError(HotjoinError):
+    """A ``publish_many`` batch stopped at event ``index``; events before it were applied."""
+
+    def __init__(self, index: int, cause: Exception) -> None:
+        super().__init__(f"event #{index} of the batch failed: {cause}")
+        self.index, self.cause = index, cause

@@ -1,0 +1,136 @@
+"""Many small sorted sequences of ``(key, id)`` packed into one pair of flat arrays.
+
+Group ``g`` owns ``keys[start[g] : start[g] + cap[g]]``; its first ``size[g]`` entries are sorted
+ascending. Inserting shifts only inside the group (O(group size)); a full group moves to the end
+of the pool with twice the room, and the pool compacts itself when more than half of it is
+abandoned regions. This is how the SSI stores each stabbing group's sequences I_j^l (ranges by
+increasing left end) and I_j^r (by decreasing right end, stored as ascending ``-hi``) of paper 004
+§3.1.2, and how the interval tree of BJ-DOuter stores each node's lists: kernels read the flat
+arrays with ``start``/``size`` (pynndescent's FlatTree habit).
+
+>>> pool = GroupedSortedPool()
+>>> g = pool.add_group(0)
+>>> for k, q in [(5.0, 1), (2.0, 2), (9.0, 3)]:
+...     pool.insert(g, k, q)
+>>> pool.members(g)
+[(2.0, 2), (5.0, 1), (9.0, 3)]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .sorted_runs import insert_sorted, remove_sorted
+
+
+class GroupedSortedPool:
+    """Per-group sorted sequences in flat arrays with per-group slack."""
+
+    __slots__ = ("keys", "ids", "start", "size", "cap", "_used", "_garbage", "n_groups_alloc")
+
+    def __init__(self, capacity: int = 1024, groups: int = 16) -> None:
+        self.keys = np.zeros(capacity, dtype=np.float64)
+        self.ids = np.zeros(capacity, dtype=np.int64)
+        self.start = np.zeros(groups, dtype=np.int64)
+        self.size = np.zeros(groups, dtype=np.int64)
+        self.cap = np.zeros(groups, dtype=np.int64)
+        self.n_groups_alloc = 0  # 1 + the largest group id ever added
+        self._used = 0
+        self._garbage = 0
+
+    # -- groups ----------------------------------------------------------------------------
+    def add_group(self, gid: int) -> int:
+        """Create empty group ``gid`` (ids are the caller's: small dense ints); returns it."""
+        if gid >= self.start.shape[0]:
+            n = max(2 * self.start.shape[0], gid + 1)
+            for name in ("start", "size", "cap"):
+                old = getattr(self, name)
+                new = np.zeros(n, dtype=np.int64)
+                new[: old.shape[0]] = old
+                setattr(self, name, new)
+        self.n_groups_alloc = max(self.n_groups_alloc, gid + 1)
+        self.start[gid] = self._used
+        self.size[gid] = 0
+        self.cap[gid] = 0
+        return gid
+
+    def drop_group(self, gid: int) -> None:
+        """Forget group ``gid`` (its region becomes garbage)."""
+        self._garbage += int(self.cap[gid])
+        self.size[gid] = 0
+        self.cap[gid] = 0
+
+    def members(self, gid: int) -> list[tuple[float, int]]:
+        s, n = int(self.start[gid]), int(self.size[gid])
+        return list(zip(self.keys[s : s + n].tolist(), self.ids[s : s + n].tolist(), strict=True))
+
+    # -- entries ---------------------------------------------------------------------------
+    def _reserve(self, n: int) -> int:
+        if self._used + n > self.keys.shape[0]:
+            if self._garbage > self._used // 2:
+                self.compact()
+            if self._used + n > self.keys.shape[0]:
+                cap = max(2 * self.keys.shape[0], self._used + n)
+                self.keys = np.resize(self.keys, cap)
+                self.ids = np.resize(self.ids, cap)
+        at = self._used
+        self._used += n
+        return at
+
+    def _relocate(self, gid: int, new_cap: int) -> None:
+        n = int(self.size[gid])
+        at = self._reserve(new_cap)
+        s = int(self.start[gid])
+        self.keys[at : at + n] = self.keys[s : s + n]
+        self.ids[at : at + n] = self.ids[s : s + n]
+        self._garbage += int(self.cap[gid])
+        self.start[gid] = at
+        self.cap[gid] = new_cap
+
+    def insert(self, gid: int, key: float, ident: int) -> None:
+        """Insert ``(key, ident)`` into group ``gid``, after equal keys. O(group size)."""
+        n = int(self.size[gid])
+        if n == self.cap[gid]:
+            self._relocate(gid, max(4, 2 * n))
+        s = int(self.start[gid])
+        insert_sorted(self.keys[s : s + n + 1], self.ids[s : s + n + 1], n, key, ident)
+        self.size[gid] = n + 1
+
+    def remove(self, gid: int, key: float, ident: int) -> None:
+        """Remove ``(key, ident)`` from group ``gid``; KeyError if absent."""
+        s, n = int(self.start[gid]), int(self.size[gid])
+        if not remove_sorted(self.keys[s : s + n], self.ids[s : s + n], n, key, ident):
+            raise KeyError(f"({key}, {ident}) not in group {gid}")
+        self.size[gid] = n - 1
+
+    def load_group(self, gid: int, keys: np.ndarray, ids: np.ndarray) -> None:
+        """Fill empty group ``gid`` with already-sorted ``keys``/``ids`` (bulk build)."""
+        n = keys.shape[0]
+        cap = n + max(4, n // 4)
+        at = self._reserve(cap)
+        self.keys[at : at + n] = keys
+        self.ids[at : at + n] = ids
+        self.start[gid] = at
+        self.size[gid] = n
+        self.cap[gid] = cap
+
+    def compact(self) -> None:
+        """Rewrite all live groups contiguously, dropping abandoned regions (O(pool size))."""
+        live = np.nonzero(self.cap[: self.n_groups_alloc] > 0)[0]
+        total = int(self.cap[live].sum())
+        keys = np.zeros(max(total, self.keys.shape[0] // 2, 16), dtype=np.float64)
+        ids = np.zeros(keys.shape[0], dtype=np.int64)
+        at = 0
+        for g in live.tolist():
+            s, n, c = int(self.start[g]), int(self.size[g]), int(self.cap[g])
+            keys[at : at + n] = self.keys[s : s + n]
+            ids[at : at + n] = self.ids[s : s + n]
+            self.start[g] = at
+            at += c
+        self.keys, self.ids, self._used, self._garbage = keys, ids, at, 0
+
+    def clear(self) -> None:
+        self.__init__(max(16, self.keys.shape[0] // 2))  # type: ignore[misc]
+
+    def memory_bytes(self) -> int:
+        return self.keys.nbytes + self.ids.nbytes + 3 * self.start.nbytes

@@ -1,0 +1,179 @@
+"""Dynamic centred interval tree over subscription ranges: the range index BJ-DOuter probes.
+
+Paper 004 §3.1.1 gives BJ-DOuter "an index on ranges {rangeB_i}" (a priority search tree or an
+interval tree). Node ``u`` has a finite ``center[u]`` and keeps exactly the ranges that contain it
+and did not fit a node above, in two sorted lists (ascending lo, descending hi) held in
+:class:`GroupedSortedPool`\\ s indexed by node id. Ranges entirely left/right of the centre live in
+the left/right subtree. A stabbing probe visits one root-to-leaf path: O(depth + output).
+
+Inserting descends to the first node whose centre the range contains, creating a leaf centred on
+the range's midpoint when it falls off the tree; when a path grows deeper than
+``2·log2(n) + 8`` the tree is rebuilt balanced (centre = median endpoint) in O(n log n), so the
+depth stays logarithmic and updates cost O(log n + node list) amortised.
+
+>>> t = IntervalTree()
+>>> t.build([1, 2], [0.0, 5.0], [3.0, 9.0])
+>>> t.insert(3, 6.0, 7.0)
+>>> sorted(t.stab(6.5))
+[2, 3]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .group_pool import GroupedSortedPool
+
+
+def _mid(lo: float, hi: float) -> float:
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo + (hi - lo) / 2
+    if math.isfinite(lo):
+        return lo
+    if math.isfinite(hi):
+        return hi
+    return 0.0
+
+
+class IntervalTree:
+    """Centred interval tree with per-node sorted lists in flat pools (see module docstring)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.center = np.zeros(16, dtype=np.float64)
+        self.left = np.full(16, -1, dtype=np.int64)
+        self.right = np.full(16, -1, dtype=np.int64)
+        self.root = -1
+        self.n_nodes = 0
+        self.lpool = GroupedSortedPool()
+        self.rpool = GroupedSortedPool()
+        self.node_of: dict[int, int] = {}
+        self.bounds: dict[int, tuple[float, float]] = {}
+        self.rebuilds = 0
+
+    def __len__(self) -> int:
+        return len(self.node_of)
+
+    def _new_node(self, c: float) -> int:
+        u = self.n_nodes
+        if u == self.center.shape[0]:
+            n = 2 * u
+            self.center = np.resize(self.center, n)
+            self.left = np.concatenate([self.left, np.full(n - u, -1, dtype=np.int64)])
+            self.right = np.concatenate([self.right, np.full(n - u, -1, dtype=np.int64)])
+        self.center[u] = c
+        self.left[u] = -1
+        self.right[u] = -1
+        self.lpool.add_group(u)
+        self.rpool.add_group(u)
+        self.n_nodes += 1
+        return u
+
+    def _place(self, u: int, q: int, lo: float, hi: float) -> None:
+        self.lpool.insert(u, lo, q)
+        self.rpool.insert(u, -hi, q)
+        self.node_of[q] = u
+
+    def insert(self, q: int, lo: float, hi: float) -> None:
+        """Add range ``q = [lo, hi]``; O(depth + node list size) amortised."""
+        self.bounds[q] = (lo, hi)
+        if self.root < 0:
+            self.root = self._new_node(_mid(lo, hi))
+        u, depth = self.root, 1
+        while True:
+            c = self.center[u]
+            if hi < c:
+                nxt = int(self.left[u])
+                if nxt < 0:
+                    nxt = self._new_node(_mid(lo, hi))
+                    self.left[u] = nxt
+            elif lo > c:
+                nxt = int(self.right[u])
+                if nxt < 0:
+                    nxt = self._new_node(_mid(lo, hi))
+                    self.right[u] = nxt
+            else:
+                self._place(u, q, lo, hi)
+                break
+            u, depth = nxt, depth + 1
+        if depth > 2 * math.log2(len(self.node_of) + 1) + 8:
+            self.rebuild()
+
+    def remove(self, q: int) -> None:
+        """Remove range ``q``; KeyError if absent. Emptied nodes stay until the next rebuild."""
+        u = self.node_of.pop(q)
+        lo, hi = self.bounds.pop(q)
+        self.lpool.remove(u, lo, q)
+        self.rpool.remove(u, -hi, q)
+        if self.n_nodes > 64 and self.n_nodes > 4 * (len(self.node_of) + 1):
+            self.rebuild()
+
+    def build(self, qs: list[int] | np.ndarray, los: list[float] | np.ndarray,
+              his: list[float] | np.ndarray) -> None:
+        """Replace the content by the given ranges, balanced (O(n log n))."""
+        self._reset()
+        q_arr = np.asarray(qs, dtype=np.int64)
+        lo_arr = np.asarray(los, dtype=np.float64)
+        hi_arr = np.asarray(his, dtype=np.float64)
+        for q, lo, hi in zip(q_arr.tolist(), lo_arr.tolist(), hi_arr.tolist(), strict=True):
+            self.bounds[q] = (lo, hi)
+        if q_arr.shape[0]:
+            self.root = self._build(q_arr, lo_arr, hi_arr)
+
+    def rebuild(self) -> None:
+        """Rebuild balanced from the current ranges (O(n log n))."""
+        items = list(self.bounds.items())
+        rebuilds = self.rebuilds + 1
+        self.build([q for q, _ in items], [b[0] for _, b in items], [b[1] for _, b in items])
+        self.rebuilds = rebuilds
+
+    def _build(self, qs: np.ndarray, los: np.ndarray, his: np.ndarray) -> int:
+        ends = np.concatenate([los, his])
+        ends = ends[np.isfinite(ends)]
+        c = float(np.median(ends)) if ends.shape[0] else 0.0
+        go_left = his < c
+        go_right = los > c
+        here = ~(go_left | go_right)
+        u = self._new_node(c)
+        hq, hl, hh = qs[here], los[here], his[here]
+        o = np.argsort(hl, kind="stable")
+        self.lpool.load_group(u, hl[o], hq[o])
+        o = np.argsort(-hh, kind="stable")
+        self.rpool.load_group(u, -hh[o], hq[o])
+        for q in hq.tolist():
+            self.node_of[q] = u
+        if go_left.any():
+            self.left[u] = self._build(qs[go_left], los[go_left], his[go_left])
+        if go_right.any():
+            self.right[u] = self._build(qs[go_right], los[go_right], his[go_right])
+        return u
+
+    def stab(self, x: float) -> list[int]:
+        """Ranges containing ``x`` (pure Python; the kernels do the same on the flat arrays)."""
+        out: list[int] = []
+        u = self.root
+        while u >= 0:
+            c = self.center[u]
+            if x < c:
+                out += [q for lo, q in self.lpool.members(u) if lo <= x]
+                u = int(self.left[u])
+            elif x > c:
+                out += [q for nh, q in self.rpool.members(u) if -nh >= x]
+                u = int(self.right[u])
+            else:
+                out += [q for _, q in self.lpool.members(u)]
+                u = -1
+        return out
+
+    def depth(self) -> int:
+        def d(u: int) -> int:
+            return 0 if u < 0 else 1 + max(d(int(self.left[u])), d(int(self.right[u])))
+        return d(self.root)
+
+    def memory_bytes(self) -> int:
+        return (self.lpool.memory_bytes() + self.rpool.memory_bytes()
+                + self.center.nbytes + self.left.nbytes + self.right.nbytes)

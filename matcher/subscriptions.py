@@ -1,0 +1,103 @@
+"""Subscription parameters as numpy columns indexed by subscription id, plus per-event scratch.
+
+Kernels read these columns instead of per-subscription Python objects (guide: no
+per-subscription objects on the hot path). Unbounded range ends are stored as ``±inf``; a
+subscription id is never reused, so an id indexes the same row for the engine's lifetime.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import BandJoin, SelectJoin, Subscription, WindowJoin
+
+KIND_CODE = {"select": 0, "band": 1, "window": 2}
+
+_FLOAT_COLS = ("a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi")
+_INT_COLS = ("w", "reg")
+_BOOL_COLS = ("snap", "active")
+
+
+class SubscriptionColumns:
+    """Growable columns ``a_lo … c_hi, w, reg (registration seq), snap, active, kind``."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.capacity = 0
+        self.n = 0  # ids handed out so far: 0 .. n-1
+        for name in _FLOAT_COLS:
+            setattr(self, name, np.zeros(0, dtype=np.float64))
+        for name in _INT_COLS:
+            setattr(self, name, np.zeros(0, dtype=np.int64))
+        for name in _BOOL_COLS:
+            setattr(self, name, np.zeros(0, dtype=np.bool_))
+        self.kind = np.zeros(0, dtype=np.int8)
+        # per-event scratch used by the kernels (IDENTIFY/COUNT dedupe and counters)
+        self.mark = np.zeros(0, dtype=np.int64)
+        self.acc = np.zeros(0, dtype=np.int64)
+        self.reserve(capacity)
+
+    # declared for type checkers; set in __init__ via setattr
+    a_lo: np.ndarray
+    a_hi: np.ndarray
+    b_lo: np.ndarray
+    b_hi: np.ndarray
+    c_lo: np.ndarray
+    c_hi: np.ndarray
+    w: np.ndarray
+    reg: np.ndarray
+    snap: np.ndarray
+    active: np.ndarray
+
+    def reserve(self, capacity: int) -> None:
+        """Make room for ids below ``capacity`` (amortised doubling)."""
+        if capacity <= self.capacity:
+            return
+        cap = max(capacity, 2 * self.capacity)
+        for name in (*_FLOAT_COLS, *_INT_COLS, *_BOOL_COLS, "kind", "mark", "acc"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+        self.mark[self.capacity:] = -1
+        self.capacity = cap
+
+    def add(self, sub: Subscription, reg: int, snap: bool) -> int:
+        """Store one subscription's parameters; returns its new id."""
+        sid = self.n
+        self.reserve(sid + 1)
+        self.n += 1
+        self._fill(sid, sub, reg, snap)
+        return sid
+
+    def _fill(self, sid: int, sub: Subscription, reg: int, snap: bool) -> None:
+        self.a_lo[sid], self.a_hi[sid] = sub.a.lo_f, sub.a.hi_f
+        self.c_lo[sid], self.c_hi[sid] = sub.c.lo_f, sub.c.hi_f
+        if isinstance(sub, BandJoin):
+            self.b_lo[sid], self.b_hi[sid] = sub.b.lo_f, sub.b.hi_f
+        elif isinstance(sub, WindowJoin):
+            self.w[sid] = sub.w
+        else:
+            assert isinstance(sub, SelectJoin)
+        self.kind[sid] = KIND_CODE[sub.kind]
+        self.reg[sid] = reg
+        self.snap[sid] = snap
+        self.active[sid] = True
+
+    def add_many(self, subs: list[Subscription], first_reg: int, snap: bool) -> np.ndarray:
+        """Store many subscriptions; subscription i registers at ``first_reg + i``."""
+        first = self.n
+        self.reserve(first + len(subs))
+        self.n += len(subs)
+        for i, sub in enumerate(subs):
+            self._fill(first + i, sub, first_reg + i, snap)
+        return np.arange(first, first + len(subs), dtype=np.int64)
+
+    def deactivate(self, sid: int) -> None:
+        self.active[sid] = False
+
+    def is_active(self, sid: int) -> bool:
+        return 0 <= sid < self.n and bool(self.active[sid])
+
+    def memory_bytes(self) -> int:
+        return sum(getattr(self, n).nbytes for n in
+                   (*_FLOAT_COLS, *_INT_COLS, *_BOOL_COLS, "kind", "mark", "acc"))
