@@ -314,6 +314,16 @@ class Engine:
     def result(self, sid: int) -> list[Delivery]:
         return self.result_columnar(sid).deliveries()
 
+    def probe(self, side: Side, key: float, value: float, mode: str = "identify") -> int:
+        """Match a hypothetical tuple without storing it (benchmarks, paper 004 §5).
+
+        ``mode`` is ``"identify"`` (returns the number of affected subscriptions) or ``"pairs"``
+        (returns the number of result pairs). Nothing in the engine changes.
+        """
+        m = {"identify": K.IDENTIFY, "pairs": K.PAIRS, "count": K.COUNT}[mode]
+        self._match(check_side(side), float(key), float(value), self._seq + 1, m)
+        return self._buf.n
+
     # -- restore (server restart, Spark replay) -----------------------------------------------
     def restore_clock(self, seq: int, max_time: int | None) -> None:
         """Set the sequence counter and the largest event time seen (restoring a snapshot)."""

@@ -1,0 +1,124 @@
+"""Unit and property tests of the engine's storage structures against plain-Python models."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from matcher.base_table import BaseTable
+from matcher.group_pool import GroupedSortedPool
+from matcher.interval_tree import IntervalTree
+from matcher.model import Event
+from matcher.sorted_runs import SortedRuns
+
+keys = st.integers(-5, 5).map(float)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), keys), max_size=400))
+def test_sorted_runs_match_a_sorted_list(ops: list[tuple[bool, float]]) -> None:
+    runs = SortedRuns()
+    alive = np.zeros(len(ops) + 1, dtype=np.bool_)
+    model: dict[int, float] = {}
+    for i, (ins, k) in enumerate(ops):
+        if ins or not model:
+            alive[i] = True
+            model[i] = k
+            runs.insert(k, i, alive)
+        else:
+            p = sorted(model)[int(k) % len(model)]
+            del model[p]
+            alive[p] = False
+            runs.mark_dead(alive)
+        got = runs.items(alive)
+        assert [k for k, _ in got] == sorted(model.values())
+        assert sorted(p for _, p in got) == sorted(model)
+        mk, _, dk, _ = runs.runs()
+        assert np.all(np.diff(mk) >= 0) and np.all(np.diff(dk) >= 0)
+
+
+def test_sorted_runs_merge_keeps_only_live_and_bounds_delta() -> None:
+    runs = SortedRuns()
+    alive = np.ones(5000, dtype=np.bool_)
+    for i in range(5000):
+        runs.insert(float(i % 97), i, alive)
+    assert runs.merges > 0
+    assert runs.n_delta <= runs.delta_limit()
+    alive[::2] = False
+    runs.merge(alive)
+    assert len(runs) == 2500
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.booleans(), keys), max_size=300))
+def test_group_pool_matches_per_group_sorted_lists(ops: list[tuple[int, bool, float]]) -> None:
+    pool = GroupedSortedPool(capacity=8, groups=2)
+    model: dict[int, list[tuple[float, int]]] = {}
+    for i, (g, ins, k) in enumerate(ops):
+        if g not in model:
+            pool.add_group(g)
+            model[g] = []
+        if ins or not model[g]:
+            pool.insert(g, k, i)
+            model[g].append((k, i))
+        else:
+            victim = model[g][int(k) % len(model[g])]
+            model[g].remove(victim)
+            pool.remove(g, *victim)
+        if i % 50 == 49 and len(model) > 1:
+            drop = min(model)
+            pool.drop_group(drop)
+            del model[drop]
+        for gg, items in model.items():
+            assert [k for k, _ in pool.members(gg)] == sorted(k for k, _ in items)
+            assert sorted(pool.members(gg)) == sorted(items)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), keys, st.integers(0, 4)), max_size=200),
+       st.lists(st.integers(-7, 7).map(lambda x: x / 2), min_size=1, max_size=10))
+def test_interval_tree_stabbing_equals_brute_force(ops, probes) -> None:
+    tree = IntervalTree()
+    model: dict[int, tuple[float, float]] = {}
+    for i, (ins, lo, length) in enumerate(ops):
+        if ins or not model:
+            hi = lo + length
+            tree.insert(i, lo, hi)
+            model[i] = (lo, hi)
+        else:
+            q = sorted(model)[int(lo) % len(model)]
+            tree.remove(q)
+            del model[q]
+    for x in probes:
+        assert sorted(tree.stab(x)) == sorted(q for q, (lo, hi) in model.items() if lo <= x <= hi)
+
+
+def test_interval_tree_infinite_ends_and_rebuild() -> None:
+    tree = IntervalTree()
+    tree.build([0, 1, 2], [-np.inf, 0.0, 5.0], [np.inf, 1.0, np.inf])
+    for i in range(3, 400):  # sorted inserts force deep paths, hence rebuilds
+        tree.insert(i, float(i), float(i))
+    assert tree.rebuilds > 0
+    assert tree.depth() <= 2 * np.log2(len(tree) + 1) + 9
+    assert sorted(tree.stab(0.5)) == [0, 1]
+    assert sorted(tree.stab(6.0)) == [0, 2, 6]
+
+
+def test_base_table_insert_remove_expire_and_slot_reuse() -> None:
+    t = BaseTable("S", capacity=4)
+    for i in range(2000):
+        t.insert(Event("S", f"s{i}", float(i % 13), 1.0, i), i + 1)
+    assert len(t) == 2000
+    for i in range(0, 2000, 2):
+        t.remove(f"s{i}")
+    dropped = t.expire_before(1000)  # odd ids below time 1000
+    assert len(dropped) == 500 and len(t) == 500
+    assert all(int(t.times[s]) >= 1000 for s in t.live_slots())
+    assert t.event("s1") is None and t.event("s1001") == Event("S", "s1001", 1001 % 13, 1.0, 1001)
+    for i in range(3000, 4000):  # reuses slots freed by merges, never a referenced one
+        t.insert(Event("S", f"s{i}", 0.5, 2.0, i), i + 1)
+    order = t.order.items(t.alive)
+    assert len(order) == len(t) == 1500
+    assert sorted(s for _, s in order) == sorted(t.live_slots().tolist())
+    assert all(t.keys[s] == k for k, s in order)
