@@ -19,8 +19,55 @@ arrays with ``start``/``size`` (pynndescent's FlatTree habit).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-from .sorted_runs import insert_sorted, remove_sorted
+
+@njit(cache=True)
+def _insert(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarray,
+            cap: np.ndarray, g: int, key: float, ident: int) -> bool:
+    """Insert into group g after equal keys; False (nothing done) when the group is full."""
+    n = size[g]
+    if n == cap[g]:
+        return False
+    s = start[g]
+    lo, hi = s, s + n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] <= key:
+            lo = mid + 1
+        else:
+            hi = mid
+    for j in range(s + n, lo, -1):
+        keys[j] = keys[j - 1]
+        ids[j] = ids[j - 1]
+    keys[lo] = key
+    ids[lo] = ident
+    size[g] = n + 1
+    return True
+
+
+@njit(cache=True)
+def _remove(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarray,
+            g: int, key: float, ident: int) -> bool:
+    """Remove ``(key, ident)`` from group g; False if absent."""
+    s, n = start[g], size[g]
+    lo, hi = s, s + n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    j = lo
+    while j < s + n and keys[j] == key:
+        if ids[j] == ident:
+            for t in range(j, s + n - 1):
+                keys[t] = keys[t + 1]
+                ids[t] = ids[t + 1]
+            size[g] = n - 1
+            return True
+        j += 1
+    return False
 
 
 class GroupedSortedPool:
@@ -89,19 +136,14 @@ class GroupedSortedPool:
 
     def insert(self, gid: int, key: float, ident: int) -> None:
         """Insert ``(key, ident)`` into group ``gid``, after equal keys. O(group size)."""
-        n = int(self.size[gid])
-        if n == self.cap[gid]:
-            self._relocate(gid, max(4, 2 * n))
-        s = int(self.start[gid])
-        insert_sorted(self.keys[s : s + n + 1], self.ids[s : s + n + 1], n, key, ident)
-        self.size[gid] = n + 1
+        if not _insert(self.keys, self.ids, self.start, self.size, self.cap, gid, key, ident):
+            self._relocate(gid, max(4, 2 * int(self.size[gid])))
+            _insert(self.keys, self.ids, self.start, self.size, self.cap, gid, key, ident)
 
     def remove(self, gid: int, key: float, ident: int) -> None:
         """Remove ``(key, ident)`` from group ``gid``; KeyError if absent."""
-        s, n = int(self.start[gid]), int(self.size[gid])
-        if not remove_sorted(self.keys[s : s + n], self.ids[s : s + n], n, key, ident):
+        if not _remove(self.keys, self.ids, self.start, self.size, gid, key, ident):
             raise KeyError(f"({key}, {ident}) not in group {gid}")
-        self.size[gid] = n - 1
 
     def load_group(self, gid: int, keys: np.ndarray, ids: np.ndarray) -> None:
         """Fill empty group ``gid`` with already-sorted ``keys``/``ids`` (bulk build)."""

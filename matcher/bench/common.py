@@ -7,6 +7,7 @@ rotating order), so a noisy neighbour on a shared machine slows all of them alik
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -31,10 +32,8 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     mem_gb = None
-    try:
+    with contextlib.suppress(ValueError, OSError):
         mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError):
-        pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gb,
             "python": platform.python_version(), "platform": platform.platform()}
 
