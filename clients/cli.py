@@ -16,6 +16,13 @@ from collections.abc import Sequence
 COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.demo",
     "clients.commands.bench",
+    "clients.commands.serve",
+    "clients.commands.topic",
+    "clients.commands.subscribe",
+    "clients.commands.publish",
+    "clients.commands.listen",
+    "clients.commands.stats",
+    "clients.commands.export",
 )
 
 

@@ -1,0 +1,387 @@
+"""Typed Python client of the hotjoin gRPC API (SPEC §4).
+
+>>> with HotjoinClient("127.0.0.1:50051") as hj:                      # doctest: +SKIP
+...     hj.create_topic("t", lateness=10)
+...     sid = hj.subscribe("t", band(b=(-1, 1)), subscriber="me")
+...     hj.publish("t", [event("R", "r1", 1.0, 0.0, time=5), event("S", "s1", 1.5, 0.0, time=6)])
+...     for msg in hj.listen("t", subscriber="me"):
+...         print(msg)
+
+``publisher()`` batches events over the streaming RPC for high rates; ``listen()`` returns an
+iterator over matches that reconnects after a dropped connection and resumes from the last
+sequence number it yielded per subscription (the server answers with a ``Gap`` if messages it
+asks for are no longer buffered).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import grpc
+
+from server.pb import hotjoin_pb2 as pb
+from server.pb import hotjoin_pb2_grpc as rpc
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+RangeLike = tuple[float | None, float | None] | pb.Range | None
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED,
+             grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+
+
+# ---- message builders --------------------------------------------------------------------------
+
+
+def rng(r: RangeLike) -> pb.Range:
+    """``(lo, hi)`` with ``None`` for unbounded → ``Range``."""
+    if r is None:
+        return pb.Range()
+    if isinstance(r, pb.Range):
+        return r
+    lo, hi = r
+    out = pb.Range()
+    if lo is not None:
+        out.lo = float(lo)
+    if hi is not None:
+        out.hi = float(hi)
+    return out
+
+
+def _spec(delivery: str, snapshot: bool, subscriber: str) -> pb.SubscriptionSpec:
+    mode = {"pairs": pb.PAIRS, "affected": pb.AFFECTED}[delivery.lower()]
+    return pb.SubscriptionSpec(delivery=mode, snapshot=snapshot, subscriber=subscriber)
+
+
+def select(a: RangeLike = None, c: RangeLike = None, *, delivery: str = "pairs", snapshot: bool = False,
+           subscriber: str = "") -> pb.SubscriptionSpec:
+    """A select-join subscription: r.key == s.key, r.value ∈ a, s.value ∈ c."""
+    out = _spec(delivery, snapshot, subscriber)
+    out.select.a.CopyFrom(rng(a))
+    out.select.c.CopyFrom(rng(c))
+    return out
+
+
+def band(b: RangeLike = None, a: RangeLike = None, c: RangeLike = None, *, delivery: str = "pairs",
+         snapshot: bool = False, subscriber: str = "") -> pb.SubscriptionSpec:
+    """A band-join subscription: s.key − r.key ∈ b, r.value ∈ a, s.value ∈ c."""
+    out = _spec(delivery, snapshot, subscriber)
+    out.band.b.CopyFrom(rng(b))
+    out.band.a.CopyFrom(rng(a))
+    out.band.c.CopyFrom(rng(c))
+    return out
+
+
+def window(a: RangeLike = None, c: RangeLike = None, w: int = 0, *, delivery: str = "pairs",
+           snapshot: bool = False, subscriber: str = "") -> pb.SubscriptionSpec:
+    """A window-join subscription: select-join condition and |r.time − s.time| ≤ w."""
+    out = _spec(delivery, snapshot, subscriber)
+    out.window.a.CopyFrom(rng(a))
+    out.window.c.CopyFrom(rng(c))
+    out.window.w = int(w)
+    return out
+
+
+def event(side: str, id: str, key: float, value: float, time: int | None = None,
+          payload: bytes = b"") -> pb.Event:
+    """An event of side ``"R"`` or ``"S"``; empty id / no time: the server assigns them."""
+    out = pb.Event(side={"R": pb.SIDE_R, "S": pb.SIDE_S}[side], id=id, key=key, value=value, payload=payload)
+    if time is not None:
+        out.time = int(time)
+    return out
+
+
+def ref(side: str, id: str) -> pb.EventRef:
+    return pb.EventRef(side={"R": pb.SIDE_R, "S": pb.SIDE_S}[side], id=id)
+
+
+STATUS_NAMES = {v: k for k, v in pb.EventStatusCode.items()}
+
+
+# ---- client ------------------------------------------------------------------------------------
+
+
+class HotjoinClient:
+    """Blocking client of one hotjoin server; thread-safe (one gRPC channel)."""
+
+    def __init__(self, target: str = "127.0.0.1:50051", timeout: float | None = 60.0) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.topics = rpc.TopicServiceStub(self.channel)
+        self.subscriptions = rpc.SubscriptionServiceStub(self.channel)
+        self.publishing = rpc.PublishServiceStub(self.channel)
+        self.listening = rpc.ListenServiceStub(self.channel)
+        self.stats_stub = rpc.StatsServiceStub(self.channel)
+
+    def __enter__(self) -> HotjoinClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Block until the server accepts connections."""
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    # topics
+    def create_topic(self, name: str, lateness: int = 0, retention: int | None = None,
+                     strategy: Mapping[str, str] | None = None) -> pb.Topic:
+        req = pb.CreateTopicRequest(name=name, lateness=lateness, strategy=dict(strategy or {}))
+        if retention is not None:
+            req.retention = retention
+        return self.topics.CreateTopic(req, timeout=self.timeout)
+
+    def get_topic(self, name: str) -> pb.Topic:
+        return self.topics.GetTopic(pb.GetTopicRequest(name=name), timeout=self.timeout)
+
+    def list_topics(self) -> list[pb.Topic]:
+        return list(self.topics.ListTopics(pb.ListTopicsRequest(), timeout=self.timeout).topics)
+
+    def delete_topic(self, name: str) -> None:
+        self.topics.DeleteTopic(pb.DeleteTopicRequest(name=name), timeout=self.timeout)
+
+    # subscriptions
+    def subscribe(self, topic: str, spec: pb.SubscriptionSpec) -> int:
+        """Register one subscription; returns its id."""
+        return self.subscriptions.Subscribe(pb.SubscribeRequest(topic=topic, spec=spec), timeout=self.timeout).subscription_id
+
+    def subscribe_many(self, topic: str, specs: Sequence[pb.SubscriptionSpec], chunk: int = 50_000) -> list[int]:
+        """Register many subscriptions atomically, streamed in chunks; returns their ids in order."""
+        if len(specs) <= chunk:
+            resp = self.subscriptions.SubscribeMany(pb.SubscribeManyRequest(topic=topic, specs=specs),
+                                                    timeout=self.timeout)
+        else:
+            reqs = (pb.SubscribeManyRequest(topic=topic if i == 0 else "", specs=specs[i : i + chunk])
+                    for i in range(0, len(specs), chunk))
+            resp = self.subscriptions.SubscribeStream(reqs, timeout=self.timeout)
+        return list(resp.subscription_ids)
+
+    def unsubscribe(self, topic: str, subscription_id: int) -> int:
+        return self.subscriptions.Unsubscribe(
+            pb.UnsubscribeRequest(topic=topic, subscription_id=subscription_id), timeout=self.timeout).seq
+
+    def list_subscriptions(self, topic: str, subscriber: str = "", page_size: int = 10_000) -> Iterator[pb.Subscription]:
+        """Every live subscription (of ``subscriber`` when set), page by page."""
+        after: int | None = None
+        while True:
+            req = pb.ListSubscriptionsRequest(topic=topic, subscriber=subscriber, page_size=page_size)
+            if after is not None:
+                req.after_id = after
+            resp = self.subscriptions.ListSubscriptions(req, timeout=self.timeout)
+            yield from resp.subscriptions
+            if not resp.more or not resp.subscriptions:
+                return
+            after = resp.subscriptions[-1].subscription_id
+
+    # events
+    def publish(self, topic: str, events: Sequence[pb.Event]) -> pb.PublishResponse:
+        """Publish one batch; returns once durable with one status per event."""
+        return self.publishing.Publish(pb.PublishRequest(topic=topic, events=events), timeout=self.timeout)
+
+    def delete_events(self, topic: str, refs: Sequence[pb.EventRef]) -> pb.DeleteEventsResponse:
+        return self.publishing.DeleteEvents(pb.DeleteEventsRequest(topic=topic, events=refs), timeout=self.timeout)
+
+    def publisher(self, topic: str, batch_size: int = 1000, linger: float = 0.002,
+                  max_in_flight: int = 8) -> BatchingPublisher:
+        """A batching publisher over the streaming RPC (use as a context manager)."""
+        return BatchingPublisher(self, topic, batch_size, linger, max_in_flight)
+
+    # listening
+    def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
+               cursors: Mapping[int, int] | None = None, from_latest: bool = False,
+               reconnect: bool = True, retry_delay: float = 0.2) -> MatchStream:
+        """An iterator over ``ListenResponse`` messages that resumes after reconnects."""
+        req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
+                               from_latest=from_latest)
+        return MatchStream(self, req, dict(cursors or {}), reconnect, retry_delay)
+
+    def stats(self, topic: str) -> pb.TopicStats:
+        return self.stats_stub.GetTopicStats(pb.TopicStatsRequest(topic=topic), timeout=self.timeout)
+
+
+class MatchStream:
+    """Iterate over a Listen stream; reconnects and resumes from the last seq per subscription.
+
+    Parts of a split PAIRS message are joined, so each yielded ``Match`` is complete and
+    ``cursors[sid]`` is exactly the seq of the last message yielded for ``sid``. ``cancel()``
+    ends the iteration from another thread.
+    """
+
+    def __init__(self, client: HotjoinClient, request: pb.ListenRequest, cursors: dict[int, int],
+                 reconnect: bool, retry_delay: float) -> None:
+        self.client = client
+        self.request = request
+        self.cursors = cursors
+        self.reconnect = reconnect
+        self.retry_delay = retry_delay
+        self.reconnects = 0
+        self._call: Any = None
+        self._cancelled = False
+        self._start_seq: int | None = None
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def _next_request(self) -> pb.ListenRequest:
+        req = pb.ListenRequest()
+        req.CopyFrom(self.request)
+        if self._start_seq is not None and req.from_latest:
+            req.from_latest = False
+            req.default_after_seq = self._start_seq
+        del req.cursors[:]
+        req.cursors.extend(pb.Cursor(subscription_id=s, after_seq=q) for s, q in self.cursors.items())
+        return req
+
+    def __iter__(self) -> Iterator[pb.ListenResponse]:
+        partial: pb.Match | None = None
+        while not self._cancelled:
+            self._call = self.client.listening.Listen(self._next_request())
+            try:
+                for resp in self._call:
+                    kind = resp.WhichOneof("message")
+                    if kind == "match":
+                        m = resp.match
+                        if m.more or partial is not None:
+                            if partial is None:
+                                partial = pb.Match()
+                                partial.CopyFrom(m)
+                            else:
+                                partial.pairs.extend(m.pairs)
+                            if m.more:
+                                continue
+                            partial.more = False
+                            resp = pb.ListenResponse(match=partial)
+                            m, partial = partial, None
+                        self.cursors[m.subscription_id] = m.seq
+                    elif kind == "gap":
+                        g = resp.gap
+                        self.cursors[g.subscription_id] = max(self.cursors.get(g.subscription_id, 0), g.to_seq)
+                    elif kind == "unsubscribed":
+                        self.cursors.pop(resp.unsubscribed.subscription_id, None)
+                    elif kind == "caught_up" and self._start_seq is None:
+                        self._start_seq = resp.caught_up.seq
+                    yield resp
+                return
+            except grpc.RpcError as e:
+                partial = None
+                if self._cancelled or not self.reconnect or e.code() not in RETRYABLE:
+                    if self._cancelled:
+                        return
+                    raise
+                self.reconnects += 1
+                time.sleep(self.retry_delay)
+
+
+class BatchingPublisher:
+    """Publishes events in batches over ``PublishStream``; at most ``max_in_flight`` unacknowledged.
+
+    ``publish(ev)`` queues one event; ``publish_batch(evs)`` sends a batch and returns a future
+    of its ``PublishResponse``; ``flush()`` waits until everything sent so far is acknowledged
+    (durable). Counts of accepted and rejected events are kept in ``accepted`` / ``rejected``.
+    """
+
+    def __init__(self, client: HotjoinClient, topic: str, batch_size: int, linger: float,
+                 max_in_flight: int) -> None:
+        self.topic = topic
+        self.batch_size = batch_size
+        self.linger = linger
+        self.accepted = 0
+        self.rejected = 0
+        self.rejections: list[pb.EventStatus] = []
+        self._buf: list[pb.Event] = []
+        self._buf_since = 0.0
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(max_in_flight)
+        self._requests: queue.Queue[pb.PublishRequest | None] = queue.Queue()
+        self._pending: queue.Queue[Future[pb.PublishResponse]] = queue.Queue()
+        self._error: BaseException | None = None
+        self._first = True
+        self._responses = client.publishing.PublishStream(self._request_iter())
+        self._reader = threading.Thread(target=self._read, name="hotjoin-publisher", daemon=True)
+        self._reader.start()
+
+    def __enter__(self) -> BatchingPublisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request_iter(self) -> Iterator[pb.PublishRequest]:
+        while True:
+            req = self._requests.get()
+            if req is None:
+                return
+            yield req
+
+    def _read(self) -> None:
+        try:
+            for resp in self._responses:
+                fut = self._pending.get_nowait()
+                with self._lock:
+                    self.accepted += resp.accepted
+                    self.rejected += resp.rejected
+                    if resp.rejected and len(self.rejections) < 10_000:
+                        self.rejections.extend(s for s in resp.statuses if s.code != pb.OK)
+                self._slots.release()
+                fut.set_result(resp)
+        except grpc.RpcError as e:
+            self._error = e
+        while not self._pending.empty():
+            fut = self._pending.get_nowait()
+            fut.set_exception(self._error or RuntimeError("publish stream ended"))
+            self._slots.release()
+
+    def publish(self, ev: pb.Event) -> None:
+        """Queue one event; a full batch (or one older than ``linger``) is sent."""
+        self._buf.append(ev)
+        if len(self._buf) == 1:
+            self._buf_since = time.monotonic()
+        if len(self._buf) >= self.batch_size or time.monotonic() - self._buf_since >= self.linger:
+            self._send_buffer()
+
+    def _send_buffer(self) -> None:
+        if self._buf:
+            batch, self._buf = self._buf, []
+            self.publish_batch(batch)
+
+    def publish_batch(self, events: Sequence[pb.Event]) -> Future[pb.PublishResponse]:
+        """Send one batch now (blocks while ``max_in_flight`` batches are unacknowledged)."""
+        if self._error is not None:
+            raise self._error
+        self._slots.acquire()
+        fut: Future[pb.PublishResponse] = Future()
+        self._pending.put(fut)
+        self._requests.put(pb.PublishRequest(topic=self.topic if self._first else "", events=events))
+        self._first = False
+        return fut
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send what is queued and wait until every batch sent so far is acknowledged."""
+        self._send_buffer()
+        last: Future[pb.PublishResponse] | None = None
+        for fut in list(self._pending.queue):
+            last = fut
+        if last is not None:
+            last.result(timeout)
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._requests.put(None)
+            self._reader.join(timeout=30)

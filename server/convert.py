@@ -1,0 +1,161 @@
+"""Translation between the wire messages (``server.pb``) and the engine's model (``matcher``).
+
+Every decoder validates and raises ``ValueError`` with a message that says what was wrong (the
+model's own checks: non-finite numbers, empty ranges, ``w < 0``), so a malformed request is
+rejected before it can reach a topic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from matcher.model import (
+    INT64_MAX,
+    BandJoin,
+    Event,
+    Range,
+    SelectJoin,
+    Subscription,
+    WindowJoin,
+)
+from server.pb import hotjoin_pb2 as pb
+
+SIDE_FROM_PB = {pb.SIDE_R: "R", pb.SIDE_S: "S"}
+SIDE_TO_PB = {"R": pb.SIDE_R, "S": pb.SIDE_S}
+MAX_ID_LEN = 1024
+MAX_NAME_LEN = 256
+MAX_PAYLOAD = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SubMeta:
+    """What the server keeps beside the engine's subscription: delivery, snapshot, owner, seq."""
+
+    affected: bool
+    snapshot: bool
+    subscriber: str
+    registered_seq: int
+
+
+def decode_side(side: int) -> str:
+    """``SIDE_R``/``SIDE_S`` → ``"R"``/``"S"``."""
+    try:
+        return SIDE_FROM_PB[side]
+    except KeyError:
+        raise ValueError("side must be R or S") from None
+
+
+def decode_id(event_id: str, allow_empty: bool) -> str:
+    """Check an event id's length (and presence unless ``allow_empty``)."""
+    if not event_id and not allow_empty:
+        raise ValueError("event id is required")
+    if len(event_id) > MAX_ID_LEN:
+        raise ValueError(f"event id longer than {MAX_ID_LEN} characters")
+    return event_id
+
+
+def decode_event(e: pb.Event, event_id: str, default_time: int) -> Event:
+    """Build the model ``Event``; ``event_id`` replaces an empty id, ``default_time`` a missing time."""
+    side = decode_side(e.side)
+    if len(e.payload) > MAX_PAYLOAD:
+        raise ValueError(f"payload larger than {MAX_PAYLOAD} bytes")
+    return Event(
+        side=side,  # type: ignore[arg-type]
+        id=event_id,
+        key=_finite("key", e.key),
+        value=_finite("value", e.value),
+        time=e.time if e.HasField("time") else default_time,
+        payload=e.payload,
+    )
+
+
+def encode_event(ev: Event) -> pb.Event:
+    return pb.Event(
+        side=SIDE_TO_PB[ev.side], id=ev.id, key=ev.key, value=ev.value, time=ev.time, payload=ev.payload
+    )
+
+
+def _finite(name: str, x: float) -> float:
+    if not math.isfinite(x):
+        raise ValueError(f"event {name} must be finite, got {x!r}")
+    return x
+
+
+def decode_range(name: str, parent: object, field: str) -> Range:
+    """The closed range in ``parent.field``; unset field or bound = unbounded."""
+    if not parent.HasField(field):  # type: ignore[attr-defined]
+        return Range()
+    r = getattr(parent, field)
+    lo = r.lo if r.HasField("lo") else None
+    hi = r.hi if r.HasField("hi") else None
+    try:
+        return Range(lo, hi)
+    except ValueError as e:
+        raise ValueError(f"range {name}: {e}") from None
+
+
+def encode_range(r: Range) -> pb.Range:
+    out = pb.Range()
+    if r.lo is not None:
+        out.lo = r.lo
+    if r.hi is not None:
+        out.hi = r.hi
+    return out
+
+
+def decode_spec(spec: pb.SubscriptionSpec) -> tuple[Subscription, bool, bool, str]:
+    """Return ``(subscription, affected, snapshot, subscriber)`` or raise ``ValueError``."""
+    kind = spec.WhichOneof("kind")
+    sub: Subscription
+    if kind == "select":
+        s = spec.select
+        sub = SelectJoin(a=decode_range("A", s, "a"), c=decode_range("C", s, "c"))
+    elif kind == "band":
+        b = spec.band
+        sub = BandJoin(
+            b=decode_range("B", b, "b"), a=decode_range("A", b, "a"), c=decode_range("C", b, "c")
+        )
+    elif kind == "window":
+        w = spec.window
+        if w.w < 0:
+            raise ValueError(f"window w must be >= 0, got {w.w}")
+        sub = WindowJoin(a=decode_range("A", w, "a"), c=decode_range("C", w, "c"), w=w.w)
+    else:
+        raise ValueError("subscription kind is required (select, band or window)")
+    if spec.delivery not in (pb.DELIVERY_MODE_UNSPECIFIED, pb.PAIRS, pb.AFFECTED):
+        raise ValueError(f"unknown delivery mode {spec.delivery}")
+    if len(spec.subscriber) > MAX_NAME_LEN:
+        raise ValueError(f"subscriber name longer than {MAX_NAME_LEN} characters")
+    return sub, spec.delivery == pb.AFFECTED, spec.snapshot, spec.subscriber
+
+
+def encode_spec(sub: Subscription, meta: SubMeta) -> pb.SubscriptionSpec:
+    """The wire form of a registered subscription (inverse of ``decode_spec``)."""
+    out = pb.SubscriptionSpec(
+        delivery=pb.AFFECTED if meta.affected else pb.PAIRS,
+        snapshot=meta.snapshot,
+        subscriber=meta.subscriber,
+    )
+    if isinstance(sub, BandJoin):
+        out.band.SetInParent()
+        out.band.b.CopyFrom(encode_range(sub.b))
+        out.band.a.CopyFrom(encode_range(sub.a))
+        out.band.c.CopyFrom(encode_range(sub.c))
+    elif isinstance(sub, WindowJoin):
+        out.window.SetInParent()
+        out.window.a.CopyFrom(encode_range(sub.a))
+        out.window.c.CopyFrom(encode_range(sub.c))
+        out.window.w = sub.w
+    else:
+        out.select.SetInParent()
+        out.select.a.CopyFrom(encode_range(sub.a))
+        out.select.c.CopyFrom(encode_range(sub.c))
+    return out
+
+
+def check_time_option(name: str, x: int) -> int:
+    """Topic lateness/retention: an int64 >= 0."""
+    if not 0 <= x <= INT64_MAX:
+        raise ValueError(f"{name} must be >= 0, got {x}")
+    return x

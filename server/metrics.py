@@ -1,0 +1,148 @@
+"""Every Prometheus metric of the server, declared once (SPEC §4, Prometheus naming conventions).
+
+Counters and histograms are updated by the domain layer as operations happen; the per-topic
+engine gauges (stored tuples, subscriptions, τ, hotspots, router decisions) are read from
+``Engine.stats()`` at scrape time by ``EngineCollector``, so the hot path pays nothing for them.
+Names are ``hotjoin_<what>_<unit>``, counters end in ``_total``, times are in seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+
+EVENTS_PUBLISHED = Counter(
+    "hotjoin_events_published_total", "Events accepted and stored.", ["topic"], registry=REGISTRY
+)
+EVENTS_DELETED = Counter(
+    "hotjoin_events_deleted_total", "Events deleted by request.", ["topic"], registry=REGISTRY
+)
+EVENTS_REJECTED = Counter(
+    "hotjoin_events_rejected_total",
+    "Events rejected, by reason (late, duplicate, invalid, not_found).",
+    ["topic", "reason"],
+    registry=REGISTRY,
+)
+MATCHES = Counter(
+    "hotjoin_matches_total",
+    "Result pairs gained or lost (absolute count) over all subscriptions.",
+    ["topic"],
+    registry=REGISTRY,
+)
+MESSAGES = Counter(
+    "hotjoin_messages_total",
+    "Messages (one per subscription and operation) appended to subscription buffers.",
+    ["topic"],
+    registry=REGISTRY,
+)
+DELIVERIES = Counter(
+    "hotjoin_deliveries_total", "Messages handed to Listen streams.", ["topic"], registry=REGISTRY
+)
+GAPS = Counter(
+    "hotjoin_listener_gaps_total",
+    "Gap messages sent to listeners (asked-for messages no longer buffered).",
+    ["topic"],
+    registry=REGISTRY,
+)
+SUBSCRIBE_OPS = Counter(
+    "hotjoin_subscribe_operations_total",
+    "Subscribe and unsubscribe operations, by op.",
+    ["topic", "op"],
+    registry=REGISTRY,
+)
+PUBLISH_TO_MATCH = Histogram(
+    "hotjoin_publish_to_match_seconds",
+    "From receiving an event to the engine having matched it.",
+    ["topic"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+PUBLISH_TO_DELIVERY = Histogram(
+    "hotjoin_publish_to_delivery_seconds",
+    "From receiving an event to a message it caused being handed to a Listen stream.",
+    ["topic"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+PUBLISH_DURATION = Histogram(
+    "hotjoin_publish_duration_seconds",
+    "From receiving a publish batch to acknowledging it as durable.",
+    ["topic"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+LOG_SYNC = Histogram(
+    "hotjoin_log_sync_duration_seconds",
+    "Time to append and fsync one frame of a topic's log.",
+    ["topic"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+
+
+class EngineCollector(Collector):
+    """Per-topic engine gauges, computed from ``stats()`` of every topic at scrape time."""
+
+    def __init__(self, topics: Callable[[], Iterable[tuple[str, dict[str, Any]]]]) -> None:
+        self._topics = topics
+
+    def collect(self) -> Iterator[Any]:
+        tuples = GaugeMetricFamily("hotjoin_stored_tuples", "Stored tuples per side.", labels=["topic", "side"])
+        subs = GaugeMetricFamily(
+            "hotjoin_subscriptions", "Live subscriptions per join kind.", labels=["topic", "kind"]
+        )
+        tau = GaugeMetricFamily(
+            "hotjoin_stabbing_number", "Stabbing number tau per join kind.", labels=["topic", "kind"]
+        )
+        hot = GaugeMetricFamily("hotjoin_hotspots", "Hotspots per join kind.", labels=["topic", "kind"])
+        seq = GaugeMetricFamily("hotjoin_topic_sequence", "Last applied sequence number.", labels=["topic"])
+        listeners = GaugeMetricFamily("hotjoin_listeners", "Attached Listen streams.", labels=["topic"])
+        decisions = CounterMetricFamily(
+            "hotjoin_router_decisions",
+            "Router decisions per strategy (cumulative).",
+            labels=["topic", "strategy"],
+        )
+        for name, st in self._topics():
+            for side, n in st.get("tuples", {}).items():
+                tuples.add_metric([name, side], n)
+            for kind, n in st.get("subscriptions", {}).items():
+                subs.add_metric([name, kind], n)
+            for kind, n in st.get("tau", {}).items():
+                tau.add_metric([name, kind], n)
+            for kind, n in st.get("hotspots", {}).items():
+                hot.add_metric([name, kind], n)
+            for strategy, n in st.get("decisions", {}).items():
+                decisions.add_metric([name, strategy], n)
+            seq.add_metric([name], st.get("seq", 0))
+            listeners.add_metric([name], st.get("listeners", 0))
+        yield from (tuples, subs, tau, hot, decisions, seq, listeners)
+
+
+def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:
+    """Serve ``/metrics`` over HTTP on ``addr:port``; returns the server (``shutdown()`` stops it)."""
+    server, _thread = start_http_server(port, addr=addr, registry=REGISTRY)
+    return server
+
+
+def forget_topic(topic: str) -> None:
+    """Drop the labelled children of a deleted topic."""
+    for metric in (EVENTS_PUBLISHED, EVENTS_DELETED, MATCHES, MESSAGES, DELIVERIES, GAPS,
+                   PUBLISH_TO_MATCH, PUBLISH_TO_DELIVERY, PUBLISH_DURATION, LOG_SYNC):
+        with contextlib.suppress(KeyError):
+            metric.remove(topic)
+    for metric2, labels in ((EVENTS_REJECTED, ("late", "duplicate", "invalid", "not_found")),
+                            (SUBSCRIBE_OPS, ("subscribe", "unsubscribe"))):
+        for label in labels:
+            with contextlib.suppress(KeyError):
+                metric2.remove(topic, label)

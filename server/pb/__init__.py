@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC code of ``proto/hotjoin/v1`` (see proto/generate.py)."""

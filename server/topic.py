@@ -1,0 +1,540 @@
+"""One topic: its engine, its total order of operations, its log and its delivery hub (SPEC §3–4).
+
+Every operation on the topic runs under one lock, in this order: apply to the engine (which
+decides ok / late / duplicate / not found and computes who is affected), append the applied
+operations to the log as one frame and fsync it, then push the resulting messages to the
+subscription buffers. The lock therefore defines the topic's sequence, an acknowledgement is sent
+only after its frame is durable, and listeners never see a message whose operation could be lost
+by a crash. A failed append leaves the engine ahead of the log, so the topic is then closed
+(``Unavailable``) rather than diverge; a restart rebuilds it from the log.
+
+Recovery replays the log in sequence order through the engine's batch calls with matching turned
+off (``publish_many(match=False)``), which rebuilds the same stored tuples (retention included),
+the same subscription ids and the same sequence counter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from matcher.errors import (
+    BatchError,
+    DuplicateEventError,
+    LateEventError,
+    UnknownEventError,
+    UnknownSubscriptionError,
+)
+from matcher.model import Affected, Event, Matches, Subscription
+from server import metrics
+from server.convert import SubMeta, decode_event, decode_id, decode_side, decode_spec, encode_spec
+from server.delivery import DeliveryHub, Item, Listener, MatchItem, Msg
+from server.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
+from server.log import LogCorruptError, OpLog, read_batches
+from server.pb import hotjoin_pb2 as pb
+
+EngineFactory = Callable[..., Any]
+
+MAX_BATCH_EVENTS = 10_000
+MAX_SUBSCRIBE_BATCH = 1_000_000
+LIST_PAGE_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Outcome of one event of a batch: code is ok, late, duplicate, invalid or not_found."""
+
+    code: str
+    id: str
+    seq: int = 0
+    reason: str = ""
+
+
+class Topic:
+    """The state of one topic and the only path by which operations reach its engine."""
+
+    def __init__(
+        self,
+        name: str,
+        lateness: int,
+        retention: int | None,
+        strategy: Mapping[str, str],
+        directory: Path | None,
+        engine_factory: EngineFactory,
+        buffer_capacity: int = 1024,
+        buffer_max_pairs: int = 100_000,
+        sync: bool = True,
+    ) -> None:
+        self.name = name
+        self.lateness = lateness
+        self.retention = retention
+        self.strategy = dict(strategy)
+        self.directory = directory
+        self.engine = engine_factory(
+            lateness=lateness, retention=retention, strategy=self.strategy or "auto"
+        )
+        self._lock = threading.Lock()
+        self._meta: dict[int, SubMeta] = {}
+        self._affected = np.zeros(1024, dtype=bool)
+        self._n_pairs = 0
+        self._next_sid = 0
+        self._closed = False
+        self._log: OpLog | None = None
+        if directory is not None:
+            self._log = OpLog(directory / "log", sync=sync)
+            self._recover(directory / "log")
+        self._m_published = metrics.EVENTS_PUBLISHED.labels(name)
+        self._m_deleted = metrics.EVENTS_DELETED.labels(name)
+        self._m_matches = metrics.MATCHES.labels(name)
+        self._m_messages = metrics.MESSAGES.labels(name)
+        self._m_to_match = metrics.PUBLISH_TO_MATCH.labels(name)
+        self._m_sync = metrics.LOG_SYNC.labels(name)
+        self._m_duration = metrics.PUBLISH_DURATION.labels(name)
+        self._m_gaps = metrics.GAPS.labels(name)
+        self._m_deliveries = metrics.DELIVERIES.labels(name)
+        self._m_to_delivery = metrics.PUBLISH_TO_DELIVERY.labels(name)
+        self.hub = DeliveryHub(
+            buffer_capacity,
+            buffer_max_pairs,
+            boot_seq=self.engine.seq,
+            on_gap=self._m_gaps.inc,
+            on_deliver=self._observe_delivery,
+        )
+        self.hub.add_subscriptions(
+            (sid, m.subscriber, m.registered_seq) for sid, m in self._meta.items()
+        )
+
+    # ---- events -----------------------------------------------------------------------------
+
+    def publish(self, events: Sequence[pb.Event], received_ns: int) -> list[Status]:
+        """Apply a batch in order; each event gets its own status. Returns once durable."""
+        _check_batch(len(events), MAX_BATCH_EVENTS, "events")
+        now_ms = received_ns // 1_000_000
+        statuses: list[Status] = []
+        ops: list[pb.LogOp] = []
+        msgs: list[tuple[int, Msg]] = []
+        with self._lock:
+            self._check_open()
+            engine = self.engine
+            columnar = self._n_pairs > 0
+            for e in events:
+                try:
+                    side = decode_side(e.side)
+                    eid = decode_id(e.id, allow_empty=True) or self._auto_id(side)
+                    ev = decode_event(e, eid, now_ms)
+                except ValueError as x:
+                    statuses.append(Status("invalid", e.id, 0, str(x)))
+                    continue
+                try:
+                    out = engine.publish_columnar(ev) if columnar else engine.publish_affected(ev)
+                except DuplicateEventError as x:
+                    statuses.append(Status("duplicate", eid, 0, str(x)))
+                    continue
+                except LateEventError as x:
+                    statuses.append(Status("late", eid, 0, str(x)))
+                    continue
+                except ValueError as x:
+                    statuses.append(Status("invalid", eid, 0, str(x)))
+                    continue
+                seq = engine.seq
+                statuses.append(Status("ok", eid, seq))
+                if e.id and e.HasField("time"):
+                    logged = e
+                else:
+                    logged = pb.Event()
+                    logged.CopyFrom(e)
+                    logged.id, logged.time = eid, ev.time
+                ops.append(pb.LogOp(seq=seq, publish=logged, received_unix_nanos=received_ns))
+                self._messages(out, seq, 1, "publish", side, eid, received_ns, msgs)
+            if ops:
+                matched = (time.time_ns() - received_ns) / 1e9
+                for _ in ops:
+                    self._m_to_match.observe(matched)
+                self._append(ops)
+                self._m_published.inc(len(ops))
+            self.hub.push_many(msgs)
+        _count_rejections(self.name, statuses)
+        self._m_duration.observe((time.time_ns() - received_ns) / 1e9)
+        return statuses
+
+    def delete(self, refs: Sequence[pb.EventRef], received_ns: int) -> list[Status]:
+        """Delete events in order (SPEC §3 Delete); each gets its own status."""
+        _check_batch(len(refs), MAX_BATCH_EVENTS, "events")
+        statuses: list[Status] = []
+        ops: list[pb.LogOp] = []
+        msgs: list[tuple[int, Msg]] = []
+        with self._lock:
+            self._check_open()
+            engine = self.engine
+            columnar = self._n_pairs > 0
+            for ref in refs:
+                try:
+                    side = decode_side(ref.side)
+                    eid = decode_id(ref.id, allow_empty=False)
+                except ValueError as x:
+                    statuses.append(Status("invalid", ref.id, 0, str(x)))
+                    continue
+                try:
+                    if columnar:
+                        out = engine.delete_columnar(side, eid)
+                    else:
+                        out = engine.delete_affected(side, eid)
+                except UnknownEventError as x:
+                    statuses.append(Status("not_found", eid, 0, str(x)))
+                    continue
+                seq = engine.seq
+                statuses.append(Status("ok", eid, seq))
+                ops.append(pb.LogOp(seq=seq, delete=ref, received_unix_nanos=received_ns))
+                self._messages(out, seq, -1, "delete", side, eid, received_ns, msgs)
+            if ops:
+                self._append(ops)
+                self._m_deleted.inc(len(ops))
+            self.hub.push_many(msgs)
+        _count_rejections(self.name, statuses)
+        return statuses
+
+    # ---- subscriptions ----------------------------------------------------------------------
+
+    def subscribe(self, specs: Sequence[pb.SubscriptionSpec], received_ns: int) -> list[tuple[int, int]]:
+        """Register ``specs`` in order, all or nothing; returns ``(id, registered_seq)`` each."""
+        _check_batch(len(specs), MAX_SUBSCRIBE_BATCH, "subscriptions")
+        decoded: list[tuple[Subscription, bool, bool, str]] = []
+        for i, spec in enumerate(specs):
+            try:
+                decoded.append(decode_spec(spec))
+            except ValueError as x:
+                where = f"subscription #{i}: " if len(specs) > 1 else ""
+                raise InvalidArgument(f"{where}{x}") from None
+        with self._lock:
+            self._check_open()
+            engine = self.engine
+            seq0 = engine.seq
+            ids: list[int] = []
+            error: Exception | None = None
+            start = 0
+            while start < len(decoded) and error is None:
+                snap = decoded[start][2]
+                end = start
+                while end < len(decoded) and decoded[end][2] == snap:
+                    end += 1
+                run = [d[0] for d in decoded[start:end]]
+                try:
+                    ids.extend(engine.subscribe_many(run, snapshot=snap))
+                except (BatchError, NotImplementedError, ValueError) as x:
+                    error = x
+                    n_applied = engine.seq - seq0 - len(ids)
+                    first = self._next_sid + len(ids)
+                    ids.extend(range(first, first + n_applied))
+                start = end
+            if engine.seq - seq0 != len(ids):
+                self._closed = True
+                raise Unavailable("engine sequence diverged from the topic's log; topic closed")
+            ops: list[pb.LogOp] = []
+            out: list[tuple[int, int]] = []
+            for k, sid in enumerate(ids):
+                sub, affected, snap, subscriber = decoded[k]
+                reg = seq0 + 1 + k
+                self._register_meta(sid, SubMeta(affected, snap, subscriber, reg))
+                ops.append(
+                    pb.LogOp(
+                        seq=reg,
+                        subscribe=pb.SubscribeOp(subscription_id=sid, spec=specs[k]),
+                        received_unix_nanos=received_ns,
+                    )
+                )
+                out.append((sid, reg))
+            if ops:
+                self._append(ops)
+                metrics.SUBSCRIBE_OPS.labels(self.name, "subscribe").inc(len(ops))
+            for sid, reg in out:
+                self.hub.add_subscription(sid, self._meta[sid].subscriber, reg)
+            msgs: list[tuple[int, Msg]] = []
+            for sid, reg in out:
+                if self._meta[sid].snapshot:
+                    self._snapshot_message(sid, reg, received_ns, msgs)
+            self.hub.push_many(msgs)
+        if error is not None:
+            cause = error.cause if isinstance(error, BatchError) else error
+            applied = f" ({len(ids)} subscriptions before it were registered)" if ids else ""
+            if isinstance(cause, NotImplementedError):
+                raise Unimplemented(f"the engine does not support this subscription yet: {cause}{applied}")
+            raise InvalidArgument(f"{cause}{applied}")
+        return out
+
+    def unsubscribe(self, sid: int) -> int:
+        """Remove subscription ``sid``; returns the operation's seq."""
+        with self._lock:
+            self._check_open()
+            try:
+                self.engine.unsubscribe(sid)
+            except UnknownSubscriptionError:
+                raise NotFound(f"topic {self.name!r} has no subscription {sid}") from None
+            seq = self.engine.seq
+            self._append([pb.LogOp(seq=seq, unsubscribe=sid, received_unix_nanos=time.time_ns())])
+            self._unregister_meta(sid)
+            self.hub.remove_subscription(sid, seq)
+        metrics.SUBSCRIBE_OPS.labels(self.name, "unsubscribe").inc()
+        return seq
+
+    def list_subscriptions(
+        self, subscriber: str, after_id: int | None, page_size: int
+    ) -> tuple[list[tuple[int, pb.SubscriptionSpec, int]], bool]:
+        """A page of live subscriptions with id > after_id: ``[(id, spec, registered_seq)], more``."""
+        size = min(page_size or LIST_PAGE_MAX, LIST_PAGE_MAX)
+        with self._lock:
+            self._check_open()
+            ids = list(self._meta)
+            i = 0 if after_id is None else bisect.bisect_right(ids, after_id)
+            page: list[tuple[int, pb.SubscriptionSpec, int]] = []
+            while i < len(ids) and len(page) < size:
+                sid = ids[i]
+                meta = self._meta[sid]
+                if not subscriber or meta.subscriber == subscriber:
+                    spec = encode_spec(self.engine.subscription(sid), meta)
+                    page.append((sid, spec, meta.registered_seq))
+                i += 1
+            more = any(
+                not subscriber or self._meta[s].subscriber == subscriber for s in ids[i:]
+            )
+        return page, more
+
+    # ---- listening ----------------------------------------------------------------------------
+
+    def listen(
+        self,
+        subscriber: str,
+        subscription_ids: Sequence[int],
+        cursors: Mapping[int, int],
+        default_after_seq: int,
+        from_latest: bool,
+    ) -> Listener:
+        """Open a listener; unknown ids fail with ``NotFound``, nothing to listen to with
+        ``InvalidArgument``."""
+        if not subscriber and not subscription_ids:
+            raise InvalidArgument("listen needs a subscriber or at least one subscription id")
+        with self._lock:
+            self._check_open()
+            for sid in (*subscription_ids, *cursors):
+                if sid not in self._meta and not self.hub.has(sid):
+                    raise NotFound(f"topic {self.name!r} has no subscription {sid}")
+            try:
+                return self.hub.listen(
+                    subscriber, list(subscription_ids), dict(cursors), default_after_seq,
+                    from_latest, self.engine.seq,
+                )
+            except KeyError as x:
+                raise NotFound(f"topic {self.name!r} has no subscription {x.args[0]}") from None
+
+    # ---- info -------------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "lateness": self.lateness,
+            "retention": self.retention,
+            "strategy": self.strategy,
+            "seq": self.engine.seq,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Engine stats plus the topic's seq, watermark and listener count."""
+        with self._lock:
+            self._check_open()
+            st = dict(self.engine.stats())
+            st["seq"] = self.engine.seq
+            st["watermark"] = self.engine.watermark
+            st["listeners"] = len(self.hub.listeners)
+        return st
+
+    def close(self, deleted: bool = False) -> None:
+        """Stop serving (topic deleted or server stopping): end listeners, close the log."""
+        with self._lock:
+            self._closed = True
+            if deleted:
+                self.hub.close("NOT_FOUND", f"topic {self.name!r} was deleted")
+            else:
+                self.hub.close("UNAVAILABLE", "the server is shutting down")
+            if self._log is not None:
+                self._log.close()
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise NotFound(f"topic {self.name!r} is closed or was deleted")
+
+    def _append(self, ops: list[pb.LogOp]) -> None:
+        if self._log is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            self._log.append(ops)
+        except OSError as x:
+            self._closed = True
+            raise Unavailable(f"topic {self.name!r}: log write failed ({x}); topic closed") from x
+        self._m_sync.observe(time.perf_counter() - t0)
+
+    def _auto_id(self, side: str) -> str:
+        base = f"auto-{self.engine.seq + 1}"
+        eid, k = base, 0
+        while self.engine.get_event(side, eid) is not None:
+            k += 1
+            eid = f"{base}.{k}"
+        return eid
+
+    def _register_meta(self, sid: int, meta: SubMeta) -> None:
+        self._meta[sid] = meta
+        self._next_sid = max(self._next_sid, sid + 1)
+        if sid >= len(self._affected):
+            grown = np.zeros(max(2 * len(self._affected), sid + 1), dtype=bool)
+            grown[: len(self._affected)] = self._affected
+            self._affected = grown
+        self._affected[sid] = meta.affected
+        if not meta.affected:
+            self._n_pairs += 1
+
+    def _unregister_meta(self, sid: int) -> None:
+        meta = self._meta.pop(sid)
+        if not meta.affected:
+            self._n_pairs -= 1
+
+    def _messages(
+        self,
+        out: Matches | Affected,
+        seq: int,
+        sign: int,
+        op: str,
+        side: str,
+        eid: str,
+        received_ns: int,
+        sink: list[tuple[int, Msg]],
+    ) -> None:
+        """Split one operation's engine output into one message per affected subscription."""
+        n = len(out)
+        if n == 0:
+            return
+        if isinstance(out, Affected):
+            counts = out.counts.tolist()
+            self._m_matches.inc(sum(abs(c) for c in counts))
+            for q, c in zip(out.subscription_ids.tolist(), counts, strict=True):
+                sink.append((q, Msg(seq, 1 if c > 0 else -1, abs(c), None, None, op, side, eid, received_ns)))
+            self._m_messages.inc(n)
+            return
+        self._m_matches.inc(n)
+        sids = out.subscription_ids
+        order = np.argsort(sids, kind="stable")
+        uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
+        r_ids, s_ids = out.r_ids[order], out.s_ids[order]
+        aff = self._affected
+        for q, st, c in zip(uniq.tolist(), starts.tolist(), counts.tolist(), strict=True):
+            if aff[q]:
+                sink.append((q, Msg(seq, sign, c, None, None, op, side, eid, received_ns)))
+            else:
+                sink.append(
+                    (q, Msg(seq, sign, c, r_ids[st : st + c], s_ids[st : st + c], op, side, eid, received_ns))
+                )
+        self._m_messages.inc(len(uniq))
+
+    def _snapshot_message(self, sid: int, seq: int, received_ns: int, sink: list[tuple[int, Msg]]) -> None:
+        res = self.engine.result_columnar(sid)
+        if len(res) == 0:
+            return
+        if self._affected[sid]:
+            sink.append((sid, Msg(seq, 1, len(res), None, None, "snapshot", "", "", received_ns)))
+        else:
+            sink.append((sid, Msg(seq, 1, len(res), res.r_ids, res.s_ids, "snapshot", "", "", received_ns)))
+
+    def _observe_delivery(self, items: list[Item]) -> None:
+        now = time.time_ns()
+        n = 0
+        for it in items:
+            if isinstance(it, MatchItem):
+                n += 1
+                self._m_to_delivery.observe((now - it.msg.received_ns) / 1e9)
+        if n:
+            self._m_deliveries.inc(n)
+
+    def _recover(self, path: Path) -> None:
+        """Rebuild engine state and subscription metadata by replaying the log (no matching)."""
+        engine = self.engine
+        events: list[Event] = []
+        subs: list[tuple[pb.LogOp, Subscription, SubMeta]] = []
+        last_seq = 0
+
+        def flush_events() -> None:
+            if events:
+                engine.publish_many(events, match=False)
+                events.clear()
+
+        def flush_subs() -> None:
+            i = 0
+            while i < len(subs):
+                snap = subs[i][2].snapshot
+                j = i
+                while j < len(subs) and subs[j][2].snapshot == snap:
+                    j += 1
+                ids = engine.subscribe_many([s[1] for s in subs[i:j]], snapshot=snap)
+                for (op, _, meta), sid in zip(subs[i:j], ids, strict=True):
+                    if sid != op.subscribe.subscription_id:
+                        raise LogCorruptError(
+                            f"replay gave subscription id {sid}, log says {op.subscribe.subscription_id}"
+                        )
+                    self._register_meta(sid, meta)
+                i = j
+            subs.clear()
+
+        for batch in read_batches(path):
+            for op in batch.ops:
+                kind = op.WhichOneof("op")
+                if kind != "publish":
+                    flush_events()
+                if kind != "subscribe":
+                    flush_subs()
+                if kind == "publish":
+                    e = op.publish
+                    events.append(decode_event(e, e.id, e.time))
+                elif kind == "subscribe":
+                    sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
+                    subs.append((op, sub, SubMeta(affected, snap, subscriber, op.seq)))
+                elif kind == "delete":
+                    engine.delete(decode_side(op.delete.side), op.delete.id, match=False)
+                elif kind == "unsubscribe":
+                    engine.unsubscribe(op.unsubscribe)
+                    self._unregister_meta(op.unsubscribe)
+                last_seq = op.seq
+        flush_events()
+        flush_subs()
+        if engine.seq != last_seq:
+            raise LogCorruptError(
+                f"topic {self.name!r}: replay reached seq {engine.seq}, log ends at {last_seq}"
+            )
+
+    def iter_log(self) -> Iterator[pb.LogBatch]:
+        """The durable log, frame by frame (for export)."""
+        if self.directory is None:
+            return iter(())
+        return read_batches(self.directory / "log")
+
+
+def _check_batch(n: int, limit: int, what: str) -> None:
+    if n > limit:
+        raise InvalidArgument(f"batch of {n} {what} exceeds the limit of {limit} per request")
+
+
+def _count_rejections(topic: str, statuses: list[Status]) -> None:
+    counts: dict[str, int] = {}
+    for st in statuses:
+        if st.code != "ok":
+            counts[st.code] = counts.get(st.code, 0) + 1
+    for code, n in counts.items():
+        metrics.EVENTS_REJECTED.labels(topic, code).inc(n)
+
+
+__all__ = ["Topic", "Status", "FailedPrecondition"]
