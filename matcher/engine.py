@@ -258,8 +258,10 @@ class Engine:
     # -- delete -----------------------------------------------------------------------------
     def _delete(self, side: Side, event_id: str, mode: int) -> None:
         check_side(side)
+        if not isinstance(event_id, str) or not event_id:
+            raise ValueError(f"event id must be a non-empty string, got {event_id!r}")
         table = self.tables[side]
-        slot = table.slot_of.get(event_id) if isinstance(event_id, str) else None
+        slot = table.slot_of.get(event_id)
         if slot is None:
             raise UnknownEventError(side, str(event_id))
         self._seq += 1
@@ -329,6 +331,40 @@ class Engine:
         """Set the sequence counter and the largest event time seen (restoring a snapshot)."""
         self._seq = int(seq)
         self._max_time = None if max_time is None else int(max_time)
+
+    def restore_subscription(self, sid: int, sub: Subscription, reg_seq: int,
+                             snapshot: bool = False) -> None:
+        """Re-create subscription ``sid`` as registered at ``reg_seq`` (compacted logs).
+
+        Ids must be restored in increasing order; ids skipped over stay unused forever.
+        """
+        index = self._index_for(sub)
+        if sid < self.cols.n:
+            raise ValueError(f"subscription id {sid} is not above the last id {self.cols.n - 1}")
+        self.cols.n = int(sid)
+        got = self.cols.add(sub, int(reg_seq), bool(snapshot))
+        assert got == sid
+        self.subs[sid] = sub
+        index.add(sid)
+
+    def restore_events(self, events: list[Event], seqs: list[int]) -> None:
+        """Store tuples with their original sequence numbers, without matching (compacted logs).
+
+        No watermark or retention is applied; call ``restore_clock`` afterwards.
+        """
+        by_side: dict[Side, tuple[list[Event], list[int]]] = {"R": ([], []), "S": ([], [])}
+        for ev, seq in zip(events, seqs, strict=True):
+            if not isinstance(ev, Event):
+                raise ValueError(f"not an Event: {type(ev).__name__}")
+            if ev.id in self.tables[ev.side]:
+                raise DuplicateEventError(ev.side, ev.id)
+            by_side[ev.side][0].append(ev)
+            by_side[ev.side][1].append(int(seq))
+        for side, (evs, sq) in by_side.items():
+            if len({e.id for e in evs}) != len(evs):
+                raise ValueError(f"duplicate ids among the restored {side} events")
+            if evs:
+                self.tables[side].bulk_load(evs, sq)
 
     # -- introspection ----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

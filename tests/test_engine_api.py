@@ -165,3 +165,25 @@ def test_stats_report_sizes() -> None:
     assert st["tau"]["band"] >= 1
     assert e.memory_bytes() > 0
     assert isinstance(e.publish_identify(Event("R", "r", 1.0, 1.0, 40)), np.ndarray)
+
+
+def test_restore_reproduces_state_with_original_sequence_numbers() -> None:
+    live = Engine(strategy={"band": "BJ-SSI"}, retention=4)
+    live.subscribe(BandJoin(b=Range(0, 1)))
+    gone = live.subscribe(BandJoin(b=Range(5, 6)))
+    keep = live.subscribe(BandJoin(b=Range(-1, 0)), snapshot=True)
+    for i in range(20):
+        live.publish(Event("S" if i % 2 else "R", f"x{i}", float(i % 3), 0.0, i))
+    live.unsubscribe(gone)
+    restored = Engine(strategy={"band": "BJ-SSI"}, retention=4)
+    for sid, sub in sorted(live.subscriptions()):
+        restored.restore_subscription(sid, sub, int(live.cols.reg[sid]), bool(live.cols.snap[sid]))
+    pairs = [(ev, seq) for t in live.tables.values() for ev, seq in t.events()]
+    restored.restore_events([e for e, _ in pairs], [s for _, s in pairs])
+    restored.restore_clock(live.seq, 19)
+    assert _state(restored) == _state(live)
+    ev = Event("R", "new", 1.0, 0.0, 20)
+    assert Counter(restored.publish(ev)) == Counter(live.publish(ev))
+    assert Counter(restored.delete("S", "x19")) == Counter(live.delete("S", "x19"))
+    assert restored.subscribe(BandJoin(b=Range(0, 0))) == live.subscribe(BandJoin(b=Range(0, 0)))
+    assert keep in dict(restored.subscriptions())
