@@ -308,6 +308,7 @@ class BatchingPublisher:
         self._requests: queue.Queue[pb.PublishRequest | None] = queue.Queue()
         self._pending: queue.Queue[Future[pb.PublishResponse]] = queue.Queue()
         self._error: BaseException | None = None
+        self._ended = False
         self._first = True
         self._responses = client.publishing.PublishStream(self._request_iter())
         self._reader = threading.Thread(target=self._read, name="hotjoin-publisher", daemon=True)
@@ -339,10 +340,13 @@ class BatchingPublisher:
                 fut.set_result(resp)
         except grpc.RpcError as e:
             self._error = e
-        while not self._pending.empty():
-            fut = self._pending.get_nowait()
-            fut.set_exception(self._error or RuntimeError("publish stream ended"))
-            self._slots.release()
+        with self._lock:
+            self._ended = True
+            self._error = self._error or RuntimeError("publish stream ended")
+            while not self._pending.empty():
+                fut = self._pending.get_nowait()
+                fut.set_exception(self._error)
+                self._slots.release()
 
     def publish(self, ev: pb.Event) -> None:
         """Queue one event; a full batch (or one older than ``linger``) is sent."""
@@ -363,7 +367,11 @@ class BatchingPublisher:
             raise self._error
         self._slots.acquire()
         fut: Future[pb.PublishResponse] = Future()
-        self._pending.put(fut)
+        with self._lock:
+            if self._ended:  # the stream failed meanwhile: nobody would resolve the future
+                self._slots.release()
+                raise self._error or RuntimeError("publish stream ended")
+            self._pending.put(fut)
         self._requests.put(pb.PublishRequest(topic=self.topic if self._first else "", events=events))
         self._first = False
         return fut

@@ -83,49 +83,104 @@ class DenseIds:
 class RangeOrder:
     """Band ranges in ascending-lo order (BJ-MJ's sorted list of band windows), as entry ids.
 
-    A subscription that leaves and re-enters (hotspot demotion) gets a fresh entry, so a stale
-    not-yet-merged entry can never be counted twice.
+    Entry ``e`` carries a copy of its subscription's record row (``ent_rec[e]``), and after every
+    merge of the underlying runs the entries are renumbered in key order, so a merge join reads
+    windows sequentially, as from the paper's sorted list. A subscription that leaves and
+    re-enters (hotspot demotion) gets a fresh entry: a stale, not yet merged entry is dead and can
+    never be counted twice.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rec_source: SubscriptionColumns) -> None:
+        self.cols = rec_source
         self.runs = SortedRuns()
         self.ent_q = np.zeros(64, dtype=np.int64)
         self.ent_alive = np.zeros(64, dtype=np.bool_)
+        self.ent_rec = np.zeros((64, 8), dtype=np.float64)
         self.n_ent = 0
-        self.entry_of: dict[int, int] = {}
+        self.entry_of = np.full(64, -1, dtype=np.int64)  # subscription id -> live entry
+        self.n_live = 0
+        self._merges_seen = 0
 
     def __len__(self) -> int:
-        return len(self.entry_of)
+        return self.n_live
+
+    def _grow_entries(self, need: int) -> None:
+        cap = max(need, 2 * self.ent_q.shape[0])
+        self.ent_q = np.resize(self.ent_q, cap)
+        alive = np.zeros(cap, dtype=np.bool_)
+        alive[: self.ent_alive.shape[0]] = self.ent_alive
+        self.ent_alive = alive
+        rec = np.zeros((cap, 8), dtype=np.float64)
+        rec[: self.ent_rec.shape[0]] = self.ent_rec
+        self.ent_rec = rec
 
     def add(self, q: int, lo: float) -> None:
         e = self.n_ent
         if e == self.ent_q.shape[0]:
-            self.ent_q = np.resize(self.ent_q, 2 * e)
-            alive = np.zeros(2 * e, dtype=np.bool_)
-            alive[:e] = self.ent_alive
-            self.ent_alive = alive
+            self._grow_entries(e + 1)
+        if q >= self.entry_of.shape[0]:
+            grown = np.full(max(q + 1, 2 * self.entry_of.shape[0]), -1, dtype=np.int64)
+            grown[: self.entry_of.shape[0]] = self.entry_of
+            self.entry_of = grown
         self.ent_q[e] = q
         self.ent_alive[e] = True
+        self.ent_rec[e] = self.cols.rec[q]
         self.n_ent += 1
         self.entry_of[q] = e
+        self.n_live += 1
         self.runs.insert(lo, e, self.ent_alive)
+        self._after_update()
 
     def remove(self, q: int) -> None:
-        e = self.entry_of.pop(q)
+        e = int(self.entry_of[q])
+        if e < 0:
+            raise KeyError(q)
+        self.entry_of[q] = -1
         self.ent_alive[e] = False
+        self.n_live -= 1
         self.runs.mark_dead(self.ent_alive)
+        self._after_update()
+
+    def _after_update(self) -> None:
+        if self.runs.merges != self._merges_seen:
+            self._merges_seen = self.runs.merges
+            self._renumber()
+
+    def _renumber(self) -> None:
+        """Number the present entries in run order (main run first); O(n) numpy."""
+        r = self.runs
+        old = np.concatenate([r.main_pays[: r.n_main], r.delta_pays[: r.n_delta]])
+        n = old.shape[0]
+        q = self.ent_q[old]
+        alive = self.ent_alive[old]
+        recs = self.ent_rec[old]
+        cap = max(64, 2 * n)
+        self.ent_q = np.zeros(cap, dtype=np.int64)
+        self.ent_alive = np.zeros(cap, dtype=np.bool_)
+        self.ent_rec = np.zeros((cap, 8), dtype=np.float64)
+        self.ent_q[:n], self.ent_alive[:n], self.ent_rec[:n] = q, alive, recs
+        self.n_ent = n
+        new = np.arange(n, dtype=np.int64)
+        r.main_pays[: r.n_main] = new[: r.n_main]
+        r.delta_pays[: r.n_delta] = new[r.n_main:]
+        self.entry_of[q[alive]] = new[alive]
 
     def bulk(self, qs: np.ndarray, los: np.ndarray) -> None:
         for q, lo in zip(qs.tolist(), los.tolist(), strict=True):
             self.add(q, lo)
         self.runs.merge(self.ent_alive)
+        self._after_update()
+
+    def memory_bytes(self) -> int:
+        r = self.runs
+        return (r.main_keys.nbytes + r.main_pays.nbytes + r.delta_keys.nbytes
+                + r.delta_pays.nbytes + self.ent_q.nbytes + self.ent_rec.nbytes
+                + self.entry_of.nbytes)
 
 
-def _sides(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
-    """(own_lo, own_hi, oth_lo, oth_hi): the selection on the incoming tuple, then on its partner."""
-    if dirn > 0:
-        return cols.a_lo, cols.a_hi, cols.c_lo, cols.c_hi
-    return cols.c_lo, cols.c_hi, cols.a_lo, cols.a_hi
+def _sides(dirn: int) -> tuple[int, int]:
+    """Record columns (own, oth): the selection on the incoming tuple, then on its partner."""
+    return (K.A_LO, K.C_LO) if dirn > 0 else (K.C_LO, K.A_LO)
 
 
 class BandStrategy:
@@ -176,9 +231,11 @@ class BandStrategy:
         return self.ids.arr.nbytes
 
 
-def _data_runs(table: BaseTable) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+def _data_runs(table: BaseTable) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
+    """The non-empty sorted runs of ``table`` and whether a subscription may meet several."""
     mk, mp, dk, dp = table.order.runs()
-    return ((mk, mp), (dk, dp))
+    runs = [(k, p) for k, p in ((mk, mp), (dk, dp)) if k.shape[0]]
+    return runs, len(runs) > 1
 
 
 class QOuter(BandStrategy):
@@ -199,31 +256,29 @@ class QOuter(BandStrategy):
 
 def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
                b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
-    own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
-    for keys, pays in _data_runs(table):
-        if keys.shape[0] == 0:
-            continue
+    own, oth = _sides(dirn)
+    runs, dedupe = _data_runs(table)
+    for keys, pays in runs:
         buf.out_q, buf.out_s, buf.n = K.qouter(
             qids, keys, pays, b, v, dirn, table.alive, table.values, table.seqs, xseq,
-            cols.b_lo, cols.b_hi, own_lo, own_hi, oth_lo, oth_hi, cols.reg, cols.snap,
-            mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
+            cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc,
+            buf.out_q, buf.out_s, buf.n)
 
 
 def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
                    b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
-    own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+    own, oth = _sides(dirn)
     ik1, ip1, ik2, ip2 = order.runs.runs()
+    runs, dedupe = _data_runs(table)
+    dedupe = dedupe or ik2.shape[0] > 0
     for ikeys, ipays in ((ik1, ip1), (ik2, ip2)):
         if ikeys.shape[0] == 0:
             continue
-        for keys, pays in _data_runs(table):
-            if keys.shape[0] == 0:
-                continue
+        for keys, pays in runs:
             buf.out_q, buf.out_s, buf.n = K.merge_join(
-                ikeys, ipays, order.ent_q, order.ent_alive, keys, pays, b, v, dirn,
-                table.alive, table.values, table.seqs, xseq, cols.b_hi, own_lo, own_hi,
-                oth_lo, oth_hi, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc,
-                buf.out_q, buf.out_s, buf.n)
+                ikeys, ipays, order.ent_q, order.ent_alive, order.ent_rec, keys, pays, b, v,
+                dirn, table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
+                dedupe, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
 
 
 class MergeJoin(BandStrategy):
@@ -233,7 +288,7 @@ class MergeJoin(BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        self.order = RangeOrder()
+        self.order = RangeOrder(cols)
 
     def _add(self, q: int) -> None:
         self.order.add(q, float(self.cols.b_lo[q]))
@@ -249,9 +304,7 @@ class MergeJoin(BandStrategy):
         run_merge_join(self.order, self.cols, buf, dirn, b, v, xseq, table, mode)
 
     def memory_bytes(self) -> int:
-        r = self.order.runs
-        return (super().memory_bytes() + r.main_keys.nbytes + r.main_pays.nbytes
-                + r.delta_keys.nbytes + r.delta_pays.nbytes + self.order.ent_q.nbytes)
+        return super().memory_bytes() + self.order.memory_bytes()
 
 
 class DOuter(BandStrategy):
@@ -281,16 +334,14 @@ class DOuter(BandStrategy):
         if t.root < 0:
             return
         cols = self.cols
-        own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+        own, oth = _sides(dirn)
         lp, rp = t.lpool, t.rpool
-        for keys, pays in _data_runs(table):
-            if keys.shape[0] == 0:
-                continue
+        for keys, pays in _data_runs(table)[0]:
             buf.out_q, buf.out_s, buf.n = K.douter(
                 t.center, t.left, t.right, t.root, lp.start, lp.size, lp.keys, lp.ids,
                 rp.start, rp.size, rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive,
-                table.values, table.seqs, xseq, own_lo, own_hi, oth_lo, oth_hi, cols.reg,
-                cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
+                table.values, table.seqs, xseq, cols.rec, own, oth, mode, cols.mark,
+                buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
@@ -385,18 +436,16 @@ class SSIGroups:
         if not self.local:
             return
         cols = self.cols
-        own_lo, own_hi, oth_lo, oth_hi = _sides(cols, dirn)
+        own, oth = _sides(dirn)
         lp, rp = self.lpool, self.rpool
         gids = self.gids()
-        for keys, pays in _data_runs(table):
-            if keys.shape[0] == 0:
-                continue
+        runs, dedupe = _data_runs(table)
+        for keys, pays in runs:
             buf.out_q, buf.out_s, buf.n = K.ssi(
                 gids, self.point, lp.start, lp.size, lp.keys, lp.ids, rp.start, rp.size,
                 rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive, table.values,
-                table.seqs, xseq, cols.b_lo, cols.b_hi, own_lo, own_hi, oth_lo, oth_hi,
-                cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc,
-                buf.out_q, buf.out_s, buf.n)
+                table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
+                cols.acc, buf.out_q, buf.out_s, buf.n)
 
     def memory_bytes(self) -> int:
         return self.lpool.memory_bytes() + self.rpool.memory_bytes() + self.point.nbytes
@@ -442,7 +491,7 @@ class _HotspotListener(SSIGroups):
     def __init__(self, cols: SubscriptionColumns) -> None:
         super().__init__(cols)
         self.scattered_ids = DenseIds()
-        self.scattered_order = RangeOrder()
+        self.scattered_order = RangeOrder(cols)
 
     def scattered_added(self, iid: int) -> None:
         self.scattered_ids.add(iid)

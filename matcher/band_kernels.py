@@ -8,12 +8,14 @@ buffers. Conventions shared by all kernels:
   position ``j`` is ``d(j) = keys[j] − b``. ``dirn = −1``: ``x`` is an S tuple; the run holds R keys
   read backwards, ``d(j) = b − keys[n−1−j]``. Either way ``d`` is non-decreasing in ``j`` and is
   exactly SPEC §2's ``s.key − r.key`` (IEEE subtraction), so binary searches on ``d`` are exact.
-* Query columns are indexed by subscription id: band ``qlo/qhi``; ``own_lo/own_hi`` the local
-  selection on ``x`` itself (A for R, C for S); ``oth_lo/oth_hi`` the selection on the partner.
-  Unbounded ends are ``±inf``.
-* ``mode``: ``IDENTIFY`` appends each affected subscription once (deduplicated with
-  ``mark[q] == stamp``); ``COUNT`` appends each affected subscription once and adds its pair
-  count to ``acc[q]``; ``PAIRS`` appends ``(q, partner slot)`` per result pair. COUNT and PAIRS
+* A band subscription is one 64-byte row ``rec[q] = (b_lo, b_hi, a_lo, a_hi, c_lo, c_hi, reg,
+  snap)`` (``SubscriptionColumns.rec``), so a kernel touching subscription q misses the cache
+  once, not once per column. ``own`` is the column of the local selection on ``x`` itself (A=2
+  for R, C=4 for S), ``oth`` the one on the partner; unbounded ends are ``±inf``.
+* ``mode``: ``IDENTIFY`` appends each affected subscription once; ``COUNT`` appends each
+  affected subscription once with its pair count in ``acc[q]``. When an event scans more than
+  one run (``dedupe``), a subscription met again is recognised by ``mark[q] == stamp`` and its
+  count added; with one run ``mark`` is never read, which saves a cache miss per subscription; ``PAIRS`` appends ``(q, partner slot)`` per result pair. COUNT and PAIRS
   keep only pairs the subscription is owed: ``snap[q]`` or ``reg[q] < max(xseq, seqs[slot])``
   (SPEC §3: a pair forms at the later tuple's sequence number). For an insert ``xseq`` exceeds
   every registration, so the filter passes everything.
@@ -77,20 +79,28 @@ def owed(q: int, slot: int, xseq: int, dseqs: np.ndarray, reg: np.ndarray, snap:
     return snap[q] or reg[q] < max(xseq, dseqs[slot])
 
 
+B_LO, B_HI, A_LO, A_HI, C_LO, C_HI, REG, SNAP = 0, 1, 2, 3, 4, 5, 6, 7
+
+
+@njit(cache=True, inline="always")
+def owed_rec(rec: np.ndarray, q: int, slot: int, xseq: int, dseqs: np.ndarray) -> bool:
+    """SPEC §3 for a record row: registered before the pair formed, or with snapshot."""
+    return rec[q, SNAP] != 0.0 or rec[q, REG] < max(xseq, dseqs[slot])
+
+
 @njit(cache=True)
-def walk(q: int, start: int, step: int, lo: float, hi: float,
+def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: float,
          keys: np.ndarray, pays: np.ndarray, b: float, dirn: int,
-         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-         oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
+         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int, rec: np.ndarray,
          mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """Visit positions ``start, start+step, …`` while ``lo <= d <= hi``; count/emit q's pairs.
 
-    Returns ``(count, out_q, out_s, n_out)``; in IDENTIFY mode stops at the first pair.
+    ``olo/ohi`` is q's selection on the partner's value. Returns ``(count, out_q, out_s,
+    n_out)``; in IDENTIFY mode it stops at the first pair.
     """
     n = keys.shape[0]
     pos = start
     cnt = 0
-    olo, ohi = oth_lo[q], oth_hi[q]
     while 0 <= pos < n:
         dd = _d(keys, n, pos, b, dirn)
         if dd < lo or dd > hi:
@@ -101,12 +111,29 @@ def walk(q: int, start: int, step: int, lo: float, hi: float,
             if olo <= v <= ohi:
                 if mode == IDENTIFY:
                     return 1, out_q, out_s, n_out
-                if owed(q, s, xseq, dseqs, reg, snap):
+                if owed_rec(rec, q, s, xseq, dseqs):
                     cnt += 1
                     if mode == PAIRS:
                         out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
         pos += step
     return cnt, out_q, out_s, n_out
+
+
+@njit(cache=True, inline="always")
+def emit(q: int, cnt: int, mode: int, dedupe: bool, mark: np.ndarray, stamp: int,
+         acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """IDENTIFY/COUNT bookkeeping for a subscription with ``cnt`` owed pairs in this run."""
+    if cnt > 0 and mode != PAIRS:
+        if not dedupe:
+            acc[q] = cnt
+            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+        elif mark[q] != stamp:
+            mark[q] = stamp
+            acc[q] = cnt
+            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+        else:
+            acc[q] += cnt
+    return out_q, out_s, n_out
 
 
 @njit(cache=True, inline="always")
@@ -125,37 +152,35 @@ def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.nd
 @njit(cache=True)
 def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
            alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-           qlo: np.ndarray, qhi: np.ndarray, own_lo: np.ndarray, own_hi: np.ndarray,
-           oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
-           mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
+           mark: np.ndarray, stamp: int, acc: np.ndarray,
            out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-QOuter: each subscription in turn searches the run for ``d ∈ rangeB`` — O(n log m + k)."""
     for i in range(qids.shape[0]):
         q = qids[i]
-        if not (own_lo[q] <= v <= own_hi[q]):
+        if not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
-        if mode == IDENTIFY and mark[q] == stamp:
-            continue
-        start = lower_bound(keys, b, dirn, qlo[q])
-        cnt, out_q, out_s, n_out = walk(q, start, 1, qlo[q], qhi[q], keys, pays, b, dirn, alive,
-                                        dvals, dseqs, xseq, oth_lo, oth_hi, reg, snap, mode,
-                                        out_q, out_s, n_out)
-        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+        lo = rec[q, B_LO]
+        start = lower_bound(keys, b, dirn, lo)
+        cnt, out_q, out_s, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
+                                        rec[q, oth + 1], keys, pays, b, dirn, alive, dvals,
+                                        dseqs, xseq, rec, mode, out_q, out_s, n_out)
+        out_q, out_s, n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out
 
 
 @njit(cache=True)
 def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_alive: np.ndarray,
-               keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
-               alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-               qhi: np.ndarray, own_lo: np.ndarray, own_hi: np.ndarray,
-               oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
-               mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+               ent_rec: np.ndarray, keys: np.ndarray, pays: np.ndarray, b: float, v: float,
+               dirn: int, alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+               rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
+               mark: np.ndarray, stamp: int, acc: np.ndarray,
                out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-MJ: merge the ranges sorted by left end (shifted by ``b``) with the run — O(n + m + k).
 
-    The range order holds entry ids: entry ``e`` is subscription ``ent_q[e]``, live iff
-    ``ent_alive[e]`` (a subscription that leaves and re-enters gets a fresh entry).
+    The range order holds entry ids: entry ``e`` is subscription ``ent_q[e]`` with a copy of its
+    record in ``ent_rec[e]``, live iff ``ent_alive[e]``. Entries of the main run are numbered in
+    key order, so the merge reads windows sequentially like the paper's sorted list.
     """
     n = keys.shape[0]
     j = 0
@@ -163,20 +188,18 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_aliv
         e = ipays[t]
         if not ent_alive[e]:
             continue
-        q = ent_q[e]
         lo = ikeys[t]
         while j < n and _d(keys, n, j, b, dirn) < lo:
             j += 1
         if j >= n:
             break
-        if not (own_lo[q] <= v <= own_hi[q]):
+        if not (ent_rec[e, own] <= v <= ent_rec[e, own + 1]):
             continue
-        if mode == IDENTIFY and mark[q] == stamp:
-            continue
-        cnt, out_q, out_s, n_out = walk(q, j, 1, lo, qhi[q], keys, pays, b, dirn, alive, dvals,
-                                        dseqs, xseq, oth_lo, oth_hi, reg, snap, mode,
-                                        out_q, out_s, n_out)
-        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+        q = ent_q[e]
+        cnt, out_q, out_s, n_out = walk(q, j, 1, lo, ent_rec[e, B_HI], ent_rec[e, oth],
+                                        ent_rec[e, oth + 1], keys, pays, b, dirn, alive, dvals,
+                                        dseqs, xseq, rec, mode, out_q, out_s, n_out)
+        out_q, out_s, n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out
 
 
@@ -186,9 +209,8 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
         keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-        qlo: np.ndarray, qhi: np.ndarray, own_lo: np.ndarray, own_hi: np.ndarray,
-        oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
-        mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+        rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
+        mark: np.ndarray, stamp: int, acc: np.ndarray,
         out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-SSI (§3.1.2): per stabbing group, two neighbours of ``p + b`` decide who is affected.
 
@@ -233,29 +255,28 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
                     if -rkeys[k] < d2:
                         break
                     q = rids[k]
-                    if j1 >= 0 and qlo[q] <= d1:
+                    if j1 >= 0 and rec[q, B_LO] <= d1:
                         continue  # already met in the I^l scan
-                if not (own_lo[q] <= v <= own_hi[q]):
+                if not (rec[q, own] <= v <= rec[q, own + 1]):
                     continue
-                if mode == IDENTIFY:
-                    if mark[q] == stamp:
-                        continue
-                    if oth_lo[q] == -np.inf and oth_hi[q] == np.inf:
-                        out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc,
-                                                     out_q, out_s, n_out)
-                        continue
+                olo, ohi = rec[q, oth], rec[q, oth + 1]
+                if mode == IDENTIFY and olo == -np.inf and ohi == np.inf:
+                    out_q, out_s, n_out = emit(q, 1, mode, dedupe, mark, stamp, acc,
+                                               out_q, out_s, n_out)
+                    continue
                 cnt = 0
                 if j1 >= 0:
-                    c1, out_q, out_s, n_out = walk(q, j1, -1, qlo[q], np.inf, keys, pays, b,
-                                                   dirn, alive, dvals, dseqs, xseq, oth_lo,
-                                                   oth_hi, reg, snap, mode, out_q, out_s, n_out)
+                    c1, out_q, out_s, n_out = walk(q, j1, -1, rec[q, B_LO], np.inf, olo, ohi,
+                                                   keys, pays, b, dirn, alive, dvals, dseqs,
+                                                   xseq, rec, mode, out_q, out_s, n_out)
                     cnt += c1
                 if j2 < n and not (mode == IDENTIFY and cnt > 0):
-                    c2, out_q, out_s, n_out = walk(q, j2, 1, -np.inf, qhi[q], keys, pays, b,
-                                                   dirn, alive, dvals, dseqs, xseq, oth_lo,
-                                                   oth_hi, reg, snap, mode, out_q, out_s, n_out)
+                    c2, out_q, out_s, n_out = walk(q, j2, 1, -np.inf, rec[q, B_HI], olo, ohi,
+                                                   keys, pays, b, dirn, alive, dvals, dseqs,
+                                                   xseq, rec, mode, out_q, out_s, n_out)
                     cnt += c2
-                out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+                out_q, out_s, n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc,
+                                           out_q, out_s, n_out)
     return out_q, out_s, n_out
 
 
@@ -265,15 +286,15 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
            rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
            keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
            alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-           own_lo: np.ndarray, own_hi: np.ndarray,
-           oth_lo: np.ndarray, oth_hi: np.ndarray, reg: np.ndarray, snap: np.ndarray,
-           mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           rec: np.ndarray, own: int, oth: int, mode: int,
+           mark: np.ndarray, stamp: int, acc: np.ndarray,
            out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-DOuter: every live partner probes an interval tree on the band ranges with its ``d``.
 
     The tree is a centred interval tree: node ``u`` keeps the ranges containing ``center[u]``
     sorted by ascending lo (I^l) and descending hi (I^r). A probe walks one root-to-leaf path,
-    O(log n + output) per partner, O(m log n + k) per event (Theorem 2).
+    O(log n + output) per partner, O(m log n + k) per event (Theorem 2). A subscription is met
+    once per partner, so IDENTIFY and COUNT always deduplicate with ``mark``.
     """
     n = keys.shape[0]
     for pos in range(n):
@@ -303,17 +324,20 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
                     if -rkeys[k] < x:
                         break
                     q = rids[k]
-                if not (own_lo[q] <= v <= own_hi[q]) or not (oth_lo[q] <= sv <= oth_hi[q]):
+                if not (rec[q, own] <= v <= rec[q, own + 1]) or \
+                        not (rec[q, oth] <= sv <= rec[q, oth + 1]):
                     continue
                 if mode == IDENTIFY:
-                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out) \
-                        if mark[q] != stamp else (out_q, out_s, n_out)
+                    if mark[q] != stamp:
+                        mark[q] = stamp
+                        out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
                     continue
-                if not owed(q, s, xseq, dseqs, reg, snap):
+                if not owed_rec(rec, q, s, xseq, dseqs):
                     continue
                 if mode == PAIRS:
                     out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
                 else:
-                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+                    out_q, out_s, n_out = emit(q, 1, mode, True, mark, stamp, acc,
+                                               out_q, out_s, n_out)
             u = nxt
     return out_q, out_s, n_out

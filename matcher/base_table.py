@@ -6,6 +6,11 @@ order is a :class:`~matcher.sorted_runs.SortedRuns` over slots (paper 004 §3.1 
 ``S(B)``). A deleted slot is reused only after the key order has merged it away, so a kernel never
 meets a slot that was reused under it. Expiry by retention (SPEC §3) pops a time-ordered heap with
 lazy deletion: O(log n) per stored tuple.
+
+Equi-joins (select and window joins, §3.2–3.3) also need the tuples of one join key sorted by
+value and by time: ``enable_key_index()`` builds a :class:`~matcher.key_index.KeyIndex` once
+(O(n log n)) and from then on it is maintained on every insert, remove and bulk load. A topic with
+only band joins never builds it and pays nothing for it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .key_index import KeyIndex
 from .model import Event, Side
 from .sorted_runs import SortedRuns
 
@@ -38,6 +44,7 @@ class BaseTable:
         self._pending_free: list[int] = []
         self._merges_seen = 0
         self._expiry: list[tuple[int, int, int]] = []  # (time, seq, slot)
+        self.key_index: KeyIndex | None = None
 
     # -- size and lookup -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -110,11 +117,16 @@ class BaseTable:
         self.order.insert(ev.key, slot, self.alive)
         self._sync_free()
         heapq.heappush(self._expiry, (ev.time, seq, slot))
+        if self.key_index is not None:
+            self.key_index.add(float(ev.key), float(ev.value), int(ev.time), slot)
         return slot
 
     def remove(self, event_id: str) -> int:
         """Remove a stored tuple by id (KeyError if absent); returns the freed slot."""
         slot = self.slot_of.pop(event_id)
+        if self.key_index is not None:
+            self.key_index.remove(float(self.keys[slot]), float(self.values[slot]),
+                                  int(self.times[slot]), slot)
         self.alive[slot] = False
         self.ids[slot] = None
         self.payloads[slot] = b""
@@ -154,6 +166,20 @@ class BaseTable:
         self.order.bulk_load(self.keys[live], live)
         self.order.merges += 1
         self._sync_free()
+        if self.key_index is not None:
+            old, self.key_index = self.key_index, None
+            new = self.enable_key_index()
+            new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
+            new.generation = old.generation + 1
+
+    def enable_key_index(self) -> KeyIndex:
+        """Build (once) and return the per-join-key index of the stored tuples; O(n log n)."""
+        if self.key_index is None:
+            ix = KeyIndex()
+            live = self.live_slots()
+            ix.bulk(self.keys[live], self.values[live], self.times[live], live)
+            self.key_index = ix
+        return self.key_index
 
     def live_slots(self) -> np.ndarray:
         return np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
@@ -162,4 +188,6 @@ class BaseTable:
         """Approximate resident bytes of the numpy columns and the key order."""
         cols = sum(getattr(self, n).nbytes for n in ("keys", "values", "times", "seqs", "alive"))
         o = self.order
+        if self.key_index is not None:
+            cols += self.key_index.memory_bytes()
         return cols + o.main_keys.nbytes + o.main_pays.nbytes + o.delta_keys.nbytes + o.delta_pays.nbytes

@@ -39,13 +39,25 @@ from .model import (
     check_side,
     empty_matches,
 )
+from .select_join import (
+    SELECT_STRATEGIES,
+    SelectStrategy,
+    make_select_strategy,
+    run_select_subset,
+)
 from .subscriptions import SubscriptionColumns
+from .window_join import (
+    WINDOW_STRATEGIES,
+    WindowStrategy,
+    make_window_strategy,
+    run_window_select_first,
+)
 
 DEFAULT_STRATEGY = {"band": "BJ-Hotspot", "select": "SJ-Hotspot", "window": "WJ-Hotspot"}
 STRATEGIES = {
     "band": BAND_STRATEGIES,
-    "select": ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot"),
-    "window": ("WJ-JoinFirst", "WJ-SelectFirst", "WJ-SSI", "WJ-Hotspot"),
+    "select": SELECT_STRATEGIES,
+    "window": WINDOW_STRATEGIES,
 }
 _OTHER: dict[str, Side] = {"R": "S", "S": "R"}
 _NO_FILTER_SEQ = np.iinfo(np.int64).max
@@ -89,6 +101,10 @@ class Engine:
         self.subs: dict[int, Subscription] = {}
         self.band: BandStrategy = make_band_strategy(self.strategy_names["band"], self.cols,
                                                      self.options)
+        # select / window indexes are built on the first subscription of their kind, so a
+        # kind without subscriptions costs nothing per event (nor does the per-key index)
+        self.select: SelectStrategy | None = None
+        self.window: WindowStrategy | None = None
         self._buf = MatchBuffer()
         self._seq = 0
         self._max_time: int | None = None
@@ -105,12 +121,26 @@ class Engine:
         return None if self._max_time is None else self._max_time - self.lateness
 
     # -- subscriptions ----------------------------------------------------------------------
-    def _index_for(self, sub: object) -> BandStrategy:
+    def _index_for(self, sub: object) -> BandStrategy | SelectStrategy | WindowStrategy:
         if isinstance(sub, BandJoin):
             return self.band
-        if isinstance(sub, (SelectJoin, WindowJoin)):
-            raise NotImplementedError(f"{sub.kind} joins are not implemented yet")
+        if isinstance(sub, SelectJoin):
+            if self.select is None:
+                self._enable_key_indexes()
+                self.select = make_select_strategy(self.strategy_names["select"], self.cols,
+                                                   self.options)
+            return self.select
+        if isinstance(sub, WindowJoin):
+            if self.window is None:
+                self._enable_key_indexes()
+                self.window = make_window_strategy(self.strategy_names["window"], self.cols,
+                                                   self.options, self.tables)
+            return self.window
         raise ValueError(f"not a subscription: {type(sub).__name__}")
+
+    def _enable_key_indexes(self) -> None:
+        for t in self.tables.values():
+            t.enable_key_index()
 
     def subscribe(self, sub: Subscription, snapshot: bool = False) -> int:
         """Register ``sub``; returns its id. With ``snapshot`` it is also owed the current result."""
@@ -131,10 +161,13 @@ class Engine:
         self._seq += len(subs)
         for sid, sub in zip(sids.tolist(), subs, strict=True):
             self.subs[sid] = sub
-        band = np.array([i for i, ix in zip(sids.tolist(), indexes, strict=True)
-                         if ix is self.band], dtype=np.int64)
-        if band.shape[0]:
-            self.band.add_many(band)
+        for index in (self.band, self.select, self.window):
+            if index is None:
+                continue
+            mine = np.array([i for i, ix in zip(sids.tolist(), indexes, strict=True)
+                             if ix is index], dtype=np.int64)
+            if mine.shape[0]:
+                index.add_many(mine)
         return sids.tolist()
 
     def unsubscribe(self, sid: int) -> None:
@@ -158,7 +191,8 @@ class Engine:
         return iter(self.subs.items())
 
     # -- matching core ----------------------------------------------------------------------
-    def _match(self, side: Side, key: float, value: float, xseq: int, mode: int) -> None:
+    def _match(self, side: Side, key: float, value: float, xseq: int, mode: int,
+               time: int = 0) -> None:
         """Run every kind's strategy for one tuple of ``side``; output left in ``self._buf``."""
         buf = self._buf
         buf.start()
@@ -168,6 +202,12 @@ class Engine:
         dirn = 1 if side == "R" else -1
         if len(self.band):
             self.band.match(buf, dirn, key, value, xseq, other, mode)
+        if self.select is not None and len(self.select):
+            self.select.match(buf, dirn, key, value, xseq, other, mode)
+        if self.window is not None and len(self.window):
+            w = self.watermark
+            self.window.match(buf, dirn, key, value, int(time), xseq, other, mode,
+                              int(time) if w is None else w)
 
     def _matches(self, side: Side, x_id: str, sign: int) -> Matches:
         buf = self._buf
@@ -215,7 +255,7 @@ class Engine:
         table = self._admit(ev)
         seq = self._advance(ev)
         if mode >= 0:
-            self._match(ev.side, ev.key, ev.value, seq, mode)
+            self._match(ev.side, ev.key, ev.value, seq, mode, ev.time)
         table.insert(ev, seq)
         return seq
 
@@ -267,7 +307,7 @@ class Engine:
         self._seq += 1
         if mode >= 0:
             self._match(side, float(table.keys[slot]), float(table.values[slot]),
-                        int(table.seqs[slot]), mode)
+                        int(table.seqs[slot]), mode, int(table.times[slot]))
         table.remove(event_id)
 
     def delete(self, side: Side, event_id: str, match: bool = True) -> list[Delivery]:
@@ -291,8 +331,6 @@ class Engine:
         """q's current result over the stored tuples, sign +1 (snapshot pairs)."""
         sub = self.subscription(sid)
         r_table, s_table = self.tables["R"], self.tables["S"]
-        if not isinstance(sub, BandJoin):
-            self._index_for(sub)
         qids = np.array([sid], dtype=np.int64)
         buf = self._buf
         qs: list[np.ndarray] = []
@@ -302,8 +340,16 @@ class Engine:
 
         for r_slot in r_table.live_slots().tolist():
             buf.start()
-            run_qouter(qids, self.cols, buf, 1, float(r_table.keys[r_slot]),
-                       float(r_table.values[r_slot]), _NO_FILTER_SEQ, s_table, K.PAIRS)
+            key, value = float(r_table.keys[r_slot]), float(r_table.values[r_slot])
+            if isinstance(sub, BandJoin):
+                run_qouter(qids, self.cols, buf, 1, key, value, _NO_FILTER_SEQ, s_table, K.PAIRS)
+            elif isinstance(sub, SelectJoin):
+                run_select_subset(qids, self.cols, buf, 1, key, value, _NO_FILTER_SEQ, s_table,
+                                  K.PAIRS)
+            else:
+                run_window_select_first(qids, self.cols, buf, 1, key, value,
+                                        int(r_table.times[r_slot]), _NO_FILTER_SEQ, s_table,
+                                        K.PAIRS)
             if buf.n:
                 qs.append(buf.out_q[: buf.n].copy())
                 ss.append(buf.out_s[: buf.n].copy())
@@ -316,14 +362,18 @@ class Engine:
     def result(self, sid: int) -> list[Delivery]:
         return self.result_columnar(sid).deliveries()
 
-    def probe(self, side: Side, key: float, value: float, mode: str = "identify") -> int:
+    def probe(self, side: Side, key: float, value: float, mode: str = "identify",
+              time: int | None = None) -> int:
         """Match a hypothetical tuple without storing it (benchmarks, paper 004 §5).
 
         ``mode`` is ``"identify"`` (returns the number of affected subscriptions) or ``"pairs"``
-        (returns the number of result pairs). Nothing in the engine changes.
+        (returns the number of result pairs). ``time`` (window joins) defaults to the largest
+        event time published so far. Nothing in the engine changes.
         """
         m = {"identify": K.IDENTIFY, "pairs": K.PAIRS, "count": K.COUNT}[mode]
-        self._match(check_side(side), float(key), float(value), self._seq + 1, m)
+        if time is None:
+            time = 0 if self._max_time is None else self._max_time
+        self._match(check_side(side), float(key), float(value), self._seq + 1, m, int(time))
         return self._buf.n
 
     # -- restore (server restart, Spark replay) -----------------------------------------------
@@ -369,6 +419,8 @@ class Engine:
     # -- introspection ----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         band = self.band.stats()
+        select = self.select.stats() if self.select is not None else {}
+        window = self.window.stats() if self.window is not None else {}
         counts = {k: 0 for k in KINDS}
         for sub in self.subs.values():
             counts[sub.kind] += 1
@@ -378,12 +430,17 @@ class Engine:
             "tuples": {"R": len(self.tables["R"]), "S": len(self.tables["S"])},
             "subscriptions": counts,
             "strategies": dict(self.strategy_names),
-            "tau": {"band": int(band.get("tau", band.get("hotspots", 0)))},
-            "hotspots": {"band": int(band.get("hotspots", 0))},
+            "tau": {k: int(st.get("tau", st.get("hotspots", 0)))
+                    for k, st in (("band", band), ("select", select), ("window", window))},
+            "hotspots": {k: int(st.get("hotspots", 0))
+                         for k, st in (("band", band), ("select", select), ("window", window))},
             "band": band,
+            "select": select,
+            "window": window,
         }
 
     def memory_bytes(self) -> int:
         """Approximate bytes held in numpy arrays by tables, columns and indexes."""
         return (sum(t.memory_bytes() for t in self.tables.values()) + self.cols.memory_bytes()
-                + self.band.memory_bytes())
+                + self.band.memory_bytes()
+                + sum(ix.memory_bytes() for ix in (self.select, self.window) if ix is not None))

@@ -34,6 +34,8 @@ class SubscriptionColumns:
         # per-event scratch used by the kernels (IDENTIFY/COUNT dedupe and counters)
         self.mark = np.zeros(0, dtype=np.int64)
         self.acc = np.zeros(0, dtype=np.int64)
+        # band subscriptions' parameters as one 64-byte row each (see band_kernels)
+        self.rec = np.zeros((0, 8), dtype=np.float64)
         self.reserve(capacity)
 
     # declared for type checkers; set in __init__ via setattr
@@ -59,6 +61,9 @@ class SubscriptionColumns:
             new[: old.shape[0]] = old
             setattr(self, name, new)
         self.mark[self.capacity:] = -1
+        rec = np.zeros((cap, 8), dtype=np.float64)
+        rec[: self.rec.shape[0]] = self.rec
+        self.rec = rec
         self.capacity = cap
 
     def add(self, sub: Subscription, reg: int, snap: bool) -> int:
@@ -74,6 +79,8 @@ class SubscriptionColumns:
         self.c_lo[sid], self.c_hi[sid] = sub.c.lo_f, sub.c.hi_f
         if isinstance(sub, BandJoin):
             self.b_lo[sid], self.b_hi[sid] = sub.b.lo_f, sub.b.hi_f
+            self.rec[sid] = (sub.b.lo_f, sub.b.hi_f, sub.a.lo_f, sub.a.hi_f, sub.c.lo_f,
+                             sub.c.hi_f, float(reg), 1.0 if snap else 0.0)
         elif isinstance(sub, WindowJoin):
             self.w[sid] = sub.w
         else:
@@ -99,5 +106,5 @@ class SubscriptionColumns:
         return 0 <= sid < self.n and bool(self.active[sid])
 
     def memory_bytes(self) -> int:
-        return sum(getattr(self, n).nbytes for n in
-                   (*_FLOAT_COLS, *_INT_COLS, *_BOOL_COLS, "kind", "mark", "acc"))
+        return self.rec.nbytes + sum(getattr(self, n).nbytes for n in
+                                     (*_FLOAT_COLS, *_INT_COLS, *_BOOL_COLS, "kind", "mark", "acc"))

@@ -22,7 +22,7 @@ from matcher import Engine
 from server import metrics
 from server.registry import TopicRegistry
 from server.service import add_services
-from server.topic import EngineFactory
+from server.topic import COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
 
 log = logging.getLogger("hotjoin.server")
 
@@ -47,9 +47,13 @@ class HotjoinServer:
         buffer_capacity: int = 1024,
         engine_factory: EngineFactory = Engine,
         sync: bool = True,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
+        compact_ratio: float = COMPACT_RATIO,
+        compact_all: bool = False,
     ) -> None:
         self.registry = TopicRegistry(
-            data_dir, engine_factory, buffer_capacity=buffer_capacity, sync=sync
+            data_dir, engine_factory, buffer_capacity=buffer_capacity, sync=sync,
+            compact_min_bytes=compact_min_bytes, compact_ratio=compact_ratio, compact_all=compact_all,
         )
         self.host = host
         self._grpc = grpc.server(

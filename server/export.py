@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from server.convert import SIDE_FROM_PB
-from server.log import read_batches
+from server.log import read_log
 from server.pb import hotjoin_pb2 as pb
 
 EVENTS_SCHEMA = pa.schema([
@@ -46,7 +46,8 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     ev: dict[str, list[Any]] = {f.name: [] for f in EVENTS_SCHEMA}
     subs: dict[int, dict[str, Any]] = {}
-    for batch in read_batches(tdir / "log"):
+    header, batches = read_log(tdir / "log")
+    for batch in batches:
         for op in batch.ops:
             kind = op.WhichOneof("op")
             if kind == "publish":
@@ -81,7 +82,11 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path) -> dict[str, Any]:
     pq.write_table(pa.table(ev, schema=EVENTS_SCHEMA), out_dir / "events.parquet")
     cols = {f.name: [s[f.name] for s in subs.values()] for f in SUBSCRIPTIONS_SCHEMA}
     pq.write_table(pa.table(cols, schema=SUBSCRIPTIONS_SCHEMA), out_dir / "subscriptions.parquet")
-    (out_dir / "topic.json").write_text((tdir / "topic.json").read_text())
+    opts = json.loads((tdir / "topic.json").read_text())
+    # A compacted log starts with a snapshot: its rows (seq <= compacted_at_seq) are the stored
+    # tuples and live subscriptions at their original seqs, not the full history before it.
+    opts["compacted_at_seq"] = None if header is None else header["seq"]
+    (out_dir / "topic.json").write_text(json.dumps(opts))
     return {"events": len(ev["seq"]), "subscriptions": len(subs), "out": str(out_dir)}
 
 

@@ -12,27 +12,40 @@ acknowledged (synced) frame survives and no half-written one is ever applied. Se
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from server.pb import hotjoin_pb2 as pb
 
 _HEADER = struct.Struct("<II")  # payload length, crc32 of the payload
 MAX_FRAME = 1 << 30
+# A compacted log starts with MAGIC, then one frame holding the snapshot header (JSON), then
+# ``header["frames"]`` LogBatch frames of the snapshot, then ordinary appended frames.
+MAGIC = b"HJLOG\x00S1"
 
 
 class LogCorruptError(Exception):
     """A frame in the middle of the log does not verify (not a torn tail)."""
 
 
-def iter_frames(path: Path) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(end_offset, payload)`` for every intact frame, stopping at the first bad one."""
+def _read(path: Path) -> tuple[bytes, int]:
     with open(path, "rb") as f:
         data = f.read()
-    pos, n = 0, len(data)
+    return data, len(MAGIC) if data.startswith(MAGIC) else 0
+
+
+def iter_frames(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(end_offset, payload)`` for every intact frame, stopping at the first bad one.
+
+    The snapshot header of a compacted log is yielded too (it is the first frame after MAGIC).
+    """
+    data, pos = _read(path)
+    n = len(data)
     while pos + _HEADER.size <= n:
         length, crc = _HEADER.unpack_from(data, pos)
         start = pos + _HEADER.size
@@ -46,12 +59,39 @@ def iter_frames(path: Path) -> Iterator[tuple[int, bytes]]:
         pos = end
 
 
+def read_log(path: Path) -> tuple[dict[str, Any] | None, Iterator[pb.LogBatch]]:
+    """The snapshot header (None for a log never compacted) and every ``LogBatch`` after it.
+
+    For a compacted log the first ``header["frames"]`` batches are the snapshot: subscribe ops
+    of the live subscriptions and publish ops of the stored tuples, each with its original seq.
+    """
+    with open(path, "rb") as f:
+        compacted = f.read(len(MAGIC)) == MAGIC
+    frames = iter_frames(path)
+    header: dict[str, Any] | None = None
+    if compacted:
+        first = next(frames, None)
+        if first is None:
+            raise LogCorruptError(f"{path}: compacted log without a snapshot header")
+        header = json.loads(first[1])
+
+    def batches() -> Iterator[pb.LogBatch]:
+        for _, payload in frames:
+            batch = pb.LogBatch()
+            batch.ParseFromString(payload)
+            yield batch
+
+    return header, batches()
+
+
 def read_batches(path: Path) -> Iterator[pb.LogBatch]:
-    """Decode every intact frame of the log at ``path`` as a ``LogBatch``."""
-    for _, payload in iter_frames(path):
-        batch = pb.LogBatch()
-        batch.ParseFromString(payload)
-        yield batch
+    """Decode every intact ``LogBatch`` of the log at ``path`` (a snapshot's ops included)."""
+    return read_log(path)[1]
+
+
+def frame(payload: bytes) -> bytes:
+    """One log frame: ``[u32 length][u32 crc32][payload]``."""
+    return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 class OpLog:
@@ -61,11 +101,15 @@ class OpLog:
     server acknowledge a publish batch as durable.
     """
 
-    def __init__(self, path: Path, sync: bool = True) -> None:
+    def __init__(self, path: Path, sync: bool = True, trusted_size: int | None = None) -> None:
         self.path = path
         self.sync = sync
         good = 0
-        if path.exists():
+        if trusted_size is not None:
+            good = trusted_size
+        elif path.exists():
+            with open(path, "rb") as f:
+                good = len(MAGIC) if f.read(len(MAGIC)) == MAGIC else 0
             for end, _ in iter_frames(path):
                 good = end
             if good != path.stat().st_size:
@@ -79,20 +123,26 @@ class OpLog:
 
     def append(self, ops: list[pb.LogOp]) -> None:
         """Write ``ops`` as one frame and sync it; O(size of the frame)."""
-        payload = pb.LogBatch(ops=ops).SerializeToString()
-        frame = _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
-        view = memoryview(frame)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        self.append_frame(frame(pb.LogBatch(ops=ops).SerializeToString()))
+
+    def append_frame(self, data: bytes) -> None:
+        """Write already framed bytes and sync them."""
+        write_all(self._fd, data)
         if self.sync:
             os.fdatasync(self._fd)
-        self.size += len(frame)
+        self.size += len(data)
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def _fsync_dir(path: Path) -> None:

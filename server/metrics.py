@@ -89,6 +89,16 @@ LOG_SYNC = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+COMPACTIONS = Counter(
+    "hotjoin_log_compactions_total", "Log compactions completed.", ["topic"], registry=REGISTRY
+)
+COMPACTION_DURATION = Histogram(
+    "hotjoin_log_compaction_duration_seconds",
+    "Time to compact a topic's log (snapshot, copy of the tail, rename).",
+    ["topic"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0),
+    registry=REGISTRY,
+)
 
 
 class EngineCollector(Collector):
@@ -138,7 +148,8 @@ def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:
 def forget_topic(topic: str) -> None:
     """Drop the labelled children of a deleted topic."""
     for metric in (EVENTS_PUBLISHED, EVENTS_DELETED, MATCHES, MESSAGES, DELIVERIES, GAPS,
-                   PUBLISH_TO_MATCH, PUBLISH_TO_DELIVERY, PUBLISH_DURATION, LOG_SYNC):
+                   PUBLISH_TO_MATCH, PUBLISH_TO_DELIVERY, PUBLISH_DURATION, LOG_SYNC, COMPACTIONS,
+                   COMPACTION_DURATION):
         with contextlib.suppress(KeyError):
             metric.remove(topic)
     for metric2, labels in ((EVENTS_REJECTED, ("late", "duplicate", "invalid", "not_found")),

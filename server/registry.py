@@ -22,7 +22,7 @@ from matcher import Engine
 from server import metrics
 from server.errors import AlreadyExists, InvalidArgument, NotFound
 from server.log import _fsync_dir
-from server.topic import EngineFactory, Topic
+from server.topic import COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory, Topic
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 KINDS = ("select", "band", "window")
@@ -48,8 +48,14 @@ class TopicRegistry:
         buffer_capacity: int = 1024,
         buffer_max_pairs: int = 100_000,
         sync: bool = True,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
+        compact_ratio: float = COMPACT_RATIO,
+        compact_all: bool = False,
     ) -> None:
         self.data_dir = data_dir
+        self.compact_all = compact_all
+        self.compact_min_bytes = compact_min_bytes
+        self.compact_ratio = compact_ratio
         self.engine_factory = engine_factory
         self.buffer_capacity = buffer_capacity
         self.buffer_max_pairs = buffer_max_pairs
@@ -76,6 +82,9 @@ class TopicRegistry:
             self.buffer_capacity,
             self.buffer_max_pairs,
             self.sync,
+            self.compact_min_bytes,
+            self.compact_ratio,
+            self.compact_all,
         )
 
     def create(

@@ -10,12 +10,22 @@ by a crash. A failed append leaves the engine ahead of the log, so the topic is 
 
 Recovery replays the log in sequence order through the engine's batch calls with matching turned
 off (``publish_many(match=False)``), which rebuilds the same stored tuples (retention included),
-the same subscription ids and the same sequence counter.
+the same subscription ids and the same sequence counter. A compacted log starts with a snapshot
+that is restored with the engine's ``restore_*`` calls instead (``server/snapshot.py``).
+
+Compaction runs in a background thread once the log holds at least ``compact_min_bytes`` and
+``compact_ratio`` times as many operations as there are live records (subscriptions + stored
+tuples), and at clean shutdown: the state is copied under the lock, encoded and fsynced outside
+it, then — under the lock again — the frames appended meanwhile are copied behind it and the new
+file replaces the old one by an atomic rename (``server/PERSISTENCE.md``).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,18 +43,22 @@ from matcher.errors import (
     UnknownSubscriptionError,
 )
 from matcher.model import Affected, Event, Matches, Subscription
-from server import metrics
+from server import metrics, snapshot
 from server.convert import SubMeta, decode_event, decode_id, decode_side, decode_spec, encode_spec
 from server.delivery import DeliveryHub, Item, Listener, MatchItem, Msg
 from server.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
-from server.log import LogCorruptError, OpLog, read_batches
+from server.log import LogCorruptError, OpLog, _fsync_dir, read_batches, read_log, write_all
 from server.pb import hotjoin_pb2 as pb
+
+log = logging.getLogger("hotjoin.topic")
 
 EngineFactory = Callable[..., Any]
 
 MAX_BATCH_EVENTS = 10_000
 MAX_SUBSCRIBE_BATCH = 1_000_000
 LIST_PAGE_MAX = 10_000
+COMPACT_MIN_BYTES = 64 << 20
+COMPACT_RATIO = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +85,9 @@ class Topic:
         buffer_capacity: int = 1024,
         buffer_max_pairs: int = 100_000,
         sync: bool = True,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
+        compact_ratio: float = COMPACT_RATIO,
+        compact_all: bool = False,
     ) -> None:
         self.name = name
         self.lateness = lateness
@@ -87,7 +104,19 @@ class Topic:
         self._next_sid = 0
         self._closed = False
         self._log: OpLog | None = None
+        self._sync = sync
+        self.compact_min_bytes = compact_min_bytes
+        self.compact_ratio = compact_ratio
+        # Automatic compaction only where the log would otherwise grow without bound (retention
+        # set) unless asked for every topic; a topic without retention keeps its full history.
+        self._compacts = retention is not None or compact_all
+        self.compactions = 0
+        self._log_ops = 0  # operations (snapshot records included) in the current log file
+        self._compact_lock = threading.Lock()
+        self._compacting = False
         if directory is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / "log.compact")  # a compaction interrupted by a crash
             self._log = OpLog(directory / "log", sync=sync)
             self._recover(directory / "log")
         self._m_published = metrics.EVENTS_PUBLISHED.labels(name)
@@ -354,7 +383,18 @@ class Topic:
         return st
 
     def close(self, deleted: bool = False) -> None:
-        """Stop serving (topic deleted or server stopping): end listeners, close the log."""
+        """Stop serving (topic deleted or server stopping): end listeners, close the log.
+
+        A clean stop first compacts the log when it holds anything but live records.
+        """
+        if not deleted and self._log is not None and self.compact_ratio > 0 and self._compacts:
+            with self._lock:
+                worth = not self._closed and self._log_ops > self._live_records()
+            if worth:
+                try:
+                    self.compact()
+                except Exception:  # the old log is intact; never fail a shutdown on this
+                    log.exception("topic %r: compaction at shutdown failed", self.name)
         with self._lock:
             self._closed = True
             if deleted:
@@ -380,6 +420,74 @@ class Topic:
             self._closed = True
             raise Unavailable(f"topic {self.name!r}: log write failed ({x}); topic closed") from x
         self._m_sync.observe(time.perf_counter() - t0)
+        self._log_ops += len(ops)
+        if (self.compact_ratio > 0 and self._compacts and not self._compacting
+                and self._log.size >= self.compact_min_bytes
+                and self._log_ops >= self.compact_ratio * max(self._live_records(), 1)):
+            self._compacting = True
+            threading.Thread(target=self._compact_in_background, name=f"compact-{self.name}",
+                             daemon=True).start()
+
+    def _live_records(self) -> int:
+        """Live subscriptions plus stored tuples (what a snapshot would hold)."""
+        return len(self._meta) + snapshot.stored_count(self.engine)
+
+    def _compact_in_background(self) -> None:
+        try:
+            self.compact()
+        except Exception:
+            log.exception("topic %r: compaction failed; the old log stays in use", self.name)
+        finally:
+            self._compacting = False
+
+    def compact(self) -> bool:
+        """Rewrite the log as snapshot + appends since; atomic (temp file, fsync, rename, fsync dir).
+
+        Publishers wait only while the state is copied and while the frames appended during the
+        encoding are copied behind the snapshot. Returns False when the topic is closed.
+        """
+        if self._log is None or self.directory is None:
+            return False
+        path, tmp = self.directory / "log", self.directory / "log.compact"
+        with self._compact_lock:
+            t0 = time.perf_counter()
+            with self._lock:
+                if self._closed:
+                    return False
+                state = snapshot.capture(self.engine, self._meta, self.lateness)
+                offset, ops_at = self._log.size, self._log_ops
+            head = snapshot.snapshot_bytes(state)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write_all(fd, head)
+                os.fsync(fd)
+                with self._lock:
+                    if self._closed:
+                        return False
+                    with open(path, "rb") as f:
+                        f.seek(offset)
+                        tail = f.read(self._log.size - offset)
+                    write_all(fd, tail)
+                    os.fsync(fd)
+                    os.close(fd)
+                    fd = -1
+                    os.replace(tmp, path)
+                    _fsync_dir(self.directory)
+                    self._log.close()
+                    self._log = OpLog(path, sync=self._sync, trusted_size=len(head) + len(tail))
+                    self._log_ops = state.n_ops + self._log_ops - ops_at
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            self.compactions += 1
+            metrics.COMPACTIONS.labels(self.name).inc()
+            metrics.COMPACTION_DURATION.labels(self.name).observe(time.perf_counter() - t0)
+            log.info("topic %r: compacted log to %d bytes (%d subscriptions, %d tuples) in %.2fs",
+                     self.name, len(head) + len(tail), len(state.subs),
+                     state.n_ops - len(state.subs), time.perf_counter() - t0)
+            return True
 
     def _auto_id(self, side: str) -> str:
         base = f"auto-{self.engine.seq + 1}"
@@ -490,7 +598,14 @@ class Topic:
                 i = j
             subs.clear()
 
-        for batch in read_batches(path):
+        header, batches = read_log(path)
+        if header is not None:
+            snapshot.restore(engine, header, batches, self._register_meta)
+            self._next_sid = max(self._next_sid, int(header["next_subscription_id"]))
+            last_seq = int(header["seq"])
+            self._log_ops = int(header["subscriptions"]) + int(header["tuples"])
+        for batch in batches:
+            self._log_ops += len(batch.ops)
             for op in batch.ops:
                 kind = op.WhichOneof("op")
                 if kind != "publish":

@@ -16,7 +16,9 @@ Two layers:
   stored, which subscriptions are live, the current watermark) and feeds them to ``Lockstep``.
 
 Reuse for other join kinds: ``programs(kinds=("select",))``, ``("window",)`` or a mix; the key
-domain is picked per kind (small integers so equal keys are common for select/window joins).
+domain is picked per kind (``BAND_KEYS``, or ``EQUI_KEYS`` with a few values so equal keys are
+common for select/window joins) and can be overridden with ``keys=``; ``band_bounds=`` sets the
+band-end domain (``IEEE_KEYS`` / ``IEEE_BOUNDS`` target the IEEE-subtraction rule of SPEC §2).
 An engine factory is any ``(lateness, retention) -> engine``, e.g.
 ``lambda L, R: Engine(lateness=L, retention=R, strategy={"select": "SJ-SSI"})``.
 
@@ -329,7 +331,8 @@ IEEE_TRAPS = (0.1, 0.2, 0.3, 0.7, 0.3 - 0.1)
 _halves = st.integers(0, 12).map(lambda i: i / 2)
 
 BAND_KEYS = st.one_of(st.integers(0, 6).map(float), _halves, st.sampled_from(IEEE_TRAPS))
-EQUI_KEYS = st.one_of(st.integers(0, 3).map(float), st.sampled_from((0.5, 1.5, 0.1, 0.3)))
+# equi-joins need r.key == s.key often: three main keys (repeated = weighted) and two rare ones
+EQUI_KEYS = st.sampled_from((0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.5, 0.3))
 VALUES = st.one_of(st.integers(0, 6).map(float), _halves)
 BAND_BOUNDS = st.one_of(
     st.integers(-4, 4).map(float),
@@ -444,7 +447,7 @@ def operations(
         (1, st.tuples(st.just("sub_many"), st.lists(subs, max_size=3).map(tuple), st.booleans())),
         (1, rare),
     ]
-    # hypothesis ignores repeated branches of one_of, so weight by sampling a branch index
+    # one_of does not weight by repeating a branch, so weight by sampling a branch index
     table = [s for w, s in weighted for _ in range(w)]
     return st.sampled_from(range(len(table))).flatmap(lambda i: table[i])
 
@@ -475,7 +478,7 @@ def programs(
     )
     ops = draw(
         st.lists(
-            operations(kinds, keys or default_keys(kinds), band_bounds),
+            operations(kinds, keys if keys is not None else default_keys(kinds), band_bounds),
             min_size=min_ops,
             max_size=max_ops,
         )

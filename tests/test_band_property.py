@@ -82,27 +82,27 @@ def lockstep(factory: EngineFactory, lateness: int = 0, retention: int | None = 
 # ---- random programs ---------------------------------------------------------------------------
 
 
-@harness_settings(60)
+@harness_settings(100)
 @given(program=programs(kinds=("band",), max_ops=40))
 def test_random_programs_match_oracle(factory: EngineFactory, program: Any) -> None:
     run_program(factory, program)
 
 
-@harness_settings(25)
+@harness_settings(40)
 @given(program=programs(kinds=("band",), max_ops=30, initial_subs=(4, 12)))
 def test_many_subscriptions_match_oracle(factory: EngineFactory, program: Any) -> None:
     """More subscriptions per topic, so stabbing groups and hotspots actually form."""
     run_program(factory, program)
 
 
-@harness_settings(25)
+@harness_settings(40)
 @given(program=programs(kinds=("band",), max_ops=30, keys=IEEE_KEYS, band_bounds=IEEE_BOUNDS))
 def test_ieee_difference_programs(factory: EngineFactory, program: Any) -> None:
     """Keys and band ends where ``r.key + lo`` and ``s.key - r.key`` round differently (SPEC §2)."""
     run_program(factory, program)
 
 
-@harness_settings(20)
+@harness_settings(25)
 @given(
     subs=st.lists(subscriptions("band"), min_size=1, max_size=15),
     keys=st.lists(st.tuples(st.sampled_from("RS"), BAND_KEYS), min_size=1, max_size=25),

@@ -150,11 +150,13 @@ def test_probe_changes_nothing_and_counts() -> None:
     assert n_aff == len(affected) > 0
 
 
-def test_select_and_window_kinds_are_not_available_yet() -> None:
+def test_kinds_are_built_on_first_use() -> None:
     e = Engine()
-    with pytest.raises(NotImplementedError):
-        e.subscribe(SelectJoin(a=Range(0, 1)))
-    assert e.seq == 0
+    assert e.select is None and e.window is None
+    assert e.tables["R"].key_index is None  # a band-only topic never builds the key index
+    e.subscribe(SelectJoin(a=Range(0, 1)))
+    assert e.select is not None and e.window is None
+    assert e.tables["R"].key_index is not None and e.seq == 1
 
 
 def test_stats_report_sizes() -> None:

@@ -21,6 +21,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--plots", dest="plot_dir", default=None,
                    help="write one PNG per figure into this directory")
     b.set_defaults(func=_run_band)
+    from matcher.bench import select, window
+
+    for name, mod, helptext, fn in (
+        ("select", select, "select joins: Figs. 7(i), 7(ii), 8(i), 8(ii), 9 of paper 004",
+         _run_select),
+        ("window", window, "window joins: throughput over n, spread of w, tuples per key",
+         _run_window),
+    ):
+        k = kinds.add_parser(name, help=helptext)
+        mod.add_arguments(k)
+        k.add_argument("--json", dest="json_path", help="write all records as JSON to this path")
+        k.add_argument("--plots", dest="plot_dir", default=None,
+                       help="write one PNG per figure into this directory")
+        k.set_defaults(func=fn)
+
+    s = kinds.add_parser("serve", help="load test of the gRPC server (separate processes, loopback)")
+    s.add_argument("--subscriptions", default="100000",
+                   help="comma-separated subscription counts, one run each (e.g. 100000,500000)")
+    s.add_argument("--stored", type=int, default=100_000, help="stored S tuples before publishing")
+    s.add_argument("--affected", type=float, default=10.0,
+                   help="target subscriptions affected per event (band calibration)")
+    s.add_argument("--rate", type=float, default=5000.0, help="target events/s in total (0: max)")
+    s.add_argument("--duration", type=float, default=20.0, help="seconds of publishing per run")
+    s.add_argument("--kind", choices=("band", "select"), default="band")
+    s.add_argument("--delivery", choices=("AFFECTED", "PAIRS", "affected", "pairs"), default="AFFECTED")
+    s.add_argument("--publishers", type=int, default=2, help="publisher processes")
+    s.add_argument("--batch-size", type=int, default=100, help="events per streamed batch")
+    s.add_argument("--max-in-flight", type=int, default=4, help="unacknowledged batches per publisher")
+    s.add_argument("--no-listener", action="store_true", help="no listener process")
+    s.add_argument("--strategy", default="auto")
+    s.add_argument("--restart-test", action="store_true",
+                   help="after the run fill up to --restart-stored stored tuples, kill -9, time the restart")
+    s.add_argument("--restart-stored", type=int, default=1_000_000)
+    s.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
+    s.add_argument("--plots", dest="plot_dir", default=None, help="write latency CDF PNGs here")
+    s.set_defaults(func=_run_serve)
 
 
 def _run_band(args: argparse.Namespace) -> int:
@@ -39,6 +75,69 @@ def _run_band(args: argparse.Namespace) -> int:
                   f"{r['strategy']:<11} identify {r['identify_tuples_per_s']:11.1f}/s  "
                   f"pairs {r['pairs_tuples_per_s']:11.1f}/s  "
                   f"affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:8.1f}")
+    print("ratios:")
+    print(json.dumps(res["ratios"], indent=1))
+    sys.stdout.flush()
+    return 0
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from ops.loadtest import ServeBenchConfig, run
+
+    try:
+        sizes = tuple(int(x) for x in str(args.subscriptions).split(",") if x.strip())
+    except ValueError:
+        raise CliError(f"--subscriptions must be comma-separated integers, got {args.subscriptions!r}") from None
+    if not sizes or min(sizes) <= 0 or args.duration <= 0 or args.publishers < 1 or args.rate < 0:
+        raise CliError("need positive --subscriptions, --duration, --publishers and --rate >= 0")
+    cfg = ServeBenchConfig(
+        subscriptions=sizes, stored=args.stored, affected=args.affected, rate=args.rate,
+        duration=args.duration, kind=args.kind, delivery=args.delivery.lower(),
+        publishers=args.publishers, batch_size=args.batch_size, max_in_flight=args.max_in_flight,
+        restart_test=args.restart_test, restart_stored=args.restart_stored, strategy=args.strategy,
+        listener=not args.no_listener,
+    )
+    res = run(cfg, args.json_path, args.plot_dir)
+    for r in res["records"]:
+        print(f"n={r['subscriptions']:<7} {r['kind']} {r['delivery']}: {r['throughput_events_per_s']:.0f} "
+              f"events/s ({r['messages_per_event']} messages/event), ack {r['publish_to_ack_ms']}, "
+              f"match {r['publish_to_match_ms']}, delivery {r['publish_to_delivery_ms']}, "
+              f"RSS {r['server_rss_mib']} MiB"
+              + (f", restart {r['restart_s']}s" if "restart_s" in r else ""))
+    sys.stdout.flush()
+    return 0
+
+
+def _run_select(args: argparse.Namespace) -> int:
+    from matcher.bench import select
+
+    try:
+        cfg = select.config_from_args(args)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    res = select.run(cfg, args.json_path, args.plot_dir)
+    for r in res["records"]:
+        print(f"fig {r['figure']:<4} x={r['x']:<8g} n={r['subscriptions']:<7} {r['strategy']:<15} "
+              f"identify {r['identify_tuples_per_s']:11.1f}/s  pairs {r['pairs_tuples_per_s']:11.1f}/s"
+              f"  affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:9.1f}")
+    print("ratios:")
+    print(json.dumps(res["ratios"], indent=1))
+    sys.stdout.flush()
+    return 0
+
+
+def _run_window(args: argparse.Namespace) -> int:
+    from matcher.bench import window
+
+    try:
+        cfg = window.config_from_args(args)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    res = window.run(cfg, args.json_path, args.plot_dir)
+    for r in res["records"]:
+        print(f"{r['series']:<8} x={r['x']:<8g} n={r['subscriptions']:<7} {r['strategy']:<15} "
+              f"identify {r['identify_tuples_per_s']:11.1f}/s  pairs {r['pairs_tuples_per_s']:11.1f}/s"
+              f"  m_b {r['m_b']:8.1f}  skyline {r['skyline_points_per_key']:8.1f}")
     print("ratios:")
     print(json.dumps(res["ratios"], indent=1))
     sys.stdout.flush()

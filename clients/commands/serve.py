@@ -22,6 +22,14 @@ def register(sub: Any) -> None:
                    help="messages buffered per subscription for resuming listeners (default 1024)")
     p.add_argument("--max-workers", type=int, default=64,
                    help="RPC worker threads; each open Listen stream holds one (default 64)")
+    p.add_argument("--compact-min-bytes", type=int, default=64 << 20,
+                   help="compact a topic's log once it is at least this big (default 64 MiB) ...")
+    p.add_argument("--compact-ratio", type=float, default=2.0,
+                   help="... and holds this many times more operations than live records "
+                        "(default 2.0; 0 disables compaction, also at shutdown)")
+    p.add_argument("--compact-all", action="store_true",
+                   help="compact topics without retention too (their export then starts with a "
+                        "snapshot instead of the full history)")
     p.set_defaults(func=run)
 
 
@@ -36,7 +44,9 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     srv = HotjoinServer(
         data_dir=args.data_dir, host=args.host, port=args.port,
         metrics_port=None if args.metrics_port < 0 else args.metrics_port,
-        max_workers=args.max_workers, buffer_capacity=args.buffer, **kwargs,
+        max_workers=args.max_workers, buffer_capacity=args.buffer,
+        compact_min_bytes=args.compact_min_bytes, compact_ratio=args.compact_ratio,
+        compact_all=args.compact_all, **kwargs,
     ).start()
     print(f"hotjoin serving on {srv.target} (data {args.data_dir}, metrics port {srv.metrics_port})",
           flush=True)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from matcher.model import Affected, Delivery, Event, Matches
-from matcher.oracle import OracleEngine
+from matcher.oracle import OracleEngine, _Stored, _Sub
 
 
 def to_matches(out: list[Delivery], sign: int) -> Matches:
@@ -67,6 +67,24 @@ class OracleAdapter(OracleEngine):
 
     def subscription(self, sid: int) -> Any:
         return self.subscriptions()[sid]
+
+    # compaction (the Engine's restore_* API and what the server's snapshot reads)
+    def restore_subscription(self, sid: int, sub: Any, reg_seq: int, snapshot: bool = False) -> None:
+        self._subs[sid] = _Sub(sub, reg_seq, bool(snapshot))
+        self._next_sid = max(self._next_sid, sid + 1)
+
+    def restore_events(self, events: list[Event], seqs: list[int]) -> None:
+        for ev, seq in zip(events, seqs, strict=True):
+            self._stored[ev.side][ev.id] = _Stored(ev, seq)
+
+    def restore_clock(self, seq: int, max_time: int | None) -> None:
+        self._seq, self._max_time = seq, max_time
+
+    def set_next_subscription_id(self, n: int) -> None:
+        self._next_sid = max(self._next_sid, n)
+
+    def stored_tuples(self) -> list[tuple[Event, int]]:
+        return [(st.event, st.seq) for table in self._stored.values() for st in table.values()]
 
     def stats(self) -> dict[str, Any]:
         kinds = Counter(s.kind for s in self.subscriptions().values())

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_restart_rebuilds_state_exactly(data_dir: Path) -> None:
     factory = engine_factory()
-    srv = HotjoinServer(data_dir=data_dir, port=0, engine_factory=factory).start()
+    # compact_ratio=0: the export below checks the full history (compaction: test_server_compaction)
+    srv = HotjoinServer(data_dir=data_dir, port=0, engine_factory=factory, compact_ratio=0).start()
     oracle = OracleEngine(lateness=2, retention=10)
     with HotjoinClient(srv.target) as c:
         c.create_topic("t", lateness=2, retention=10)
@@ -44,7 +45,7 @@ def test_restart_rebuilds_state_exactly(data_dir: Path) -> None:
         oracle.delete("R", "e19")
         before = (c.get_topic("t"), c.stats("t"), list(c.list_subscriptions("t")))
     srv.stop(0)
-    srv = HotjoinServer(data_dir=data_dir, port=0, engine_factory=factory).start()
+    srv = HotjoinServer(data_dir=data_dir, port=0, engine_factory=factory, compact_ratio=0).start()
     try:
         with HotjoinClient(srv.target) as c:
             after = (c.get_topic("t"), c.stats("t"), list(c.list_subscriptions("t")))

@@ -1,0 +1,113 @@
+"""Per-join-key index of one base table: key b → its tuples sorted by value and by time.
+
+Paper 004 §3.2 and §3.3 assume B-trees on ``S(B, C)`` (SJ-SelectFirst, SJ-Vanilla, SJ-SSI: "the
+substructure of the B-tree containing all joining S-tuples") and on ``S(B, T)`` (WJ-JoinFirst: the
+selection ``S.B = b ∧ S.T ≥ t − w_max``). Here both are one *group* per distinct key in two
+:class:`~matcher.group_pool.GroupedSortedPool`\\ s: ``by_value`` holds ``(value, slot)`` and
+``by_time`` holds ``(float(time), slot)``, each sorted ascending inside the group. A kernel gets
+the whole substructure of key b as ``keys[start[g] : start[g] + size[g]]`` after one dict lookup.
+
+Invariant: group ``g`` of ``by_value`` and of ``by_time`` hold exactly the stored (live) tuples
+with key ``b`` where ``group[b] == g``; empty groups are dropped and their ids reused. Because the
+index is updated synchronously on every insert and remove, it never holds a dead or reused slot.
+
+Times are stored as float64 for the binary searches; the conversion is monotone, so a search for
+``float(lo)`` never misses a tuple with ``time >= lo``; kernels re-check times exactly as int64.
+
+Complexity: ``add``/``remove`` O(1) dict + O(group size) shift (groups are the tuples of one join
+key); ``lookup`` O(1); ``bulk`` O(n log n).
+
+>>> ix = KeyIndex()
+>>> ix.add(3.0, 5.0, 10, 0); ix.add(3.0, 1.0, 12, 1); ix.add(4.0, 2.0, 11, 2)
+>>> g = ix.lookup(3.0)
+>>> ix.by_value.members(g), ix.by_time.members(g)
+([(1.0, 1), (5.0, 0)], [(10.0, 0), (12.0, 1)])
+>>> ix.lookup(9.0)
+-1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .group_pool import GroupedSortedPool
+
+RemoveHook = Callable[[float, float, int, int], None]
+
+
+class KeyIndex:
+    """Groups of tuples by join key, each sorted by value and by time (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.by_value = GroupedSortedPool()
+        self.by_time = GroupedSortedPool()
+        self.group: dict[float, int] = {}
+        self._free: list[int] = []
+        self._next = 0
+        #: called as ``hook(key, value, time, slot)`` after a tuple is added / before it is removed
+        self.insert_hooks: list[RemoveHook] = []
+        self.remove_hooks: list[RemoveHook] = []
+        #: bumped when the table rebuilds its index wholesale (bulk load): caches must drop
+        self.generation = 0
+
+    def __len__(self) -> int:
+        """Number of distinct keys."""
+        return len(self.group)
+
+    def lookup(self, key: float) -> int:
+        """Group id of ``key`` or −1 when no stored tuple has that key. O(1)."""
+        return self.group.get(key, -1)
+
+    def add(self, key: float, value: float, time: int, slot: int) -> None:
+        """Index the tuple at ``slot``."""
+        g = self.group.get(key, -1)
+        if g < 0:
+            g = self._free.pop() if self._free else self._next
+            if g == self._next:
+                self._next += 1
+            self.by_value.add_group(g)
+            self.by_time.add_group(g)
+            self.group[key] = g
+        self.by_value.insert(g, value, slot)
+        self.by_time.insert(g, float(time), slot)
+        for h in self.insert_hooks:
+            h(key, value, time, slot)
+
+    def remove(self, key: float, value: float, time: int, slot: int) -> None:
+        """Un-index the tuple at ``slot`` (it must be indexed with these attributes)."""
+        for h in self.remove_hooks:
+            h(key, value, time, slot)
+        g = self.group[key]
+        self.by_value.remove(g, value, slot)
+        self.by_time.remove(g, float(time), slot)
+        if self.by_value.size[g] == 0:
+            self.by_value.drop_group(g)
+            self.by_time.drop_group(g)
+            del self.group[key]
+            self._free.append(g)
+
+    def bulk(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
+             slots: np.ndarray) -> None:
+        """Build from scratch (the index must be empty): one sort per order. O(n log n)."""
+        assert not self.group
+        n = keys.shape[0]
+        if n == 0:
+            return
+        uniq, inv = np.unique(keys, return_inverse=True)
+        for g, k in enumerate(uniq.tolist()):
+            self.group[k] = g
+        self._next = len(uniq)
+        bounds = np.searchsorted(np.sort(inv), np.arange(len(uniq) + 1))
+        for pool, col in ((self.by_value, values.astype(np.float64)),
+                          (self.by_time, times.astype(np.float64))):
+            order = np.lexsort((col, inv))
+            ks, ids = col[order], slots[order].astype(np.int64)
+            for g in range(len(uniq)):
+                pool.add_group(g)
+                a, b = int(bounds[g]), int(bounds[g + 1])
+                pool.load_group(g, ks[a:b], ids[a:b])
+
+    def memory_bytes(self) -> int:
+        return self.by_value.memory_bytes() + self.by_time.memory_bytes() + 100 * len(self.group)

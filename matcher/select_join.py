@@ -1,0 +1,463 @@
+"""Select joins ``r.key == s.key ∧ r.value ∈ A ∧ s.value ∈ C``: the five strategies of §3.2/§4.1.
+
+An incoming tuple x of side R (S) with key b and value v affects q iff v lies in q's *own* range
+(A for R, C for S) and some partner of key b has its value in q's *other* range. Every strategy
+reads the partners of key b from the other side's :class:`~matcher.key_index.KeyIndex` (one dict
+lookup, then a sorted substructure) and runs one numba kernel of :mod:`matcher.select_kernels`:
+
+==================  ================================================  =========================
+strategy            subscription index (per direction R / S)          per-event cost (Thm. 3)
+==================  ================================================  =========================
+SJ-JoinFirst        one R-tree on the rectangles A × C                O(log m + m' g(n) + k)
+SJ-SelectFirst      interval tree on the own ranges (A / C)           O(log n + n' log m' + k)
+SJ-Vanilla          dense array of ids                                O(n log m' + k)
+SJ-SSI              stabbing partition of the other ranges (C / A),   O(τ (log m' + g(n)) + k)
+                    one R-tree per group (dims own × other)
+SJ-Hotspot          SJ-SSI on the α-hotspots of the tracker (Thm. 1),  O(α⁻¹(log m' + g(n))
+                    SJ-SelectFirst on the scattered subscriptions      + n'' log m' + k)
+==================  ================================================  =========================
+
+The SSI is kept per direction because an R tuple needs the partition of the C ranges and an S
+tuple that of the A ranges (§3.2.2: "to process incoming S-tuples, we would need a corresponding
+SSI constructed on {rangeA_i}"). A topic without select subscriptions never builds any of this
+(the engine creates a strategy on the first select subscription).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import select_kernels as K
+from .band_join import DenseIds, MatchBuffer
+from .base_table import BaseTable
+from .interval_tree import IntervalTree
+from .rect_index import BoxForest, forest_arrays
+from .subscriptions import SubscriptionColumns
+
+SELECT_STRATEGIES = ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot")
+
+
+def own_other(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
+    """(own_lo, own_hi, oth_lo, oth_hi) for an incoming R (``dirn > 0``) or S tuple."""
+    if dirn > 0:
+        return cols.a_lo, cols.a_hi, cols.c_lo, cols.c_hi
+    return cols.c_lo, cols.c_hi, cols.a_lo, cols.a_hi
+
+
+def box_coords(cols: SubscriptionColumns, dirn: int, window: bool = False):
+    """Coordinate function of :class:`BoxForest` entries: dims (own, other[, [0, w]]).
+
+    ``dirn == 0`` means the fixed (A, C[, W]) orientation of the global trees.
+    """
+    def coords(qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if dirn >= 0:
+            los = [cols.a_lo[qs], cols.c_lo[qs]]
+            his = [cols.a_hi[qs], cols.c_hi[qs]]
+        else:
+            los = [cols.c_lo[qs], cols.a_lo[qs]]
+            his = [cols.c_hi[qs], cols.a_hi[qs]]
+        if window:
+            los.append(np.zeros(qs.shape[0]))
+            his.append(cols.w[qs].astype(np.float64))
+        return np.stack(los, axis=1), np.stack(his, axis=1)
+    return coords
+
+
+def partner_group(table: BaseTable, b: float) -> tuple[Any, int, int]:
+    """(by-value pool, base, size) of the partners with key ``b`` (size 0 when none)."""
+    ix = table.key_index
+    assert ix is not None, "the engine enables the key index before matching equi-joins"
+    g = ix.lookup(b)
+    pool = ix.by_value
+    if g < 0:
+        return pool, 0, 0
+    return pool, int(pool.start[g]), int(pool.size[g])
+
+
+class ForestGroups:
+    """PartitionListener: one R-tree per stabbing group (dims own × other) and its point.
+
+    Partition group ids are mapped to small dense local ids so the flat arrays stay compact.
+    """
+
+    def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
+                 window: bool = False) -> None:
+        self.cols = cols
+        self.coords = box_coords(cols, dirn, window)
+        self.forest = BoxForest(dims)
+        self.point = np.zeros(16, dtype=np.float64)
+        self.local: dict[int, int] = {}
+        self._free: list[int] = []
+        self._next = 0
+        self._gids: np.ndarray | None = None
+        self.version = 0  # bumped on every change of the set of stabbing points
+
+    def __len__(self) -> int:
+        return len(self.local)
+
+    def gids(self) -> np.ndarray:
+        if self._gids is None:
+            self._gids = np.fromiter(sorted(self.local.values()), dtype=np.int64,
+                                     count=len(self.local))
+        return self._gids
+
+    def points(self) -> np.ndarray:
+        """The current stabbing points, sorted (for the skylines of §3.3.2)."""
+        return np.sort(self.point[self.gids()])
+
+    def _alloc(self, gid: int, point: float) -> int:
+        u = self._free.pop() if self._free else self._next
+        if u == self._next:
+            self._next += 1
+        if u >= self.point.shape[0]:
+            self.point = np.resize(self.point, 2 * u + 2)
+        self.point[u] = point
+        self.local[gid] = u
+        self._gids = None
+        self.version += 1
+        return u
+
+    # -- PartitionListener -----------------------------------------------------------------
+    def reset(self, partition: Any) -> None:
+        self.local.clear()
+        self._free.clear()
+        self._next = 0
+        self._gids = None
+        self.version += 1
+        groups: dict[int, np.ndarray] = {}
+        for gid, point, members in partition.groups():
+            u = self._alloc(gid, point)
+            groups[u] = np.asarray(members, dtype=np.int64)
+        self.forest.reset_groups(groups, self.coords)
+
+    def group_added(self, gid: int, point: float) -> None:
+        self.forest.add_group(self._alloc(gid, point))
+
+    def group_removed(self, gid: int) -> None:
+        u = self.local.pop(gid)
+        self.forest.drop_group(u)
+        self._free.append(u)
+        self._gids = None
+        self.version += 1
+
+    def member_added(self, gid: int, iid: int) -> None:
+        self.forest.add(self.local[gid], iid, self.coords)
+
+    def member_removed(self, gid: int, iid: int) -> None:
+        self.forest.remove(self.local[gid], iid)
+
+    def point_moved(self, gid: int, point: float) -> None:
+        self.point[self.local[gid]] = point
+        self.version += 1
+
+    def memory_bytes(self) -> int:
+        return self.forest.memory_bytes() + self.point.nbytes
+
+
+class HotForestGroups(ForestGroups):
+    """Hotspot listener: hot groups as R-trees; scattered subscriptions in an interval tree on
+    the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1)."""
+
+    def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
+                 window: bool = False) -> None:
+        super().__init__(cols, dirn, dims, window)
+        self.dirn = dirn  # columns are re-read at each call: they grow (reallocate)
+        self.scattered = IntervalTree()
+
+    def scattered_added(self, iid: int) -> None:
+        own_lo, own_hi = own_other(self.cols, self.dirn)[:2]
+        self.scattered.insert(iid, float(own_lo[iid]), float(own_hi[iid]))
+
+    def scattered_removed(self, iid: int) -> None:
+        self.scattered.remove(iid)
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.scattered.memory_bytes()
+
+
+def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
+                     dirn: int, v: float, xseq: int, table: BaseTable, mode: int,
+                     pool: Any, base: int, size: int) -> None:
+    """SJ-SelectFirst over the subscriptions of ``tree`` (interval tree on own ranges)."""
+    if tree.root < 0 or size == 0:
+        return
+    _, _, oth_lo, oth_hi = own_other(cols, dirn)
+    lp, rp = tree.lpool, tree.rpool
+    buf.out_q, buf.out_s, buf.n = K.sj_select_first(
+        tree.center, tree.left, tree.right, tree.root, lp.start, lp.size, lp.keys, lp.ids,
+        rp.start, rp.size, rp.keys, rp.ids, pool.keys, pool.ids, base, size, v, oth_lo, oth_hi,
+        table.seqs, xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc,
+        buf.out_q, buf.out_s, buf.n)
+
+
+def run_ssi(groups: ForestGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+            v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
+            size: int) -> None:
+    """SJ-SSI over the groups of ``groups``."""
+    if not groups.local or size == 0:
+        return
+    _, _, oth_lo, oth_hi = own_other(cols, dirn)
+    f = groups.forest
+    buf.out_q, buf.out_s, buf.n, f.hits = K.sj_ssi(
+        groups.gids(), groups.point, forest_arrays(f), pool.keys, pool.ids, base, size, v,
+        oth_lo, oth_hi, table.seqs, xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp,
+        cols.acc, buf.out_q, buf.out_s, buf.n, f.stack, f.hits)
+
+
+def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+                v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
+                size: int) -> None:
+    """SJ-Vanilla over ``qids`` (also used for ``Engine.result``)."""
+    if size == 0 or qids.shape[0] == 0:
+        return
+    own_lo, own_hi, oth_lo, oth_hi = own_other(cols, dirn)
+    buf.out_q, buf.out_s, buf.n = K.sj_vanilla(
+        qids, pool.keys, pool.ids, base, size, v, own_lo, own_hi, oth_lo, oth_hi, table.seqs,
+        xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s,
+        buf.n)
+
+
+def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+                      b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
+    """SJ-Vanilla over the subscriptions ``qids`` for a tuple with key ``b`` (``Engine.result``)."""
+    pool, base, size = partner_group(table, b)
+    run_vanilla(qids, cols, buf, dirn, v, xseq, table, mode, pool, base, size)
+
+
+class SelectStrategy:
+    """Common interface: maintain an index over select subscriptions and match one tuple."""
+
+    name = ""
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        self.cols = cols
+        self.options = options
+        self.ids = DenseIds()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, q: int) -> None:
+        self.ids.add(q)
+        self._add(q)
+
+    def add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self.ids.add(q)
+        self._add_many(qs)
+
+    def remove(self, q: int) -> None:
+        self.ids.remove(q)
+        self._remove(q)
+
+    def _add(self, q: int) -> None:
+        pass
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self._add(q)
+
+    def _remove(self, q: int) -> None:
+        pass
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
+              table: BaseTable, mode: int) -> None:
+        """Append this strategy's output for the incoming tuple (key b, value v) to ``buf``."""
+        pool, base, size = partner_group(table, b)
+        if size:
+            self._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        return {"subscriptions": len(self)}
+
+    def memory_bytes(self) -> int:
+        return self.ids.arr.nbytes
+
+
+class JoinFirst(SelectStrategy):
+    """SJ-JoinFirst (§3.2.1): join with the key's partners, probe an R-tree on A × C per pair."""
+
+    name = "SJ-JoinFirst"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        self.coords = box_coords(cols, 0)
+        self.forest = BoxForest(2)
+        self.forest.add_group(0)
+
+    def _add(self, q: int) -> None:
+        self.forest.add(0, q, self.coords)
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        if len(self.ids) == qs.shape[0]:
+            self.forest.reset_groups({0: qs.astype(np.int64)}, self.coords)
+        else:
+            self.forest.add_many(0, qs, self.coords)
+
+    def _remove(self, q: int) -> None:
+        self.forest.remove(0, q)
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        c, f = self.cols, self.forest
+        buf.out_q, buf.out_s, buf.n, f.hits = K.sj_join_first(
+            forest_arrays(f), pool.keys, pool.ids, base, size, v, dirn, table.seqs, xseq,
+            c.reg, c.snap, mode, c.mark, buf.stamp, c.acc, buf.out_q, buf.out_s, buf.n,
+            f.stack, f.hits)
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.forest.memory_bytes()
+
+
+class SelectFirst(SelectStrategy):
+    """SJ-SelectFirst (§4.1's improved version): interval tree on A (for R) and on C (for S)."""
+
+    name = "SJ-SelectFirst"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        self.trees = {1: IntervalTree(), -1: IntervalTree()}
+
+    def _add(self, q: int) -> None:
+        c = self.cols
+        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
+        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        c = self.cols
+        if len(self.ids) == qs.shape[0]:
+            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
+            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
+        else:
+            super()._add_many(qs)
+
+    def _remove(self, q: int) -> None:
+        self.trees[1].remove(q)
+        self.trees[-1].remove(q)
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        run_select_first(self.trees[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq,
+                         table, mode, pool, base, size)
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
+
+
+class Vanilla(SelectStrategy):
+    """SJ-Vanilla (§4.1): no index on the subscriptions, only the key substructure."""
+
+    name = "SJ-Vanilla"
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        run_vanilla(self.ids.view(), self.cols, buf, dirn, v, xseq, table, mode, pool, base, size)
+
+
+class SSI(SelectStrategy):
+    """SJ-SSI (§3.2.2): stabbing partitions of the C ranges (for R) and A ranges (for S)."""
+
+    name = "SJ-SSI"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        from .stabbing import DynamicStabbingPartition
+
+        eps = float(options.get("epsilon", 1.0))
+        self.groups = {d: ForestGroups(cols, d) for d in (1, -1)}
+        self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
+                      for d in (1, -1)}
+
+    def _other(self, dirn: int) -> tuple[np.ndarray, np.ndarray]:
+        return own_other(self.cols, dirn)[2:]
+
+    def _add(self, q: int) -> None:
+        for d, part in self.parts.items():
+            lo, hi = self._other(d)
+            part.insert(q, float(lo[q]), float(hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for d, part in self.parts.items():
+            lo, hi = self._other(d)
+            part.insert_many(qs, lo[qs], hi[qs])
+
+    def _remove(self, q: int) -> None:
+        for part in self.parts.values():
+            part.delete(q)
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
+                pool, base, size)
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
+                "reconstructions": sum(p.reconstructions for p in self.parts.values())}
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
+
+
+class Hotspot(SelectStrategy):
+    """SJ-Hotspot (§3.2.3, §4.1): SJ-SSI on the α-hotspots, SJ-SelectFirst on the scattered."""
+
+    name = "SJ-Hotspot"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        from .hotspot import HotspotTracker
+
+        self.groups = {d: HotForestGroups(cols, d) for d in (1, -1)}
+        self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
+                                           epsilon=float(options.get("epsilon", 1.0)),
+                                           listener=self.groups[d]) for d in (1, -1)}
+
+    def _other(self, dirn: int) -> tuple[np.ndarray, np.ndarray]:
+        return own_other(self.cols, dirn)[2:]
+
+    def _add(self, q: int) -> None:
+        for d, tr in self.trackers.items():
+            lo, hi = self._other(d)
+            tr.insert(q, float(lo[q]), float(hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for d, tr in self.trackers.items():
+            lo, hi = self._other(d)
+            tr.insert_many(qs, lo[qs], hi[qs])
+
+    def _remove(self, q: int) -> None:
+        for tr in self.trackers.values():
+            tr.delete(q)
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        g = self.groups[1 if dirn > 0 else -1]
+        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size)
+        run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool, base,
+                         size)
+
+    def stats(self) -> dict[str, Any]:
+        g = self.groups[1]
+        return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
+                "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered)}
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
+
+
+def make_select_strategy(name: str, cols: SubscriptionColumns,
+                         options: dict[str, Any]) -> SelectStrategy:
+    """The select strategy called ``name`` (paper names, SPEC §7)."""
+    classes: dict[str, type[SelectStrategy]] = {
+        "SJ-JoinFirst": JoinFirst, "SJ-SelectFirst": SelectFirst, "SJ-Vanilla": Vanilla,
+        "SJ-SSI": SSI, "SJ-Hotspot": Hotspot,
+    }
+    if name not in classes:
+        raise ValueError(f"unknown select-join strategy {name!r}; choose one of {', '.join(classes)}")
+    return classes[name](cols, options)

@@ -1,0 +1,462 @@
+"""Window joins: select join plus ``|r.time − s.time| ≤ w`` — the four strategies of §3.3.
+
+An incoming tuple x (side R or S, key b, value v, event time t) affects q iff v is in q's own
+range and some partner of key b has its value in q's other range and ``|t − t_s| ≤ w_q``. The
+partners come from the other side's :class:`~matcher.key_index.KeyIndex` (by value and by time);
+𝒟 is a 3-d :class:`~matcher.rect_index.BoxForest` over ``rangeA × rangeC × [0, w]``.
+
+==============  ==================================================  ==============================
+strategy        subscription index                                  per-event cost (Theorem 4)
+==============  ==================================================  ==============================
+WJ-JoinFirst    𝒟                                                   O(log m + m_b g₃(n) + k)
+WJ-SelectFirst  interval tree on own ranges; (C, T) per key         O(log n + n' g₂(m') + k)
+WJ-SSI          𝒟 + SSI on the other ranges (per direction) +      O(log m + m'_b + m̄_b g₃(n) + k)
+                skylines per key and stabbing point (§3.3.2)
+WJ-Hotspot      WJ-SSI on the α-hotspots (𝒟 of hot subscriptions    hot part as WJ-SSI with τ ≤ 2/α
+                only), WJ-SelectFirst on the scattered ones         + scattered as WJ-SelectFirst
+==============  ==================================================  ==============================
+
+Exactness beyond the paper's in-order, append-only streams (:mod:`matcher.skyline`):
+
+* event time, not arrival order, is the T dimension; 𝒟's third coordinate is ``|t − t_s|``;
+* the stored skylines rank partners by recency and cover ``t_s ≥ ω_b = W − w_max`` (W the
+  watermark; every future tuple has ``t ≥ W``), so they are the skylines by ``|Δt|`` whenever no
+  partner is newer than x (always true with lateness 0). Otherwise — x arrived out of order, or
+  x is being deleted after W moved past it — the skylines by ``−|t − t_s|`` are computed in one
+  pass for this tuple (no worse than WJ-JoinFirst's pass), and the stored ones are untouched;
+* removals (delete, retention) of a skyline point mark its key stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import window_kernels as K
+from .band_join import DenseIds, MatchBuffer
+from .base_table import BaseTable
+from .interval_tree import IntervalTree
+from .model import Side
+from .rect_index import BoxForest, forest_arrays
+from .select_join import box_coords, own_other
+from .skyline import SkylineIndex, skyline_pass
+from .subscriptions import SubscriptionColumns
+
+WINDOW_STRATEGIES = ("WJ-JoinFirst", "WJ-SelectFirst", "WJ-SSI", "WJ-Hotspot")
+_NONE = np.empty(0, dtype=np.int64)
+
+
+class Partners:
+    """The partners of one key: by-value and by-time substructures of the KeyIndex."""
+
+    __slots__ = ("pv", "ps", "base", "size", "tv", "ts", "tbase", "tsize")
+
+    def __init__(self, table: BaseTable, g: int) -> None:
+        ix = table.key_index
+        assert ix is not None
+        bv, bt = ix.by_value, ix.by_time
+        self.pv, self.ps, self.base, self.size = bv.keys, bv.ids, int(bv.start[g]), int(bv.size[g])
+        self.tv, self.ts, self.tbase, self.tsize = bt.keys, bt.ids, int(bt.start[g]), int(bt.size[g])
+
+
+def partners_of(table: BaseTable, b: float) -> Partners | None:
+    ix = table.key_index
+    assert ix is not None, "the engine enables the key index before matching equi-joins"
+    g = ix.lookup(b)
+    return None if g < 0 else Partners(table, g)
+
+
+def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer,
+                            dirn: int, b: float, v: float, t: int, xseq: int, table: BaseTable,
+                            mode: int, tree: IntervalTree | None = None) -> None:
+    """WJ-SelectFirst over ``tree`` (or over the plain list ``qids`` when ``tree`` is None)."""
+    p = partners_of(table, b)
+    if p is None:
+        return
+    if tree is not None and tree.root < 0:
+        return
+    own_lo, own_hi, oth_lo, oth_hi = own_other(cols, dirn)
+    if tree is None:
+        tree = _EMPTY_TREE
+    lp, rp = tree.lpool, tree.rpool
+    buf.out_q, buf.out_s, buf.n = K.wj_select_first(
+        tree.center, tree.left, tree.right, tree.root, lp.start, lp.size, lp.keys, lp.ids,
+        rp.start, rp.size, rp.keys, rp.ids, qids, p.pv, p.ps, p.base, p.size, p.tv, p.ts,
+        p.tbase, p.tsize, v, t, table.times, table.values, own_lo, own_hi, oth_lo, oth_hi, cols.w,
+        table.seqs,
+        xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s,
+        buf.n)
+
+
+_EMPTY_TREE = IntervalTree()
+
+
+class PointGroups:
+    """PartitionListener that keeps only the stabbing points (WJ-SSI's skylines need them)."""
+
+    def __init__(self) -> None:
+        self.point: dict[int, float] = {}
+        self.version = 0
+        self._sorted = np.empty(0, dtype=np.float64)
+        self._sorted_version = -1
+
+    def __len__(self) -> int:
+        return len(self.point)
+
+    def points(self) -> np.ndarray:
+        if self._sorted_version != self.version:
+            self._sorted = np.sort(np.fromiter(self.point.values(), dtype=np.float64,
+                                               count=len(self.point)))
+            self._sorted_version = self.version
+        return self._sorted
+
+    def reset(self, partition: Any) -> None:
+        self.point = {gid: float(p) for gid, p, _ in partition.groups()}
+        self.version += 1
+
+    def group_added(self, gid: int, point: float) -> None:
+        self.point[gid] = float(point)
+        self.version += 1
+
+    def group_removed(self, gid: int) -> None:
+        del self.point[gid]
+        self.version += 1
+
+    def member_added(self, gid: int, iid: int) -> None:
+        pass
+
+    def member_removed(self, gid: int, iid: int) -> None:
+        pass
+
+    def point_moved(self, gid: int, point: float) -> None:
+        self.point[gid] = float(point)
+        self.version += 1
+
+
+class HotWindowGroups(PointGroups):
+    """Hotspot listener: hot points, 𝒟 over the hot subscriptions, interval tree (own ranges)
+    over the scattered ones."""
+
+    def __init__(self, cols: SubscriptionColumns, dirn: int) -> None:
+        super().__init__()
+        self.cols = cols
+        self.coords = box_coords(cols, 0, window=True)
+        self.d = BoxForest(3)
+        self.d.add_group(0)
+        self.dirn = dirn  # columns are re-read at each call: they grow (reallocate)
+        self.scattered = IntervalTree()
+
+    def reset(self, partition: Any) -> None:
+        super().reset(partition)
+        members = [np.asarray(m, dtype=np.int64) for _, _, m in partition.groups()]
+        allm = np.concatenate(members) if members else _NONE
+        self.d.reset_groups({0: allm}, self.coords)
+
+    def member_added(self, gid: int, iid: int) -> None:
+        self.d.add(0, iid, self.coords)
+
+    def member_removed(self, gid: int, iid: int) -> None:
+        self.d.remove(0, iid)
+
+    def scattered_added(self, iid: int) -> None:
+        own_lo, own_hi = own_other(self.cols, self.dirn)[:2]
+        self.scattered.insert(iid, float(own_lo[iid]), float(own_hi[iid]))
+
+    def scattered_removed(self, iid: int) -> None:
+        self.scattered.remove(iid)
+
+    def memory_bytes(self) -> int:
+        return self.d.memory_bytes() + self.scattered.memory_bytes()
+
+
+class WindowStrategy:
+    """Common interface: index window subscriptions, track w_max, match one tuple."""
+
+    name = ""
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: dict[Side, BaseTable]) -> None:
+        self.cols = cols
+        self.options = options
+        self.tables = tables
+        self.ids = DenseIds()
+        self._w_count: dict[int, int] = {}
+        self.wmax = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _track_w(self, q: int, delta: int) -> None:
+        w = int(self.cols.w[q])
+        c = self._w_count.get(w, 0) + delta
+        if c:
+            self._w_count[w] = c
+        else:
+            del self._w_count[w]
+        self.wmax = max(self._w_count) if self._w_count else 0
+
+    def add(self, q: int) -> None:
+        self.ids.add(q)
+        self._track_w(q, 1)
+        self._add(q)
+
+    def add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self.ids.add(q)
+            w = int(self.cols.w[q])
+            self._w_count[w] = self._w_count.get(w, 0) + 1
+        self.wmax = max(self._w_count) if self._w_count else 0
+        self._add_many(qs)
+
+    def remove(self, q: int) -> None:
+        self.ids.remove(q)
+        self._track_w(q, -1)
+        self._remove(q)
+
+    def _add(self, q: int) -> None:
+        pass
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self._add(q)
+
+    def _remove(self, q: int) -> None:
+        pass
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+              table: BaseTable, mode: int, now: int) -> None:
+        """Output for the incoming tuple (key b, value v, time t); ``now`` is the watermark."""
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        return {"subscriptions": len(self), "w_max": self.wmax}
+
+    def memory_bytes(self) -> int:
+        return self.ids.arr.nbytes
+
+
+class JoinFirst(WindowStrategy):
+    """WJ-JoinFirst (§3.3.1): partners within w_max of t, each probing 𝒟."""
+
+    name = "WJ-JoinFirst"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: dict[Side, BaseTable]) -> None:
+        super().__init__(cols, options, tables)
+        self.coords = box_coords(cols, 0, window=True)
+        self.d = BoxForest(3)
+        self.d.add_group(0)
+
+    def _add(self, q: int) -> None:
+        self.d.add(0, q, self.coords)
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        if len(self.ids) == qs.shape[0]:
+            self.d.reset_groups({0: qs.astype(np.int64)}, self.coords)
+        else:
+            self.d.add_many(0, qs, self.coords)
+
+    def _remove(self, q: int) -> None:
+        self.d.remove(0, q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+              table: BaseTable, mode: int, now: int) -> None:
+        p = partners_of(table, b)
+        if p is None:
+            return
+        c, d = self.cols, self.d
+        buf.out_q, buf.out_s, buf.n, d.hits = K.wj_join_first(
+            forest_arrays(d), p.tv, p.ts, p.tbase, p.tsize, v, t, self.wmax, dirn, table.times,
+            table.values, table.seqs, xseq, c.reg, c.snap, mode, c.mark, buf.stamp, c.acc,
+            buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.d.memory_bytes()
+
+
+class SelectFirst(WindowStrategy):
+    """WJ-SelectFirst (§3.3.1): interval tree on the own ranges, then B → (C, T) per query."""
+
+    name = "WJ-SelectFirst"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: dict[Side, BaseTable]) -> None:
+        super().__init__(cols, options, tables)
+        self.trees = {1: IntervalTree(), -1: IntervalTree()}
+
+    def _add(self, q: int) -> None:
+        c = self.cols
+        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
+        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        c = self.cols
+        if len(self.ids) == qs.shape[0]:
+            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
+            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
+        else:
+            super()._add_many(qs)
+
+    def _remove(self, q: int) -> None:
+        self.trees[1].remove(q)
+        self.trees[-1].remove(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+              table: BaseTable, mode: int, now: int) -> None:
+        run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
+                                self.trees[1 if dirn > 0 else -1])
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
+
+
+def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
+                   cols: SubscriptionColumns, buf: MatchBuffer, dirn: int, b: float, v: float,
+                   t: int, xseq: int, table: BaseTable, mode: int, now: int) -> str:
+    """WJ-SSI for one tuple; returns which skylines were probed (``stored`` / ``one-pass``)."""
+    p = partners_of(table, b)
+    if p is None or not len(groups):
+        return "none"
+    sky.set_points(groups.points())
+    newest = int(table.times[p.ts[p.tbase + p.tsize - 1]])
+    if newest <= t and now <= t:
+        st = sky.refresh(b, now - wmax)
+        assert st is not None
+        cand = st.s[: st.n]
+        how = "stored"
+    else:
+        cand = skyline_pass(p.pv, p.ps, table.times, p.base, p.size, sky.points, 0, True, t,
+                            wmax)[2]
+        how = "one-pass"
+    _, _, oth_lo, oth_hi = own_other(cols, dirn)
+    buf.out_q, buf.out_s, buf.n, d.hits = K.wj_ssi(
+        cand, forest_arrays(d), p.pv, p.ps, p.base, p.size, p.tv, p.ts, p.tbase, p.tsize, v, t,
+        wmax, dirn, table.times, table.values, oth_lo, oth_hi, cols.w, table.seqs, xseq,
+        cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n,
+        d.stack, d.hits)
+    return how
+
+
+class SSI(WindowStrategy):
+    """WJ-SSI (§3.3.2): 𝒟 probed only with skyline points around the SSI's stabbing points."""
+
+    name = "WJ-SSI"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: dict[Side, BaseTable]) -> None:
+        super().__init__(cols, options, tables)
+        from .stabbing import DynamicStabbingPartition
+
+        self.coords = box_coords(cols, 0, window=True)
+        self.d = BoxForest(3)
+        self.d.add_group(0)
+        eps = float(options.get("epsilon", 1.0))
+        self.groups = {d: PointGroups() for d in (1, -1)}
+        self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
+                      for d in (1, -1)}
+        # an R tuple probes the skylines of S tuples (C plane), an S tuple those of R tuples
+        self.skies = {1: SkylineIndex(tables["S"]), -1: SkylineIndex(tables["R"])}
+        self.probes = {"stored": 0, "one-pass": 0, "none": 0}
+
+    def _add(self, q: int) -> None:
+        self.d.add(0, q, self.coords)
+        for d, part in self.parts.items():
+            lo, hi = own_other(self.cols, d)[2:]
+            part.insert(q, float(lo[q]), float(hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        if len(self.ids) == qs.shape[0]:
+            self.d.reset_groups({0: qs.astype(np.int64)}, self.coords)
+        else:
+            self.d.add_many(0, qs, self.coords)
+        for d, part in self.parts.items():
+            lo, hi = own_other(self.cols, d)[2:]
+            part.insert_many(qs, lo[qs], hi[qs])
+
+    def _remove(self, q: int) -> None:
+        self.d.remove(0, q)
+        for part in self.parts.values():
+            part.delete(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+              table: BaseTable, mode: int, now: int) -> None:
+        d = 1 if dirn > 0 else -1
+        how = run_window_ssi(self.skies[d], self.groups[d], self.d, self.wmax, self.cols, buf,
+                             dirn, b, v, t, xseq, table, mode, now)
+        self.probes[how] += 1
+
+    def stats(self) -> dict[str, Any]:
+        sk = self.skies[1]
+        return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
+                "skyline_points": sk.size() + self.skies[-1].size(),
+                "skyline_recomputes": sk.recomputes + self.skies[-1].recomputes,
+                "skyline_trims": sk.trims + self.skies[-1].trims,
+                "skyline_inserts": sk.inserts + self.skies[-1].inserts,
+                "probes": dict(self.probes)}
+
+    def memory_bytes(self) -> int:
+        return (super().memory_bytes() + self.d.memory_bytes()
+                + sum(s.memory_bytes() for s in self.skies.values()))
+
+
+class Hotspot(WindowStrategy):
+    """WJ-Hotspot (§3.3.3): WJ-SSI on the α-hotspots, WJ-SelectFirst on the scattered."""
+
+    name = "WJ-Hotspot"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: dict[Side, BaseTable]) -> None:
+        super().__init__(cols, options, tables)
+        from .hotspot import HotspotTracker
+
+        self.groups = {d: HotWindowGroups(cols, d) for d in (1, -1)}
+        self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
+                                           epsilon=float(options.get("epsilon", 1.0)),
+                                           listener=self.groups[d]) for d in (1, -1)}
+        self.skies = {1: SkylineIndex(tables["S"]), -1: SkylineIndex(tables["R"])}
+
+    def _add(self, q: int) -> None:
+        for d, tr in self.trackers.items():
+            lo, hi = own_other(self.cols, d)[2:]
+            tr.insert(q, float(lo[q]), float(hi[q]))
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for d, tr in self.trackers.items():
+            lo, hi = own_other(self.cols, d)[2:]
+            tr.insert_many(qs, lo[qs], hi[qs])
+
+    def _remove(self, q: int) -> None:
+        for tr in self.trackers.values():
+            tr.delete(q)
+
+    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+              table: BaseTable, mode: int, now: int) -> None:
+        d = 1 if dirn > 0 else -1
+        g = self.groups[d]
+        run_window_ssi(self.skies[d], g, g.d, self.wmax, self.cols, buf, dirn, b, v, t, xseq,
+                       table, mode, now)
+        run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
+                                g.scattered)
+
+    def stats(self) -> dict[str, Any]:
+        g = self.groups[1]
+        return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
+                "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered),
+                "skyline_points": self.skies[1].size() + self.skies[-1].size()}
+
+    def memory_bytes(self) -> int:
+        return (super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
+                + sum(s.memory_bytes() for s in self.skies.values()))
+
+
+def make_window_strategy(name: str, cols: SubscriptionColumns, options: dict[str, Any],
+                         tables: dict[Side, BaseTable]) -> WindowStrategy:
+    """The window strategy called ``name`` (paper names, SPEC §7)."""
+    classes: dict[str, type[WindowStrategy]] = {
+        "WJ-JoinFirst": JoinFirst, "WJ-SelectFirst": SelectFirst, "WJ-SSI": SSI,
+        "WJ-Hotspot": Hotspot,
+    }
+    if name not in classes:
+        raise ValueError(f"unknown window-join strategy {name!r}; choose one of {', '.join(classes)}")
+    return classes[name](cols, options, tables)

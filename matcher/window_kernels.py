@@ -1,0 +1,184 @@
+"""numba kernels of the window-join strategies of paper 004 §3.3.
+
+A window join q holds pair (r, s) iff the select-join condition holds and
+``|r.time − s.time| ≤ w_q``. Kernels read the partners of the incoming tuple's key from the
+other side's :class:`~matcher.key_index.KeyIndex` twice: sorted by value (``pv``/``ps`` from
+``base``, ``size``) and sorted by time (``tv``/``ts`` from ``tbase``, ``tsize``; float times, exact
+int64 times re-read from ``dtimes``). Conventions (modes, ``owed``, ``mark``/``stamp``/``acc``,
+own/other ranges) are those of :mod:`matcher.band_kernels` and :mod:`matcher.select_kernels`.
+
+𝒟, the index of §3.3.1 on the boxes ``rangeA × rangeC × [0, w]``, is a
+:class:`~matcher.rect_index.BoxForest` with one group (0) and dimensions (A, C, W) in that order
+for both directions; a join result point is ``(r.value, s.value, |r.time − s.time|)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .band_kernels import IDENTIFY, PAIRS, owed, push, record
+from .rect_index import stab_group
+from .select_kernels import emit_marked, lower_bound, upper_bound
+
+
+@njit(cache=True)
+def enum_window(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, tv: np.ndarray,
+                ts: np.ndarray, tbase: int, tsize: int, t: int, dtimes: np.ndarray,
+                dvals: np.ndarray, lo: float, hi: float, w: int, dseqs: np.ndarray, xseq: int,
+                reg: np.ndarray, snap: np.ndarray, mode: int,
+                out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """q's owed pairs: partners with value in [lo, hi] and |t − time| ≤ w (the two-level
+    B → (C, T) lookup of WJ-SelectFirst). Walks the shorter of the value run and the time run.
+    Returns ``(cnt, out…)``; IDENTIFY stops at the first pair.
+    """
+    a = lower_bound(pv, base, size, lo)
+    b = upper_bound(pv, base, size, hi)
+    if a >= b:
+        return 0, out_q, out_s, n_out
+    ta = lower_bound(tv, tbase, tsize, float(t - w))
+    tb = upper_bound(tv, tbase, tsize, float(t + w))
+    cnt = 0
+    by_value = b - a <= tb - ta
+    n = b - a if by_value else tb - ta
+    for k in range(n):
+        s = ps[a + k] if by_value else ts[ta + k]
+        if abs(t - dtimes[s]) > w:
+            continue
+        if not by_value:
+            x = dvals[s]
+            if x < lo or x > hi:
+                continue
+        if mode == IDENTIFY:
+            return 1, out_q, out_s, n_out
+        if owed(q, s, xseq, dseqs, reg, snap):
+            cnt += 1
+            if mode == PAIRS:
+                out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+    return cnt, out_q, out_s, n_out
+
+
+@njit(cache=True)
+def wj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
+                    lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
+                    rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
+                    qfilter: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
+                    tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: int, v: float, t: int,
+                    dtimes: np.ndarray, dvals: np.ndarray, own_lo: np.ndarray,
+                    own_hi: np.ndarray, oth_lo: np.ndarray, oth_hi: np.ndarray,
+                    wcol: np.ndarray, dseqs: np.ndarray, xseq: int, reg: np.ndarray,
+                    snap: np.ndarray, mode: int, mark: np.ndarray, stamp: int,
+                    acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """WJ-SelectFirst (§3.3.1): interval tree on own ranges stabbed with v, then per selected q
+    the two-level lookup. O(log n + log m + n' g₂(m') + k). With ``root < 0`` the subscriptions
+    are ``qfilter`` instead (a plain list: ``Engine.result``).
+    """
+    if root < 0:
+        for i in range(qfilter.shape[0]):
+            q = qfilter[i]
+            if not (own_lo[q] <= v <= own_hi[q]):
+                continue
+            cnt, out_q, out_s, n_out = enum_window(
+                q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q],
+                oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+            out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+        return out_q, out_s, n_out
+    u = root
+    while u >= 0:
+        c = center[u]
+        if v < c:
+            bs, sz, use_left, nxt = lstart[u], lsize[u], True, left[u]
+        elif v > c:
+            bs, sz, use_left, nxt = rstart[u], rsize[u], False, right[u]
+        else:
+            bs, sz, use_left, nxt = lstart[u], lsize[u], True, -1
+        for k in range(bs, bs + sz):
+            if use_left:
+                if lkeys[k] > v:
+                    break
+                q = lids[k]
+            else:
+                if -rkeys[k] < v:
+                    break
+                q = rids[k]
+            cnt, out_q, out_s, n_out = enum_window(
+                q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q],
+                oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+            out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+        u = nxt
+    return out_q, out_s, n_out
+
+
+@njit(cache=True)
+def wj_join_first(F: tuple, tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: int, v: float,
+                  t: int, wmax: int, dirn: int, dtimes: np.ndarray, dvals: np.ndarray,
+                  dseqs: np.ndarray, xseq: int, reg: np.ndarray, snap: np.ndarray, mode: int,
+                  mark: np.ndarray, stamp: int, acc: np.ndarray, out_q: np.ndarray,
+                  out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
+    """WJ-JoinFirst (§3.3.1): the partners with |t − time| ≤ w_max (B-tree on (B, T)) each probe
+    𝒟 with (a, c, |Δt|); each hit is one result pair. O(log m + m_b g₃(n) + k).
+    """
+    pt = np.empty(3, dtype=np.float64)
+    a = lower_bound(tv, tbase, tsize, float(t - wmax))
+    b = upper_bound(tv, tbase, tsize, float(t + wmax))
+    for i in range(a, b):
+        s = ts[i]
+        dt = abs(t - dtimes[s])
+        if dt > wmax:
+            continue
+        if dirn > 0:
+            pt[0], pt[1] = v, dvals[s]
+        else:
+            pt[0], pt[1] = dvals[s], v
+        pt[2] = dt
+        hits, nh = stab_group(F, 0, pt, stack, hits)
+        for j in range(nh):
+            q = hits[j]
+            if mode == IDENTIFY:
+                if mark[q] != stamp:
+                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+            elif owed(q, s, xseq, dseqs, reg, snap):
+                if mode == PAIRS:
+                    out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+                else:
+                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return out_q, out_s, n_out, hits
+
+
+@njit(cache=True)
+def wj_ssi(cand: np.ndarray, F: tuple, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
+           tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: int, v: float, t: int, wmax: int,
+           dirn: int, dtimes: np.ndarray, dvals: np.ndarray, oth_lo: np.ndarray,
+           oth_hi: np.ndarray, wcol: np.ndarray, dseqs: np.ndarray, xseq: int, reg: np.ndarray,
+           snap: np.ndarray, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int, stack: np.ndarray,
+           hits: np.ndarray):
+    """WJ-SSI (§3.3.2): probe 𝒟 with the skyline points ``cand`` (slots) only; every box hit is
+    an affected subscription (its pairs: the two-level lookup). O(m̄_b g₃(n) + k) after the
+    skylines are current.
+    """
+    pt = np.empty(3, dtype=np.float64)
+    for i in range(cand.shape[0]):
+        s = cand[i]
+        dt = abs(t - dtimes[s])
+        if dt > wmax:
+            continue
+        if dirn > 0:
+            pt[0], pt[1] = v, dvals[s]
+        else:
+            pt[0], pt[1] = dvals[s], v
+        pt[2] = dt
+        hits, nh = stab_group(F, 0, pt, stack, hits)
+        for j in range(nh):
+            q = hits[j]
+            if mark[q] == stamp:
+                continue
+            mark[q] = stamp
+            if mode == IDENTIFY:
+                out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+                continue
+            cnt, out_q, out_s, n_out = enum_window(
+                q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q],
+                oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+            out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
+    return out_q, out_s, n_out, hits

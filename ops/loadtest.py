@@ -1,0 +1,391 @@
+"""``hotjoin bench serve``: load test of the gRPC server with separate processes, loopback only.
+
+One run per subscription count: start ``hotjoin serve`` (child process, temporary data dir),
+bulk-subscribe N generated subscriptions (``clients.loadgen``), publish the stored S tuples, start
+one listener process (Listen by subscriber) and ``publishers`` publisher processes that stream R
+tuples over ``PublishStream`` at ``rate`` events/s in total (0 = as fast as they can) for
+``duration`` seconds. Measured:
+
+- sustained throughput: acknowledged (durable) events / duration;
+- publish→ack per batch (client clock: send to durable acknowledgement);
+- publish→match (server histogram ``hotjoin_publish_to_match_seconds``, bucket-interpolated);
+- publish→delivery per message (listener: arrival − the message's ``received_unix_nanos``);
+- server RSS (``/proc/PID/status``), and optionally restart time (``restart_test``).
+
+Percentiles p50/p90/p99/p99.9 go to stdout and JSON; CDFs to a PNG per run.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+TOPIC = "bench"
+
+
+@dataclass
+class ServeBenchConfig:
+    subscriptions: tuple[int, ...] = (100_000,)
+    stored: int = 100_000
+    affected: float = 10.0
+    rate: float = 5_000.0
+    duration: float = 20.0
+    kind: str = "band"
+    delivery: str = "affected"
+    publishers: int = 2
+    batch_size: int = 100
+    max_in_flight: int = 4
+    restart_test: bool = False
+    restart_stored: int = 1_000_000
+    strategy: str = "auto"
+    listener: bool = True
+    seed: int = 1
+    extra_server_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def _metric_sum(text: str, name: str) -> float:
+    total = 0.0
+    for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M):
+        total += float(m.group(1))
+    return total
+
+
+def _histogram(text: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative bucket counts ``(upper_bounds, counts)`` of histogram ``name`` (all labels)."""
+    acc: dict[float, float] = {}
+    for m in re.finditer(rf'^{name}_bucket{{[^}}]*le="([^"]+)"[^}}]*}} ([0-9.e+-]+)$', text, re.M):
+        le = float("inf") if m.group(1) == "+Inf" else float(m.group(1))
+        acc[le] = acc.get(le, 0.0) + float(m.group(2))
+    les = np.array(sorted(acc))
+    return les, np.array([acc[x] for x in les])
+
+
+def histogram_percentiles(les: np.ndarray, before: np.ndarray, after: np.ndarray) -> dict[str, float]:
+    """Percentiles (ms) of the observations between two scrapes, linear within a bucket."""
+    cum = after - before
+    out: dict[str, float] = {}
+    if cum.size == 0 or cum[-1] <= 0:
+        return out
+    for p in PERCENTILES:
+        target = cum[-1] * p / 100
+        i = int(np.searchsorted(cum, target))
+        lo_b = 0.0 if i == 0 else les[i - 1]
+        hi_b = les[i] if np.isfinite(les[i]) else lo_b
+        c0 = 0.0 if i == 0 else cum[i - 1]
+        frac = 0.0 if cum[i] == c0 else (target - c0) / (cum[i] - c0)
+        out[f"p{p:g}"] = round(float(1000 * (lo_b + frac * (hi_b - lo_b))), 3)
+    return out
+
+
+def percentiles_ms(samples_ns: np.ndarray) -> dict[str, float]:
+    if samples_ns.size == 0:
+        return {}
+    return {f"p{p:g}": round(float(np.percentile(samples_ns, p)) / 1e6, 3) for p in PERCENTILES}
+
+
+# ---- child processes ---------------------------------------------------------------------------
+
+
+def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: Any) -> None:
+    """Listen to every subscription of subscriber "bench"; record arrival − received per message."""
+    from clients.client import HotjoinClient
+
+    lat: list[int] = []
+    with HotjoinClient(target, timeout=None) as hj:
+        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True)
+        ready.set()
+        import threading
+
+        threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True).start()
+        n = 0
+        try:
+            for resp in stream:
+                if resp.WhichOneof("message") == "match":
+                    m = resp.match
+                    lat.append(time.time_ns() - m.received_unix_nanos)
+                    n += 1
+                    if n % 1000 == 0:
+                        counter.value = n
+        except Exception as e:  # noqa: BLE001 - reported through the result file
+            print(f"listener: {e}", file=sys.stderr)
+        counter.value = n
+    np.save(out_path, np.array(lat, dtype=np.int64))
+
+
+def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: float, duration: float,
+                    out_path: str, start: Any, counter: Any) -> None:
+    """Stream R tuples at ``rate`` events/s (0: unthrottled) for ``duration`` s; record ack latency."""
+    from clients.client import HotjoinClient
+    from clients.loadgen import Workload, incoming_events
+
+    w = Workload(**cfg)
+    bs = int(os.environ.get("HOTJOIN_BENCH_BATCH", "100"))
+    n_max = int((rate if rate > 0 else 100_000) * duration * 1.2) + bs
+    batches = list(incoming_events(w, n_max, stream=stream_no, batch=bs))
+    acks: list[int] = []
+    acked = 0
+    with HotjoinClient(target, timeout=None) as hj:
+        pub = hj.publisher(TOPIC, batch_size=bs, max_in_flight=int(os.environ.get("HOTJOIN_BENCH_INFLIGHT", "4")))
+        start.wait()
+        t0 = time.monotonic()
+        sent = 0
+        for b in batches:
+            now = time.monotonic()
+            if now - t0 >= duration:
+                break
+            if rate > 0:
+                due = t0 + sent / rate
+                if due > now:
+                    time.sleep(due - now)
+            sent_at = time.monotonic_ns()
+            fut = pub.publish_batch(b)
+
+            def done(f: Any, sent_at: int = sent_at, n: int = len(b)) -> None:
+                nonlocal acked
+                if f.exception() is None:
+                    acks.append(time.monotonic_ns() - sent_at)
+                    acked += n
+                    counter.value = acked
+
+            fut.add_done_callback(done)
+            sent += len(b)
+        try:
+            pub.close()
+        except Exception as e:  # noqa: BLE001 - the acks so far are still reported
+            print(f"publisher {stream_no}: {e}", file=sys.stderr)
+    np.save(out_path, np.array(acks, dtype=np.int64))
+
+
+# ---- coordinator -------------------------------------------------------------------------------
+
+
+def _progress(msg: str) -> None:
+    print(f"[bench serve {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | None) -> dict[str, Any]:
+    """One load test at ``n_subs`` subscriptions; returns the record."""
+    from clients.client import HotjoinClient
+    from clients.commands.demo import free_port, start_server, stop_server
+    from clients.loadgen import Workload, pick_strategy, stored_events, subscription_specs
+
+    data = work / f"data-{n_subs}"
+    port, _ = free_port(0)
+    mport, _ = free_port(0)
+    target = f"127.0.0.1:{port}"
+    proc = start_server(data, port, mport, work / f"server-{n_subs}.log",
+                        ("--max-workers", "32", *cfg.extra_server_args))
+    rec: dict[str, Any] = {"subscriptions": n_subs, "kind": cfg.kind, "delivery": cfg.delivery,
+                           "stored": cfg.stored, "rate_target": cfg.rate, "duration_s": cfg.duration,
+                           "publishers": cfg.publishers, "batch_size": cfg.batch_size}
+    w = Workload(kind=cfg.kind, subscriptions=n_subs, stored=cfg.stored, affected=cfg.affected,
+                 delivery=cfg.delivery, subscriber="bench", seed=cfg.seed)
+    try:
+        with HotjoinClient(target, timeout=600) as hj:
+            hj.wait_ready(60)
+            strategy = pick_strategy(cfg.kind) if cfg.strategy == "auto" else {cfg.kind: cfg.strategy}
+            hj.create_topic(TOPIC, lateness=0, strategy=strategy)
+            rec["strategy"] = strategy or "auto"
+            t0 = time.monotonic()
+            chunk = 50_000
+            for i in range(0, n_subs, chunk):
+                hj.subscribe_many(TOPIC, subscription_specs(w, i, min(n_subs, i + chunk)))
+                _progress(f"{min(n_subs, i + chunk)}/{n_subs} subscriptions registered "
+                          f"({time.monotonic() - t0:.1f}s)")
+            rec["subscribe_s"] = round(time.monotonic() - t0, 2)
+            rec["subscribe_per_s"] = round(n_subs / max(rec["subscribe_s"], 1e-9))
+            t0 = time.monotonic()
+            with hj.publisher(TOPIC, batch_size=1000, max_in_flight=4) as pub:
+                for b in stored_events(w, 1000):
+                    pub.publish_batch(b)
+            rec["store_s"] = round(time.monotonic() - t0, 2)
+            _progress(f"{n_subs} subscriptions ({rec['subscribe_s']}s), {cfg.stored} stored S tuples "
+                      f"({rec['store_s']}s); server RSS {_rss_bytes(proc.pid) / 2**20:.0f} MiB")
+            ctx = mp.get_context("spawn")
+            stop, start, ready = ctx.Event(), ctx.Event(), ctx.Event()
+            lis_count = ctx.Value("q", 0)
+            lis_out = str(work / f"listener-{n_subs}.npy")
+            procs = []
+            if cfg.listener:
+                lp = ctx.Process(target=_listener_main, args=(target, lis_out, ready, stop, lis_count))
+                lp.start()
+                ready.wait(60)
+            counters = [ctx.Value("q", 0) for _ in range(cfg.publishers)]
+            outs = [str(work / f"pub-{n_subs}-{k}.npy") for k in range(cfg.publishers)]
+            os.environ["HOTJOIN_BENCH_BATCH"] = str(cfg.batch_size)
+            os.environ["HOTJOIN_BENCH_INFLIGHT"] = str(cfg.max_in_flight)
+            wcfg = asdict(w)
+            for k in range(cfg.publishers):
+                p = ctx.Process(target=_publisher_main,
+                                args=(target, wcfg, k, cfg.rate / cfg.publishers, cfg.duration, outs[k],
+                                      start, counters[k]))
+                p.start()
+                procs.append(p)
+            time.sleep(2.0)  # publishers generate their events before the clock starts
+            before = _scrape(mport)
+            start.set()
+            t0 = time.monotonic()
+            rss_max, last = 0, 0
+            while any(p.is_alive() for p in procs):
+                time.sleep(0.5)
+                rss_max = max(rss_max, _rss_bytes(proc.pid))
+                el = time.monotonic() - t0
+                if el - last >= 2.0:
+                    last = el
+                    n = sum(c.value for c in counters)
+                    _progress(f"{el:5.1f}s: {n} events durable ({n / el:.0f}/s), listener "
+                              f"{lis_count.value} messages, server RSS {rss_max / 2**20:.0f} MiB")
+                if el > cfg.duration + 120:
+                    for p in procs:
+                        p.terminate()
+            elapsed = time.monotonic() - t0
+            for p in procs:
+                p.join()
+            time.sleep(1.0)
+            after = _scrape(mport)
+            stop.set()
+            if cfg.listener:
+                lp.join(30)
+                if lp.is_alive():
+                    lp.terminate()
+            acks = np.concatenate([np.load(o) for o in outs if os.path.exists(o)])
+            deliveries = np.load(lis_out) if os.path.exists(lis_out) else np.zeros(0, np.int64)
+            published = _metric_sum(after, "hotjoin_events_published_total") - _metric_sum(
+                before, "hotjoin_events_published_total")
+            messages = _metric_sum(after, "hotjoin_messages_total") - _metric_sum(before, "hotjoin_messages_total")
+            les, b0 = _histogram(before, "hotjoin_publish_to_match_seconds")
+            _, b1 = _histogram(after, "hotjoin_publish_to_match_seconds")
+            gaps = _metric_sum(after, "hotjoin_listener_gaps_total")
+            st = hj.stats(TOPIC)
+            rec.update({
+                "events": int(published),
+                "throughput_events_per_s": round(published / min(elapsed, cfg.duration + 0.5), 1),
+                "messages": int(messages),
+                "messages_per_event": round(messages / max(published, 1), 2),
+                "delivered_messages": int(deliveries.size),
+                "gaps": int(gaps),
+                "publish_to_ack_ms": percentiles_ms(acks),
+                "publish_to_match_ms": histogram_percentiles(les, b0, b1),
+                "publish_to_delivery_ms": percentiles_ms(deliveries),
+                "server_rss_mib": round(max(rss_max, _rss_bytes(proc.pid)) / 2**20, 1),
+                "tau": dict(st.tau), "hotspots": dict(st.hotspots),
+            })
+            if plot_dir is not None:
+                rec["plot"] = _plot(plot_dir, n_subs, cfg, acks, deliveries)
+        if cfg.restart_test:
+            rec.update(_restart(cfg, w, hj_target=target, proc=proc, data=data, work=work,
+                                port=port, mport=mport, n_subs=n_subs))
+            proc = rec.pop("_proc")
+    finally:
+        stop_server(proc)
+    return rec
+
+
+def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Path, work: Path,
+             port: int, mport: int, n_subs: int) -> dict[str, Any]:
+    """Fill the topic up to ``restart_stored`` stored tuples, kill -9, time the restart."""
+    from clients.client import HotjoinClient, event
+    from clients.commands.demo import start_server
+
+    with HotjoinClient(hj_target, timeout=600) as hj:
+        have = sum(hj.stats(TOPIC).tuples.values())
+        t0 = time.monotonic()
+        rng = np.random.default_rng(5)
+        with hj.publisher(TOPIC, batch_size=2000, max_in_flight=4) as pub:
+            for i in range(0, max(0, cfg.restart_stored - have), 2000):
+                n = min(2000, cfg.restart_stored - have - i)
+                keys = rng.uniform(0, 10_000, n).tolist()
+                pub.publish_batch([event("S", f"x{i + k}", keys[k], 0.0, time=2) for k in range(n)])
+                if i % 200_000 == 0:
+                    _progress(f"restart test: {have + i} stored tuples")
+        stored = sum(hj.stats(TOPIC).tuples.values())
+        fill_s = time.monotonic() - t0
+    proc.kill()  # kill -9: the restart replays the log (no shutdown compaction)
+    proc.wait()
+    log_bytes = (data / "topics" / TOPIC / "log").stat().st_size
+    t0 = time.monotonic()
+    proc2 = start_server(data, port, mport, work / f"server-{n_subs}-restart.log")
+    with HotjoinClient(hj_target, timeout=600) as hj:
+        hj.wait_ready(600)
+        hj.get_topic(TOPIC)
+        restart_s = time.monotonic() - t0
+        st = hj.stats(TOPIC)
+    _progress(f"restart with {sum(st.subscriptions.values())} subscriptions and "
+              f"{sum(st.tuples.values())} stored tuples ({log_bytes / 2**20:.0f} MiB log): {restart_s:.1f}s")
+    return {"restart_s": round(restart_s, 2), "restart_stored": stored,
+            "restart_log_mib": round(log_bytes / 2**20, 1), "restart_fill_s": round(fill_s, 1),
+            "restart_rss_mib": round(_rss_bytes(proc2.pid) / 2**20, 1), "_proc": proc2}
+
+
+def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, deliveries: np.ndarray) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, x in (("publish→ack (batch durable)", acks), ("publish→delivery (listener)", deliveries)):
+        if x.size:
+            xs = np.sort(x) / 1e6
+            ax.plot(xs, np.arange(1, xs.size + 1) / xs.size, label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("fraction ≤ x")
+    rate = f"rate {cfg.rate:g}/s" if cfg.rate else "unthrottled"
+    ax.set_title(f"hotjoin serve: {n_subs:,} {cfg.kind} joins, {cfg.delivery}, {rate}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    path = plot_dir / f"serve-cdf-{cfg.kind}-{cfg.delivery.lower()}-{n_subs}-{int(cfg.rate)}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def run(cfg: ServeBenchConfig, json_path: str | None = None, plot_dir: str | None = None) -> dict[str, Any]:
+    """Every subscription count of ``cfg``; returns ``{"config", "machine", "records"}``."""
+    work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-serve-"))
+    records = []
+    try:
+        for n in cfg.subscriptions:
+            rec = run_one(cfg, n, work, Path(plot_dir) if plot_dir else None)
+            records.append(rec)
+            _progress(json.dumps(rec))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = {"config": asdict(cfg), "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+           "records": records}
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(out, indent=1))
+    return out

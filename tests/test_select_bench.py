@@ -1,0 +1,33 @@
+"""Smoke runs of ``hotjoin bench select`` and ``hotjoin bench window`` (seconds, tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clients.cli import main
+
+
+def test_bench_select_quick(tmp_path: Path) -> None:
+    out = tmp_path / "select.json"
+    assert main(["bench", "select", "--quick", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    figs = {r["figure"] for r in res["records"]}
+    assert figs == {"7i", "7ii", "8i", "8ii", "9"}
+    assert all(r["identify_tuples_per_s"] > 0 for r in res["records"])
+    # every strategy found the same number of result pairs on the same tuples
+    for fig in figs:
+        for x in {r["x"] for r in res["records"] if r["figure"] == fig}:
+            rows = [r for r in res["records"] if r["figure"] == fig and r["x"] == x]
+            full = [r for r in rows if r["events_pairs"] == max(q["events_pairs"] for q in rows)]
+            assert len({round(r["pairs_per_tuple"], 6) for r in full}) == 1
+
+
+def test_bench_window_quick(tmp_path: Path) -> None:
+    out = tmp_path / "window.json"
+    assert main(["bench", "window", "--quick", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert {r["series"] for r in res["records"]} == {"n", "spread", "per_key"}
+    assert all(r["m_b"] >= 0 for r in res["records"])
+    ssi = [r for r in res["records"] if r["strategy"] == "WJ-SSI"]
+    assert ssi and all(r["skyline_points_per_key"] <= 2 * r["m_b"] + 1 for r in ssi)

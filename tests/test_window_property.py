@@ -1,0 +1,136 @@
+"""Every window-join strategy gives the oracle's deliveries (SPEC §7; paper 004 §3.3).
+
+Random programs (``tests/engine_harness.py``: disorder up to the lateness L, retention, deletes,
+snapshots, subscription churn that moves stabbing points and w_max) run each strategy and
+``OracleEngine`` in lockstep; deterministic cases pin ``w`` exactly equal to a time gap,
+out-of-order arrivals (in-order result), deletes of skyline points and retention.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matcher.model import Delivery, Event, Range, WindowJoin
+
+try:
+    from tests.engine_harness import (
+        WINDOW_STRATEGY_NAMES,
+        EngineFactory,
+        Lockstep,
+        engine_factory,
+        harness_settings,
+        multiset,
+        programs,
+        run_program,
+    )
+except ImportError:  # pragma: no cover
+    from engine_harness import (  # type: ignore[no-redef]
+        WINDOW_STRATEGY_NAMES,
+        EngineFactory,
+        Lockstep,
+        engine_factory,
+        harness_settings,
+        multiset,
+        programs,
+        run_program,
+    )
+
+HAS_HOTSPOT = importlib.util.find_spec("matcher.hotspot") is not None
+_needs_hotspot = pytest.mark.skipif(not HAS_HOTSPOT, reason="matcher.hotspot not landed yet")
+OTHERS = {"band": "BJ-SSI", "select": "SJ-SSI"}
+
+
+def _param(name: str, options: Any = None, id: str | None = None) -> Any:
+    return pytest.param(({**OTHERS, "window": name}, options), id=id or name,
+                        marks=[_needs_hotspot] if name == "WJ-Hotspot" else [])
+
+
+CONFIGS = [*[_param(n) for n in WINDOW_STRATEGY_NAMES],
+           _param("WJ-Hotspot", {"alpha": 0.2, "epsilon": 1.0}, "WJ-Hotspot-alpha0.2")]
+
+
+@pytest.fixture(scope="module", params=CONFIGS)
+def factory(request: pytest.FixtureRequest) -> EngineFactory:
+    strategy, options = request.param
+    return engine_factory(strategy, options)
+
+
+def ev(side: str, id: str, key: float, value: float = 0.0, time: int = 0) -> Event:
+    return Event(side, id, key, value, time)  # type: ignore[arg-type]
+
+
+def D(sid: int, sign: int, r: str, s: str) -> Delivery:
+    return Delivery(sid, sign, r, s)
+
+
+def lockstep(factory: EngineFactory, lateness: int = 0, retention: int | None = None) -> Lockstep:
+    return Lockstep(factory(lateness, retention), lateness, retention, compare_results="all")
+
+
+@harness_settings(40)
+@given(program=programs(kinds=("window",), max_ops=40))
+def test_random_programs_match_oracle(factory: EngineFactory, program: Any) -> None:
+    run_program(factory, program)
+
+
+@harness_settings(20)
+@given(program=programs(kinds=("window",), max_ops=30, initial_subs=(4, 14)))
+def test_many_subscriptions_match_oracle(factory: EngineFactory, program: Any) -> None:
+    run_program(factory, program)
+
+
+def test_w_equal_to_time_gap(factory: EngineFactory) -> None:
+    ls = lockstep(factory)
+    q0 = ls.subscribe(WindowJoin(w=0))
+    q3 = ls.subscribe(WindowJoin(w=3))
+    ls.publish(ev("S", "s0", 1.0, time=10))
+    assert multiset(ls.publish(ev("R", "r0", 1.0, time=10))) == multiset(
+        [D(q0, 1, "r0", "s0"), D(q3, 1, "r0", "s0")])
+    assert ls.publish(ev("R", "r3", 1.0, time=13)) == [D(q3, 1, "r3", "s0")]
+    assert ls.publish(ev("R", "r4", 1.0, time=14)) == []
+    assert multiset(ls.publish(ev("S", "s1", 1.0, time=17))) == multiset(
+        [D(q3, 1, "r4", "s1")])
+
+
+def test_out_of_order_within_lateness_gives_in_order_result(factory: EngineFactory) -> None:
+    ls = lockstep(factory, lateness=5)
+    q = ls.subscribe(WindowJoin(c=Range(0, 10), w=2))
+    q_wide = ls.subscribe(WindowJoin(w=6))
+    for i, t in enumerate([20, 15, 18, 16, 21]):
+        ls.publish(ev("S", f"s{i}", 2.0, value=float(i), time=t))
+    got = multiset(ls.publish(ev("R", "late", 2.0, time=16)))  # W = 16: accepted, older than most
+    want = [D(q, 1, "late", f"s{i}") for i, t in enumerate([20, 15, 18, 16, 21]) if abs(t - 16) <= 2]
+    want += [D(q_wide, 1, "late", f"s{i}") for i, t in enumerate([20, 15, 18, 16, 21])
+             if abs(t - 16) <= 6]
+    assert got == multiset(want)
+    ls.delete("S", "s2")   # a skyline point goes away
+    ls.publish(ev("R", "r2", 2.0, time=19))
+    ls.delete("R", "late")
+    ls.publish(ev("S", "s9", 2.0, value=3.0, time=17))
+
+
+def test_retention_and_skyline_trim(factory: EngineFactory) -> None:
+    ls = lockstep(factory, lateness=1, retention=4)
+    qs = [ls.subscribe(WindowJoin(c=Range(i, i + 3), w=i % 4)) for i in range(8)]
+    for t in range(30):
+        side = "RS"[t % 2]
+        ls.publish(ev(side, f"{side}{t}", float(t % 3), value=float((t * 5) % 11), time=t))
+        if t % 7 == 3:
+            ls.unsubscribe(qs.pop(0))
+        if t % 6 == 2:
+            qs.append(ls.subscribe(WindowJoin(c=Range(t % 9, t % 9 + 1), w=t % 5)))
+
+
+@harness_settings(15)
+@given(program=programs(kinds=("window", "select"), max_ops=30, initial_subs=(3, 8)))
+def test_mixed_with_select(program: Any) -> None:
+    run_program(engine_factory({**OTHERS, "window": "WJ-JoinFirst"}), program)
+
+
+def test_imports() -> None:
+    assert st is not None
