@@ -28,7 +28,7 @@ import numpy as np
 
 from . import band_kernels as K
 from .base_table import BaseTable
-from .group_pool import GroupedSortedPool
+from .group_pool import GroupedSortedPool, insert_pair, remove_pair
 from .interval_tree import IntervalTree
 from .sorted_runs import SortedRuns
 from .subscriptions import SubscriptionColumns
@@ -227,6 +227,9 @@ class BandStrategy:
     def stats(self) -> dict[str, Any]:
         return {"subscriptions": len(self)}
 
+    def check_invariants(self) -> None:
+        """Assert the index is consistent with the live subscriptions (used by the tests)."""
+
     def memory_bytes(self) -> int:
         return self.ids.arr.nbytes
 
@@ -303,6 +306,12 @@ class MergeJoin(BandStrategy):
               table: BaseTable, mode: int) -> None:
         run_merge_join(self.order, self.cols, buf, dirn, b, v, xseq, table, mode)
 
+    def check_invariants(self) -> None:
+        o = self.order
+        items = o.runs.items(o.ent_alive)
+        assert sorted(int(o.ent_q[e]) for _, e in items) == sorted(self.ids.view().tolist())
+        assert all(k == self.cols.b_lo[o.ent_q[e]] for k, e in items)
+
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.order.memory_bytes()
 
@@ -345,6 +354,9 @@ class DOuter(BandStrategy):
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
+
+    def check_invariants(self) -> None:
+        assert sorted(self.tree.node_of) == sorted(self.ids.view().tolist())
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.tree.memory_bytes()
@@ -418,17 +430,32 @@ class SSIGroups:
         self._gids = None
 
     def member_added(self, gid: int, iid: int) -> None:
-        u = self.local[gid]
-        self.lpool.insert(u, float(self.cols.b_lo[iid]), iid)
-        self.rpool.insert(u, -float(self.cols.b_hi[iid]), iid)
+        r = self.cols.rec[iid]
+        insert_pair(self.lpool, self.rpool, self.local[gid], r[0], -r[1], iid)
 
     def member_removed(self, gid: int, iid: int) -> None:
-        u = self.local[gid]
-        self.lpool.remove(u, float(self.cols.b_lo[iid]), iid)
-        self.rpool.remove(u, -float(self.cols.b_hi[iid]), iid)
+        r = self.cols.rec[iid]
+        remove_pair(self.lpool, self.rpool, self.local[gid], r[0], -r[1], iid)
 
     def point_moved(self, gid: int, point: float) -> None:
         self.point[self.local[gid]] = point
+
+    def check_mirror(self, groups: Any) -> None:
+        """Assert the flat arrays hold exactly ``groups`` (gid, point, members), sorted (tests)."""
+        seen = set()
+        for gid, point, members in groups:
+            u = self.local[gid]
+            seen.add(gid)
+            assert self.point[u] == point, (gid, self.point[u], point)
+            b_lo, b_hi = self.cols.b_lo, self.cols.b_hi
+            left, right = self.lpool.members(u), self.rpool.members(u)
+            assert sorted(q for _, q in left) == sorted(int(m) for m in members), gid
+            assert sorted(q for _, q in right) == sorted(int(m) for m in members), gid
+            assert [k for k, _ in left] == sorted(k for k, _ in left)
+            assert [k for k, _ in right] == sorted(k for k, _ in right)
+            assert all(k == b_lo[q] and b_lo[q] <= point for k, q in left)
+            assert all(k == -b_hi[q] and b_hi[q] >= point for k, q in right)
+        assert seen == set(self.local), "the arrays hold groups the partition does not"
 
     # -- matching --------------------------------------------------------------------------
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
@@ -480,6 +507,12 @@ class SSI(BandStrategy):
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tau": len(self.groups),
                 "reconstructions": self.partition.reconstructions}
+
+    def check_invariants(self) -> None:
+        """Lemma 2's (1+ε)τ bound and the flat arrays mirroring the partition."""
+        self.partition.check_invariants()
+        assert len(self.partition) == len(self.ids)
+        self.groups.check_mirror(self.partition.groups())
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.groups.memory_bytes()
@@ -544,6 +577,17 @@ class Hotspot(BandStrategy):
         else:
             self.scattered_by["BJ-MJ"] += 1
             run_merge_join(lis.scattered_order, self.cols, buf, dirn, b, v, xseq, table, mode)
+
+    def check_invariants(self) -> None:
+        """Theorem 1's I1–I3, hot groups mirrored in the SSI arrays, scattered in both indexes."""
+        self.tracker.check_invariants()
+        assert len(self.tracker) == len(self.ids)
+        self.listener.check_mirror(self.tracker.hot_groups())
+        scattered = sorted(int(q) for q in self.tracker.scattered())
+        assert sorted(self.listener.scattered_ids.view().tolist()) == scattered
+        order = self.listener.scattered_order
+        live = [int(order.ent_q[e]) for _, e in order.runs.items(order.ent_alive)]
+        assert sorted(live) == scattered
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "hotspots": len(self.listener),

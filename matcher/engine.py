@@ -417,6 +417,18 @@ class Engine:
                 self.tables[side].bulk_load(evs, sq)
 
     # -- introspection ----------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Assert every index's structural invariants (paper 004 Lemma 2, Theorem 1); tests."""
+        self.band.check_invariants()
+        for side, t in self.tables.items():
+            order = t.order.items(t.alive)
+            assert sorted(s for _, s in order) == sorted(t.slot_of.values()), side
+            assert all(t.keys[s] == k for k, s in order), side
+        for ix in (self.select, self.window):
+            check = getattr(ix, "check_invariants", None)
+            if check is not None:
+                check()
+
     def stats(self) -> dict[str, Any]:
         band = self.band.stats()
         select = self.select.stats() if self.select is not None else {}

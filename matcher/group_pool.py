@@ -70,6 +70,46 @@ def _remove(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarr
     return False
 
 
+@njit(cache=True)
+def _insert_pair(lkeys: np.ndarray, lids: np.ndarray, lstart: np.ndarray, lsize: np.ndarray,
+                 lcap: np.ndarray, rkeys: np.ndarray, rids: np.ndarray, rstart: np.ndarray,
+                 rsize: np.ndarray, rcap: np.ndarray, g: int, lkey: float, rkey: float,
+                 ident: int) -> bool:
+    """Insert into group g of two pools at once (one dispatch); False if either is full."""
+    if lsize[g] == lcap[g] or rsize[g] == rcap[g]:
+        return False
+    _insert(lkeys, lids, lstart, lsize, lcap, g, lkey, ident)
+    _insert(rkeys, rids, rstart, rsize, rcap, g, rkey, ident)
+    return True
+
+
+@njit(cache=True)
+def _remove_pair(lkeys: np.ndarray, lids: np.ndarray, lstart: np.ndarray, lsize: np.ndarray,
+                 rkeys: np.ndarray, rids: np.ndarray, rstart: np.ndarray, rsize: np.ndarray,
+                 g: int, lkey: float, rkey: float, ident: int) -> bool:
+    """Remove from group g of two pools at once; False if absent from either."""
+    a = _remove(lkeys, lids, lstart, lsize, g, lkey, ident)
+    b = _remove(rkeys, rids, rstart, rsize, g, rkey, ident)
+    return a and b
+
+
+def insert_pair(lp: GroupedSortedPool, rp: GroupedSortedPool, g: int, lkey: float,
+                rkey: float, ident: int) -> None:
+    """``lp.insert(g, lkey, ident); rp.insert(g, rkey, ident)`` in one kernel call."""
+    if not _insert_pair(lp.keys, lp.ids, lp.start, lp.size, lp.cap, rp.keys, rp.ids, rp.start,
+                        rp.size, rp.cap, g, lkey, rkey, ident):
+        lp.insert(g, lkey, ident)
+        rp.insert(g, rkey, ident)
+
+
+def remove_pair(lp: GroupedSortedPool, rp: GroupedSortedPool, g: int, lkey: float,
+                rkey: float, ident: int) -> None:
+    """``lp.remove(g, lkey, ident); rp.remove(g, rkey, ident)`` in one kernel call."""
+    if not _remove_pair(lp.keys, lp.ids, lp.start, lp.size, rp.keys, rp.ids, rp.start, rp.size,
+                        g, lkey, rkey, ident):
+        raise KeyError(f"({lkey}, {rkey}, {ident}) not in group {g} of both pools")
+
+
 class GroupedSortedPool:
     """Per-group sorted sequences in flat arrays with per-group slack."""
 

@@ -214,8 +214,18 @@ class Lockstep:
         return ora.value
 
     def check_state(self, desc: str = "state") -> None:
-        """Same ``seq``, ``watermark`` and (per ``compare_results``) ``result`` multisets."""
+        """Same ``seq``, ``watermark`` and (per ``compare_results``) ``result`` multisets.
+
+        An engine offering ``check_invariants()`` (stabbing-partition bound, hotspot I1–I3,
+        index consistency) has it asserted here too, i.e. after every operation.
+        """
         e, o = self.engine, self.oracle
+        check = getattr(e, "check_invariants", None)
+        if check is not None:
+            try:
+                check()
+            except AssertionError as exc:
+                self.fail(f"after {desc}: engine invariant broken: {exc!r}")
         if int(e.seq) != o.seq:
             self.fail(f"after {desc}: seq engine={e.seq} oracle={o.seq}")
         we = None if e.watermark is None else int(e.watermark)
