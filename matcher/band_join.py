@@ -234,11 +234,25 @@ class BandStrategy:
         return self.ids.arr.nbytes
 
 
-def _data_runs(table: BaseTable) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
-    """The non-empty sorted runs of ``table`` and whether a subscription may meet several."""
-    mk, mp, dk, dp = table.order.runs()
-    runs = [(k, p) for k, p in ((mk, mp), (dk, dp)) if k.shape[0]]
+_NO_SAMPLE = np.empty(0, dtype=np.float64)
+
+
+def _data_runs(
+    table: BaseTable,
+) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], bool]:
+    """Non-empty sorted runs of ``table`` as (keys, slots, key sample), and whether a
+    subscription may meet more than one of them (then IDENTIFY/COUNT must deduplicate)."""
+    o = table.order
+    mk, mp, dk, dp = o.runs()
+    runs = [(k, p, smp) for k, p, smp in ((mk, mp, o.main_sample), (dk, dp, _NO_SAMPLE))
+            if k.shape[0]]
     return runs, len(runs) > 1
+
+
+def has_selection(rec: np.ndarray) -> bool:
+    """Whether a record row bounds A or C (band joins' optional local selections)."""
+    return bool(rec[K.A_LO] != -np.inf or rec[K.A_HI] != np.inf or rec[K.C_LO] != -np.inf
+                or rec[K.C_HI] != np.inf)
 
 
 class QOuter(BandStrategy):
@@ -261,9 +275,9 @@ def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, di
                b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
     own, oth = _sides(dirn)
     runs, dedupe = _data_runs(table)
-    for keys, pays in runs:
+    for keys, pays, samp in runs:
         buf.out_q, buf.out_s, buf.n = K.qouter(
-            qids, keys, pays, b, v, dirn, table.alive, table.values, table.seqs, xseq,
+            qids, keys, pays, samp, b, v, dirn, table.alive, table.values, table.seqs, xseq,
             cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc,
             buf.out_q, buf.out_s, buf.n)
 
@@ -277,7 +291,7 @@ def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffe
     for ikeys, ipays in ((ik1, ip1), (ik2, ip2)):
         if ikeys.shape[0] == 0:
             continue
-        for keys, pays in runs:
+        for keys, pays, _ in runs:
             buf.out_q, buf.out_s, buf.n = K.merge_join(
                 ikeys, ipays, order.ent_q, order.ent_alive, order.ent_rec, keys, pays, b, v,
                 dirn, table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
@@ -345,7 +359,7 @@ class DOuter(BandStrategy):
         cols = self.cols
         own, oth = _sides(dirn)
         lp, rp = t.lpool, t.rpool
-        for keys, pays in _data_runs(table)[0]:
+        for keys, pays, _ in _data_runs(table)[0]:
             buf.out_q, buf.out_s, buf.n = K.douter(
                 t.center, t.left, t.right, t.root, lp.start, lp.size, lp.keys, lp.ids,
                 rp.start, rp.size, rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive,
@@ -374,8 +388,9 @@ class SSIGroups:
 
     def _clear(self) -> None:
         self.lpool = GroupedSortedPool()
-        self.rpool = GroupedSortedPool()
+        self.rpool = GroupedSortedPool()  # aux = the range's lower bound (dedupe, no record read)
         self.point = np.zeros(16, dtype=np.float64)
+        self.gsel = np.zeros(16, dtype=np.int64)  # members with an A/C selection, per group
         self.local: dict[int, int] = {}
         self._free: list[int] = []
         self._next = 0
@@ -396,7 +411,11 @@ class SSIGroups:
             self._next += 1
         if u >= self.point.shape[0]:
             self.point = np.resize(self.point, 2 * u + 2)
+            gsel = np.zeros(2 * u + 2, dtype=np.int64)
+            gsel[: self.gsel.shape[0]] = self.gsel
+            self.gsel = gsel
         self.point[u] = point
+        self.gsel[u] = 0
         self.local[gid] = u
         self._gids = None
         return u
@@ -415,7 +434,11 @@ class SSIGroups:
             self.lpool.load_group(u, lo[o], m[o])
             nh = -b_hi[m]
             o = np.argsort(nh, kind="stable")
-            self.rpool.load_group(u, nh[o], m[o])
+            self.rpool.load_group(u, nh[o], m[o], lo[o])
+            rec = self.cols.rec[m]
+            self.gsel[u] = int(np.count_nonzero(
+                (rec[:, K.A_LO] != -np.inf) | (rec[:, K.A_HI] != np.inf)
+                | (rec[:, K.C_LO] != -np.inf) | (rec[:, K.C_HI] != np.inf)))
 
     def group_added(self, gid: int, point: float) -> None:
         u = self._alloc(gid, point)
@@ -431,11 +454,17 @@ class SSIGroups:
 
     def member_added(self, gid: int, iid: int) -> None:
         r = self.cols.rec[iid]
-        insert_pair(self.lpool, self.rpool, self.local[gid], r[0], -r[1], iid)
+        u = self.local[gid]
+        insert_pair(self.lpool, self.rpool, u, r[0], -r[1], iid, 0.0, r[0])
+        if has_selection(r):
+            self.gsel[u] += 1
 
     def member_removed(self, gid: int, iid: int) -> None:
         r = self.cols.rec[iid]
-        remove_pair(self.lpool, self.rpool, self.local[gid], r[0], -r[1], iid)
+        u = self.local[gid]
+        remove_pair(self.lpool, self.rpool, u, r[0], -r[1], iid)
+        if has_selection(r):
+            self.gsel[u] -= 1
 
     def point_moved(self, gid: int, point: float) -> None:
         self.point[self.local[gid]] = point
@@ -455,6 +484,10 @@ class SSIGroups:
             assert [k for k, _ in right] == sorted(k for k, _ in right)
             assert all(k == b_lo[q] and b_lo[q] <= point for k, q in left)
             assert all(k == -b_hi[q] and b_hi[q] >= point for k, q in right)
+            s0, n0 = int(self.rpool.start[u]), int(self.rpool.size[u])
+            assert np.array_equal(self.rpool.aux[s0:s0 + n0],
+                                  b_lo[self.rpool.ids[s0:s0 + n0]]), gid
+            assert self.gsel[u] == sum(has_selection(self.cols.rec[int(m)]) for m in members)
         assert seen == set(self.local), "the arrays hold groups the partition does not"
 
     # -- matching --------------------------------------------------------------------------
@@ -467,10 +500,10 @@ class SSIGroups:
         lp, rp = self.lpool, self.rpool
         gids = self.gids()
         runs, dedupe = _data_runs(table)
-        for keys, pays in runs:
+        for keys, pays, samp in runs:
             buf.out_q, buf.out_s, buf.n = K.ssi(
                 gids, self.point, lp.start, lp.size, lp.keys, lp.ids, rp.start, rp.size,
-                rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive, table.values,
+                rp.keys, rp.ids, rp.aux, self.gsel, keys, pays, samp, b, v, dirn, table.alive, table.values,
                 table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
                 cols.acc, buf.out_q, buf.out_s, buf.n)
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .sorted_runs import SAMPLE_EVERY
+
 IDENTIFY = 0
 COUNT = 1
 PAIRS = 2
@@ -45,18 +47,46 @@ def _pay(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
     return pays[n - 1 - pos]
 
 
+@njit(cache=True, inline="always")
+def _flips(k: float, b: float, dirn: int, x: float) -> bool:
+    """Monotone predicate over key index i (false, then true as keys grow) for lower_bound."""
+    if dirn > 0:
+        return k - b >= x
+    return not (b - k >= x)
+
+
 @njit(cache=True)
-def lower_bound(keys: np.ndarray, b: float, dirn: int, x: float) -> int:
-    """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n)."""
+def lower_bound(keys: np.ndarray, samp: np.ndarray, b: float, dirn: int, x: float) -> int:
+    """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
+
+    Searches in key-index space for the first ``i`` where ``_flips`` holds (dirn −1 maps it back
+    with ``pos = n − i``). ``samp`` holds every ``SAMPLE_EVERY``-th key (or is empty): it narrows
+    the search to one block first, so only the last few probes miss the cache.
+    """
     n = keys.shape[0]
     lo, hi = 0, n
+    ns = samp.shape[0]
+    if ns > 1:
+        step = SAMPLE_EVERY
+        a, c = 0, ns
+        while a < c:
+            mid = (a + c) >> 1
+            if _flips(samp[mid], b, dirn, x):
+                c = mid
+            else:
+                a = mid + 1
+        # flips first in block a-1 (keys[(a-1)*step .. a*step]) or at the sample a*step itself
+        lo = max(0, (a - 1) * step)
+        hi = min(n, a * step)
     while lo < hi:
         mid = (lo + hi) >> 1
-        if _d(keys, n, mid, b, dirn) < x:
-            lo = mid + 1
-        else:
+        if _flips(keys[mid], b, dirn, x):
             hi = mid
-    return lo
+        else:
+            lo = mid + 1
+    if dirn > 0:
+        return lo
+    return n - lo
 
 
 @njit(cache=True)
@@ -150,7 +180,8 @@ def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.nd
 
 
 @njit(cache=True)
-def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
+def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, b: float,
+           v: float, dirn: int,
            alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
            rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
            mark: np.ndarray, stamp: int, acc: np.ndarray,
@@ -161,7 +192,7 @@ def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, b: float, v: fl
         if not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
         lo = rec[q, B_LO]
-        start = lower_bound(keys, b, dirn, lo)
+        start = lower_bound(keys, samp, b, dirn, lo)
         cnt, out_q, out_s, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
                                         rec[q, oth + 1], keys, pays, b, dirn, alive, dvals,
                                         dseqs, xseq, rec, mode, out_q, out_s, n_out)
@@ -207,7 +238,8 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_aliv
 def ssi(gids: np.ndarray, gpoint: np.ndarray,
         lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
         rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
-        keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
+        raux: np.ndarray, gsel: np.ndarray,
+        keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, b: float, v: float, dirn: int,
         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
         rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
         mark: np.ndarray, stamp: int, acc: np.ndarray,
@@ -219,6 +251,10 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     I^l (ascending lo) while ``lo <= d(s1)`` and I^r (descending hi, stored as ascending −hi)
     while ``hi >= d(s2)``; a range met by both scans is handled in the first. Each affected
     range's pairs are the consecutive run entries around p. O(τ log m + k) per run.
+
+    ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs no record read;
+    when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY reads only the
+    group's own sequential arrays.
     """
     n = keys.shape[0]
     if n == 0:
@@ -226,7 +262,8 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     for gi in range(gids.shape[0]):
         g = gids[gi]
         p = gpoint[g]
-        i = lower_bound(keys, b, dirn, p)
+        plain = mode == IDENTIFY and gsel[g] == 0
+        i = lower_bound(keys, samp, b, dirn, p)
         j1 = i - 1
         while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
             j1 -= 1
@@ -255,8 +292,12 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
                     if -rkeys[k] < d2:
                         break
                     q = rids[k]
-                    if j1 >= 0 and rec[q, B_LO] <= d1:
+                    if j1 >= 0 and raux[k] <= d1:
                         continue  # already met in the I^l scan
+                if plain:
+                    out_q, out_s, n_out = emit(q, 1, mode, dedupe, mark, stamp, acc,
+                                               out_q, out_s, n_out)
+                    continue
                 if not (rec[q, own] <= v <= rec[q, own + 1]):
                     continue
                 olo, ohi = rec[q, oth], rec[q, oth + 1]

@@ -23,8 +23,9 @@ from numba import njit
 
 
 @njit(cache=True)
-def _insert(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarray,
-            cap: np.ndarray, g: int, key: float, ident: int) -> bool:
+def _insert(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
+            size: np.ndarray, cap: np.ndarray, g: int, key: float, ident: int,
+            extra: float) -> bool:
     """Insert into group g after equal keys; False (nothing done) when the group is full."""
     n = size[g]
     if n == cap[g]:
@@ -40,15 +41,17 @@ def _insert(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarr
     for j in range(s + n, lo, -1):
         keys[j] = keys[j - 1]
         ids[j] = ids[j - 1]
+        aux[j] = aux[j - 1]
     keys[lo] = key
     ids[lo] = ident
+    aux[lo] = extra
     size[g] = n + 1
     return True
 
 
 @njit(cache=True)
-def _remove(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarray,
-            g: int, key: float, ident: int) -> bool:
+def _remove(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
+            size: np.ndarray, g: int, key: float, ident: int) -> bool:
     """Remove ``(key, ident)`` from group g; False if absent."""
     s, n = start[g], size[g]
     lo, hi = s, s + n
@@ -64,6 +67,7 @@ def _remove(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarr
             for t in range(j, s + n - 1):
                 keys[t] = keys[t + 1]
                 ids[t] = ids[t + 1]
+                aux[t] = aux[t + 1]
             size[g] = n - 1
             return True
         j += 1
@@ -71,53 +75,57 @@ def _remove(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarr
 
 
 @njit(cache=True)
-def _insert_pair(lkeys: np.ndarray, lids: np.ndarray, lstart: np.ndarray, lsize: np.ndarray,
-                 lcap: np.ndarray, rkeys: np.ndarray, rids: np.ndarray, rstart: np.ndarray,
-                 rsize: np.ndarray, rcap: np.ndarray, g: int, lkey: float, rkey: float,
-                 ident: int) -> bool:
+def _insert_pair(lkeys: np.ndarray, lids: np.ndarray, laux: np.ndarray, lstart: np.ndarray,
+                 lsize: np.ndarray, lcap: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
+                 raux: np.ndarray, rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray,
+                 g: int, lkey: float, rkey: float, ident: int, lextra: float,
+                 rextra: float) -> bool:
     """Insert into group g of two pools at once (one dispatch); False if either is full."""
     if lsize[g] == lcap[g] or rsize[g] == rcap[g]:
         return False
-    _insert(lkeys, lids, lstart, lsize, lcap, g, lkey, ident)
-    _insert(rkeys, rids, rstart, rsize, rcap, g, rkey, ident)
+    _insert(lkeys, lids, laux, lstart, lsize, lcap, g, lkey, ident, lextra)
+    _insert(rkeys, rids, raux, rstart, rsize, rcap, g, rkey, ident, rextra)
     return True
 
 
 @njit(cache=True)
-def _remove_pair(lkeys: np.ndarray, lids: np.ndarray, lstart: np.ndarray, lsize: np.ndarray,
-                 rkeys: np.ndarray, rids: np.ndarray, rstart: np.ndarray, rsize: np.ndarray,
-                 g: int, lkey: float, rkey: float, ident: int) -> bool:
+def _remove_pair(lkeys: np.ndarray, lids: np.ndarray, laux: np.ndarray, lstart: np.ndarray,
+                 lsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray, raux: np.ndarray,
+                 rstart: np.ndarray, rsize: np.ndarray, g: int, lkey: float, rkey: float,
+                 ident: int) -> bool:
     """Remove from group g of two pools at once; False if absent from either."""
-    a = _remove(lkeys, lids, lstart, lsize, g, lkey, ident)
-    b = _remove(rkeys, rids, rstart, rsize, g, rkey, ident)
+    a = _remove(lkeys, lids, laux, lstart, lsize, g, lkey, ident)
+    b = _remove(rkeys, rids, raux, rstart, rsize, g, rkey, ident)
     return a and b
 
 
 def insert_pair(lp: GroupedSortedPool, rp: GroupedSortedPool, g: int, lkey: float,
-                rkey: float, ident: int) -> None:
-    """``lp.insert(g, lkey, ident); rp.insert(g, rkey, ident)`` in one kernel call."""
-    if not _insert_pair(lp.keys, lp.ids, lp.start, lp.size, lp.cap, rp.keys, rp.ids, rp.start,
-                        rp.size, rp.cap, g, lkey, rkey, ident):
-        lp.insert(g, lkey, ident)
-        rp.insert(g, rkey, ident)
+                rkey: float, ident: int, lextra: float = 0.0, rextra: float = 0.0) -> None:
+    """``lp.insert(g, lkey, ident, lextra); rp.insert(g, rkey, ident, rextra)`` in one call."""
+    if not _insert_pair(lp.keys, lp.ids, lp.aux, lp.start, lp.size, lp.cap, rp.keys, rp.ids,
+                        rp.aux, rp.start, rp.size, rp.cap, g, lkey, rkey, ident, lextra, rextra):
+        lp.insert(g, lkey, ident, lextra)
+        rp.insert(g, rkey, ident, rextra)
 
 
 def remove_pair(lp: GroupedSortedPool, rp: GroupedSortedPool, g: int, lkey: float,
                 rkey: float, ident: int) -> None:
     """``lp.remove(g, lkey, ident); rp.remove(g, rkey, ident)`` in one kernel call."""
-    if not _remove_pair(lp.keys, lp.ids, lp.start, lp.size, rp.keys, rp.ids, rp.start, rp.size,
-                        g, lkey, rkey, ident):
+    if not _remove_pair(lp.keys, lp.ids, lp.aux, lp.start, lp.size, rp.keys, rp.ids, rp.aux,
+                        rp.start, rp.size, g, lkey, rkey, ident):
         raise KeyError(f"({lkey}, {rkey}, {ident}) not in group {g} of both pools")
 
 
 class GroupedSortedPool:
     """Per-group sorted sequences in flat arrays with per-group slack."""
 
-    __slots__ = ("keys", "ids", "start", "size", "cap", "_used", "_garbage", "n_groups_alloc")
+    __slots__ = ("keys", "ids", "aux", "start", "size", "cap", "_used", "_garbage",
+                 "n_groups_alloc")
 
     def __init__(self, capacity: int = 1024, groups: int = 16) -> None:
         self.keys = np.zeros(capacity, dtype=np.float64)
         self.ids = np.zeros(capacity, dtype=np.int64)
+        self.aux = np.zeros(capacity, dtype=np.float64)  # one float carried with each entry
         self.start = np.zeros(groups, dtype=np.int64)
         self.size = np.zeros(groups, dtype=np.int64)
         self.cap = np.zeros(groups, dtype=np.int64)
@@ -160,6 +168,7 @@ class GroupedSortedPool:
                 cap = max(2 * self.keys.shape[0], self._used + n)
                 self.keys = np.resize(self.keys, cap)
                 self.ids = np.resize(self.ids, cap)
+                self.aux = np.resize(self.aux, cap)
         at = self._used
         self._used += n
         return at
@@ -170,28 +179,33 @@ class GroupedSortedPool:
         s = int(self.start[gid])
         self.keys[at : at + n] = self.keys[s : s + n]
         self.ids[at : at + n] = self.ids[s : s + n]
+        self.aux[at : at + n] = self.aux[s : s + n]
         self._garbage += int(self.cap[gid])
         self.start[gid] = at
         self.cap[gid] = new_cap
 
-    def insert(self, gid: int, key: float, ident: int) -> None:
-        """Insert ``(key, ident)`` into group ``gid``, after equal keys. O(group size)."""
-        if not _insert(self.keys, self.ids, self.start, self.size, self.cap, gid, key, ident):
+    def insert(self, gid: int, key: float, ident: int, extra: float = 0.0) -> None:
+        """Insert ``(key, ident, extra)`` into group ``gid``, after equal keys. O(group size)."""
+        if not _insert(self.keys, self.ids, self.aux, self.start, self.size, self.cap, gid, key,
+                       ident, extra):
             self._relocate(gid, max(4, 2 * int(self.size[gid])))
-            _insert(self.keys, self.ids, self.start, self.size, self.cap, gid, key, ident)
+            _insert(self.keys, self.ids, self.aux, self.start, self.size, self.cap, gid, key,
+                    ident, extra)
 
     def remove(self, gid: int, key: float, ident: int) -> None:
         """Remove ``(key, ident)`` from group ``gid``; KeyError if absent."""
-        if not _remove(self.keys, self.ids, self.start, self.size, gid, key, ident):
+        if not _remove(self.keys, self.ids, self.aux, self.start, self.size, gid, key, ident):
             raise KeyError(f"({key}, {ident}) not in group {gid}")
 
-    def load_group(self, gid: int, keys: np.ndarray, ids: np.ndarray) -> None:
+    def load_group(self, gid: int, keys: np.ndarray, ids: np.ndarray,
+                   aux: np.ndarray | None = None) -> None:
         """Fill empty group ``gid`` with already-sorted ``keys``/``ids`` (bulk build)."""
         n = keys.shape[0]
         cap = n + max(4, n // 4)
         at = self._reserve(cap)
         self.keys[at : at + n] = keys
         self.ids[at : at + n] = ids
+        self.aux[at : at + n] = 0.0 if aux is None else aux
         self.start[gid] = at
         self.size[gid] = n
         self.cap[gid] = cap
@@ -202,17 +216,19 @@ class GroupedSortedPool:
         total = int(self.cap[live].sum())
         keys = np.zeros(max(total, self.keys.shape[0] // 2, 16), dtype=np.float64)
         ids = np.zeros(keys.shape[0], dtype=np.int64)
+        aux = np.zeros(keys.shape[0], dtype=np.float64)
         at = 0
         for g in live.tolist():
             s, n, c = int(self.start[g]), int(self.size[g]), int(self.cap[g])
             keys[at : at + n] = self.keys[s : s + n]
             ids[at : at + n] = self.ids[s : s + n]
+            aux[at : at + n] = self.aux[s : s + n]
             self.start[g] = at
             at += c
-        self.keys, self.ids, self._used, self._garbage = keys, ids, at, 0
+        self.keys, self.ids, self.aux, self._used, self._garbage = keys, ids, aux, at, 0
 
     def clear(self) -> None:
         self.__init__(max(16, self.keys.shape[0] // 2))  # type: ignore[misc]
 
     def memory_bytes(self) -> int:
-        return self.keys.nbytes + self.ids.nbytes + 3 * self.start.nbytes
+        return self.keys.nbytes + self.ids.nbytes + self.aux.nbytes + 3 * self.start.nbytes

@@ -86,11 +86,18 @@ def merge_runs(
     return n
 
 
+SAMPLE_EVERY = 64
+"""Every 64th key of the main run is copied into ``main_sample``: a binary search there stays
+in cache and leaves one 512-byte block of the main run to search (see band_kernels)."""
+
+_EMPTY = np.empty(0, dtype=np.float64)
+
+
 class SortedRuns:
     """Dynamic key order over int payloads; liveness of a payload is owned by the caller."""
 
     __slots__ = ("main_keys", "main_pays", "n_main", "delta_keys", "delta_pays", "n_delta",
-                 "n_dead", "merges")
+                 "n_dead", "merges", "main_sample")
 
     def __init__(self) -> None:
         self.main_keys = np.empty(0, dtype=np.float64)
@@ -101,6 +108,7 @@ class SortedRuns:
         self.n_delta = 0
         self.n_dead = 0
         self.merges = 0
+        self.main_sample = _EMPTY
 
     def __len__(self) -> int:
         """Number of entries physically present (live + not yet merged-away dead)."""
@@ -136,6 +144,7 @@ class SortedRuns:
                        self.delta_keys[: self.n_delta], self.delta_pays[: self.n_delta],
                        alive, out_k, out_p)
         self.main_keys, self.main_pays, self.n_main = out_k, out_p, n
+        self.main_sample = np.ascontiguousarray(out_k[:n:SAMPLE_EVERY])
         self.n_delta = 0
         self.n_dead = 0
         self.merges += 1
@@ -150,6 +159,7 @@ class SortedRuns:
         self.main_keys = np.ascontiguousarray(keys[order], dtype=np.float64)
         self.main_pays = np.ascontiguousarray(pays[order], dtype=np.int64)
         self.n_main = int(self.main_keys.shape[0])
+        self.main_sample = np.ascontiguousarray(self.main_keys[::SAMPLE_EVERY])
         self.n_delta = 0
         self.n_dead = 0
 
