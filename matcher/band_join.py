@@ -49,6 +49,30 @@ class MatchBuffer:
         self.n = 0
         self.stamp += 1
 
+    def run(self, kernel: Any, *args: Any) -> None:
+        """Call ``kernel(*args, out_q, out_s, n)``; on ``OVERFLOW`` grow and run it again.
+
+        Only PAIRS can overflow (IDENTIFY/COUNT reserve first) and PAIRS has no side effects,
+        so rerunning from the same ``n`` is exact; the buffers persist, so this is rare.
+        """
+        while True:
+            n = kernel(*args, self.out_q, self.out_s, self.n)
+            if n != K.OVERFLOW:
+                self.n = n
+                return
+            self.reserve(self.out_q.shape[0])
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more outputs (IDENTIFY/COUNT kernels never grow the buffers)."""
+        need = self.n + extra + 16
+        if need > self.out_q.shape[0]:
+            cap = max(need, 2 * self.out_q.shape[0])
+            q = np.empty(cap, dtype=np.int64)
+            s = np.empty(cap, dtype=np.int64)
+            q[: self.n] = self.out_q[: self.n]
+            s[: self.n] = self.out_s[: self.n]
+            self.out_q, self.out_s = q, s
+
 
 class DenseIds:
     """Set of ids as a dense numpy array with O(1) add / swap-remove."""
@@ -276,10 +300,11 @@ def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, di
     own, oth = _sides(dirn)
     runs, dedupe = _data_runs(table)
     for keys, pays, samp in runs:
-        buf.out_q, buf.out_s, buf.n = K.qouter(
-            qids, keys, pays, samp, b, v, dirn, table.alive, table.values, table.seqs, xseq,
-            cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc,
-            buf.out_q, buf.out_s, buf.n)
+        if mode != K.PAIRS:
+            buf.reserve(qids.shape[0])
+        buf.run(K.qouter, qids, keys, pays, samp, b, v, dirn, table.alive, table.values,
+                table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
+                cols.acc)
 
 
 def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -292,10 +317,11 @@ def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffe
         if ikeys.shape[0] == 0:
             continue
         for keys, pays, _ in runs:
-            buf.out_q, buf.out_s, buf.n = K.merge_join(
-                ikeys, ipays, order.ent_q, order.ent_alive, order.ent_rec, keys, pays, b, v,
-                dirn, table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
-                dedupe, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
+            if mode != K.PAIRS:
+                buf.reserve(len(order))
+            buf.run(K.merge_join, ikeys, ipays, order.ent_q, order.ent_alive, order.ent_rec,
+                    keys, pays, b, v, dirn, table.alive, table.values, table.seqs, xseq,
+                    cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc)
 
 
 class MergeJoin(BandStrategy):
@@ -360,11 +386,12 @@ class DOuter(BandStrategy):
         own, oth = _sides(dirn)
         lp, rp = t.lpool, t.rpool
         for keys, pays, _ in _data_runs(table)[0]:
-            buf.out_q, buf.out_s, buf.n = K.douter(
-                t.center, t.left, t.right, t.root, lp.start, lp.size, lp.keys, lp.ids,
-                rp.start, rp.size, rp.keys, rp.ids, keys, pays, b, v, dirn, table.alive,
-                table.values, table.seqs, xseq, cols.rec, own, oth, mode, cols.mark,
-                buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n)
+            if mode != K.PAIRS:
+                buf.reserve(len(self))
+            buf.run(K.douter, t.center, t.left, t.right, t.root, lp.start, lp.size, lp.keys,
+                    lp.ids, rp.start, rp.size, rp.keys, rp.ids, keys, pays, b, v, dirn,
+                    table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
+                    cols.mark, buf.stamp, cols.acc)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
@@ -392,6 +419,7 @@ class SSIGroups:
         self.point = np.zeros(16, dtype=np.float64)
         self.gsel = np.zeros(16, dtype=np.int64)  # members with an A/C selection, per group
         self.local: dict[int, int] = {}
+        self.n_members = 0
         self._free: list[int] = []
         self._next = 0
         self._gids: np.ndarray | None = None
@@ -429,6 +457,7 @@ class SSIGroups:
             self.lpool.add_group(u)
             self.rpool.add_group(u)
             m = np.asarray(members, dtype=np.int64)
+            self.n_members += m.shape[0]
             lo = b_lo[m]
             o = np.argsort(lo, kind="stable")
             self.lpool.load_group(u, lo[o], m[o])
@@ -456,6 +485,7 @@ class SSIGroups:
         r = self.cols.rec[iid]
         u = self.local[gid]
         insert_pair(self.lpool, self.rpool, u, r[0], -r[1], iid, 0.0, r[0])
+        self.n_members += 1
         if has_selection(r):
             self.gsel[u] += 1
 
@@ -463,6 +493,7 @@ class SSIGroups:
         r = self.cols.rec[iid]
         u = self.local[gid]
         remove_pair(self.lpool, self.rpool, u, r[0], -r[1], iid)
+        self.n_members -= 1
         if has_selection(r):
             self.gsel[u] -= 1
 
@@ -501,11 +532,12 @@ class SSIGroups:
         gids = self.gids()
         runs, dedupe = _data_runs(table)
         for keys, pays, samp in runs:
-            buf.out_q, buf.out_s, buf.n = K.ssi(
-                gids, self.point, lp.start, lp.size, lp.keys, lp.ids, rp.start, rp.size,
-                rp.keys, rp.ids, rp.aux, self.gsel, keys, pays, samp, b, v, dirn, table.alive, table.values,
-                table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
-                cols.acc, buf.out_q, buf.out_s, buf.n)
+            if mode != K.PAIRS:
+                buf.reserve(self.n_members)
+            buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.keys, lp.ids, rp.start,
+                    rp.size, rp.keys, rp.ids, rp.aux, self.gsel, keys, pays, samp, b, v, dirn,
+                    table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
+                    dedupe, cols.mark, buf.stamp, cols.acc)
 
     def memory_bytes(self) -> int:
         return self.lpool.memory_bytes() + self.rpool.memory_bytes() + self.point.nbytes

@@ -110,6 +110,9 @@ def owed(q: int, slot: int, xseq: int, dseqs: np.ndarray, reg: np.ndarray, snap:
 
 
 B_LO, B_HI, A_LO, A_HI, C_LO, C_HI, REG, SNAP = 0, 1, 2, 3, 4, 5, 6, 7
+OVERFLOW = -1
+"""Returned (as count or n_out) when PAIRS output does not fit: the caller grows the buffers
+and runs the kernel again from the same start (PAIRS has no side effects)."""
 
 
 @njit(cache=True, inline="always")
@@ -122,13 +125,14 @@ def owed_rec(rec: np.ndarray, q: int, slot: int, xseq: int, dseqs: np.ndarray) -
 def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: float,
          keys: np.ndarray, pays: np.ndarray, b: float, dirn: int,
          alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int, rec: np.ndarray,
-         mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+         mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> tuple[int, int]:
     """Visit positions ``start, start+step, …`` while ``lo <= d <= hi``; count/emit q's pairs.
 
-    ``olo/ohi`` is q's selection on the partner's value. Returns ``(count, out_q, out_s,
-    n_out)``; in IDENTIFY mode it stops at the first pair.
+    ``olo/ohi`` is q's selection on the partner's value. Returns ``(count, n_out)``; IDENTIFY
+    stops at the first pair; PAIRS returns count ``OVERFLOW`` when the buffers are full.
     """
     n = keys.shape[0]
+    cap = out_q.shape[0]
     pos = start
     cnt = 0
     while 0 <= pos < n:
@@ -140,30 +144,40 @@ def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: f
             v = dvals[s]
             if olo <= v <= ohi:
                 if mode == IDENTIFY:
-                    return 1, out_q, out_s, n_out
+                    return 1, n_out
                 if owed_rec(rec, q, s, xseq, dseqs):
                     cnt += 1
                     if mode == PAIRS:
-                        out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+                        if n_out == cap:
+                            return OVERFLOW, n_out
+                        out_q[n_out] = q
+                        out_s[n_out] = s
+                        n_out += 1
         pos += step
-    return cnt, out_q, out_s, n_out
+    return cnt, n_out
 
 
 @njit(cache=True, inline="always")
 def emit(q: int, cnt: int, mode: int, dedupe: bool, mark: np.ndarray, stamp: int,
-         acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """IDENTIFY/COUNT bookkeeping for a subscription with ``cnt`` owed pairs in this run."""
+         acc: np.ndarray, out_q: np.ndarray, n_out: int) -> int:
+    """IDENTIFY/COUNT bookkeeping for a subscription with ``cnt`` owed pairs in this run.
+
+    Never grows ``out_q``: the caller reserves room for every subscription of the index first
+    (``MatchBuffer.reserve``), so no array is returned and no reference count touched per call.
+    """
     if cnt > 0 and mode != PAIRS:
         if not dedupe:
-            acc[q] = cnt
-            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-        elif mark[q] != stamp:
+            if mode == COUNT:
+                acc[q] = cnt
+            out_q[n_out] = q
+            return n_out + 1
+        if mark[q] != stamp:
             mark[q] = stamp
             acc[q] = cnt
-            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-        else:
-            acc[q] += cnt
-    return out_q, out_s, n_out
+            out_q[n_out] = q
+            return n_out + 1
+        acc[q] += cnt
+    return n_out
 
 
 @njit(cache=True, inline="always")
@@ -176,7 +190,7 @@ def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.nd
             acc[q] = 0
             out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
         acc[q] += cnt
-    return out_q, out_s, n_out
+    return n_out
 
 
 @njit(cache=True)
@@ -193,11 +207,13 @@ def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarra
             continue
         lo = rec[q, B_LO]
         start = lower_bound(keys, samp, b, dirn, lo)
-        cnt, out_q, out_s, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
+        cnt, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
                                         rec[q, oth + 1], keys, pays, b, dirn, alive, dvals,
                                         dseqs, xseq, rec, mode, out_q, out_s, n_out)
-        out_q, out_s, n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out
+        if cnt == OVERFLOW:
+            return OVERFLOW
+        n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, n_out)
+    return n_out
 
 
 @njit(cache=True)
@@ -227,11 +243,13 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_aliv
         if not (ent_rec[e, own] <= v <= ent_rec[e, own + 1]):
             continue
         q = ent_q[e]
-        cnt, out_q, out_s, n_out = walk(q, j, 1, lo, ent_rec[e, B_HI], ent_rec[e, oth],
+        cnt, n_out = walk(q, j, 1, lo, ent_rec[e, B_HI], ent_rec[e, oth],
                                         ent_rec[e, oth + 1], keys, pays, b, dirn, alive, dvals,
                                         dseqs, xseq, rec, mode, out_q, out_s, n_out)
-        out_q, out_s, n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out
+        if cnt == OVERFLOW:
+            return OVERFLOW
+        n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, n_out)
+    return n_out
 
 
 @njit(cache=True)
@@ -258,7 +276,7 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     """
     n = keys.shape[0]
     if n == 0:
-        return out_q, out_s, n_out
+        return n_out
     for gi in range(gids.shape[0]):
         g = gids[gi]
         p = gpoint[g]
@@ -295,30 +313,31 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
                     if j1 >= 0 and raux[k] <= d1:
                         continue  # already met in the I^l scan
                 if plain:
-                    out_q, out_s, n_out = emit(q, 1, mode, dedupe, mark, stamp, acc,
-                                               out_q, out_s, n_out)
+                    n_out = emit(q, 1, mode, dedupe, mark, stamp, acc, out_q, n_out)
                     continue
                 if not (rec[q, own] <= v <= rec[q, own + 1]):
                     continue
                 olo, ohi = rec[q, oth], rec[q, oth + 1]
                 if mode == IDENTIFY and olo == -np.inf and ohi == np.inf:
-                    out_q, out_s, n_out = emit(q, 1, mode, dedupe, mark, stamp, acc,
-                                               out_q, out_s, n_out)
+                    n_out = emit(q, 1, mode, dedupe, mark, stamp, acc, out_q, n_out)
                     continue
                 cnt = 0
                 if j1 >= 0:
-                    c1, out_q, out_s, n_out = walk(q, j1, -1, rec[q, B_LO], np.inf, olo, ohi,
+                    c1, n_out = walk(q, j1, -1, rec[q, B_LO], np.inf, olo, ohi,
                                                    keys, pays, b, dirn, alive, dvals, dseqs,
                                                    xseq, rec, mode, out_q, out_s, n_out)
+                    if c1 == OVERFLOW:
+                        return OVERFLOW
                     cnt += c1
                 if j2 < n and not (mode == IDENTIFY and cnt > 0):
-                    c2, out_q, out_s, n_out = walk(q, j2, 1, -np.inf, rec[q, B_HI], olo, ohi,
+                    c2, n_out = walk(q, j2, 1, -np.inf, rec[q, B_HI], olo, ohi,
                                                    keys, pays, b, dirn, alive, dvals, dseqs,
                                                    xseq, rec, mode, out_q, out_s, n_out)
+                    if c2 == OVERFLOW:
+                        return OVERFLOW
                     cnt += c2
-                out_q, out_s, n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc,
-                                           out_q, out_s, n_out)
-    return out_q, out_s, n_out
+                n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, n_out)
+    return n_out
 
 
 @njit(cache=True)
@@ -371,14 +390,18 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
                 if mode == IDENTIFY:
                     if mark[q] != stamp:
                         mark[q] = stamp
-                        out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+                        out_q[n_out] = q
+                        n_out += 1
                     continue
                 if not owed_rec(rec, q, s, xseq, dseqs):
                     continue
                 if mode == PAIRS:
-                    out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+                    if n_out == out_q.shape[0]:
+                        return OVERFLOW
+                    out_q[n_out] = q
+                    out_s[n_out] = s
+                    n_out += 1
                 else:
-                    out_q, out_s, n_out = emit(q, 1, mode, True, mark, stamp, acc,
-                                               out_q, out_s, n_out)
+                    n_out = emit(q, 1, mode, True, mark, stamp, acc, out_q, n_out)
             u = nxt
-    return out_q, out_s, n_out
+    return n_out
