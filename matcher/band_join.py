@@ -388,8 +388,9 @@ class DOuter(BandStrategy):
         for keys, pays, _ in _data_runs(table)[0]:
             if mode != K.PAIRS:
                 buf.reserve(len(self))
-            buf.run(K.douter, t.center, t.left, t.right, t.root, lp.start, lp.size, lp.keys,
-                    lp.ids, rp.start, rp.size, rp.keys, rp.ids, keys, pays, b, v, dirn,
+            buf.run(K.douter, t.center, t.left, t.right, t.root, lp.start, lp.size, lp.cap,
+                    lp.dsize, lp.keys, lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys,
+                    rp.ids, keys, pays, b, v, dirn,
                     table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
                     cols.mark, buf.stamp, cols.acc)
 
@@ -464,10 +465,7 @@ class SSIGroups:
             nh = -b_hi[m]
             o = np.argsort(nh, kind="stable")
             self.rpool.load_group(u, nh[o], m[o], lo[o])
-            rec = self.cols.rec[m]
-            self.gsel[u] = int(np.count_nonzero(
-                (rec[:, K.A_LO] != -np.inf) | (rec[:, K.A_HI] != np.inf)
-                | (rec[:, K.C_LO] != -np.inf) | (rec[:, K.C_HI] != np.inf)))
+            self.gsel[u] = int(np.count_nonzero(self.cols.selective[m]))
 
     def group_added(self, gid: int, point: float) -> None:
         u = self._alloc(gid, point)
@@ -486,7 +484,7 @@ class SSIGroups:
         u = self.local[gid]
         insert_pair(self.lpool, self.rpool, u, r[0], -r[1], iid, 0.0, r[0])
         self.n_members += 1
-        if has_selection(r):
+        if self.cols.selective[iid]:
             self.gsel[u] += 1
 
     def member_removed(self, gid: int, iid: int) -> None:
@@ -494,7 +492,7 @@ class SSIGroups:
         u = self.local[gid]
         remove_pair(self.lpool, self.rpool, u, r[0], -r[1], iid)
         self.n_members -= 1
-        if has_selection(r):
+        if self.cols.selective[iid]:
             self.gsel[u] -= 1
 
     def point_moved(self, gid: int, point: float) -> None:
@@ -515,9 +513,7 @@ class SSIGroups:
             assert [k for k, _ in right] == sorted(k for k, _ in right)
             assert all(k == b_lo[q] and b_lo[q] <= point for k, q in left)
             assert all(k == -b_hi[q] and b_hi[q] >= point for k, q in right)
-            s0, n0 = int(self.rpool.start[u]), int(self.rpool.size[u])
-            assert np.array_equal(self.rpool.aux[s0:s0 + n0],
-                                  b_lo[self.rpool.ids[s0:s0 + n0]]), gid
+            assert all(a == b_lo[q] for _, q, a in self.rpool.members(u, with_aux=True)), gid
             assert self.gsel[u] == sum(has_selection(self.cols.rec[int(m)]) for m in members)
         assert seen == set(self.local), "the arrays hold groups the partition does not"
 
@@ -534,8 +530,9 @@ class SSIGroups:
         for keys, pays, samp in runs:
             if mode != K.PAIRS:
                 buf.reserve(self.n_members)
-            buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.keys, lp.ids, rp.start,
-                    rp.size, rp.keys, rp.ids, rp.aux, self.gsel, keys, pays, samp, b, v, dirn,
+            buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
+                    lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
+                    self.gsel, keys, pays, samp, b, v, dirn,
                     table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
                     dedupe, cols.mark, buf.stamp, cols.acc)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .group_pool import DELTA
 from .sorted_runs import SAMPLE_EVERY
 
 IDENTIFY = 0
@@ -254,9 +255,10 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_aliv
 
 @njit(cache=True)
 def ssi(gids: np.ndarray, gpoint: np.ndarray,
-        lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
-        rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
-        raux: np.ndarray, gsel: np.ndarray,
+        lstart: np.ndarray, lsize: np.ndarray, lcap: np.ndarray, ldsize: np.ndarray,
+        lkeys: np.ndarray, lids: np.ndarray,
+        rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
+        rkeys: np.ndarray, rids: np.ndarray, raux: np.ndarray, gsel: np.ndarray,
         keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, b: float, v: float, dirn: int,
         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
         rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
@@ -292,26 +294,35 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
             continue
         d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
         d2 = _d(keys, n, j2, b, dirn) if j2 < n else np.inf
-        for side in range(2):
+        for part in range(4):  # I^l main, I^l delta, I^r main, I^r delta (group_pool)
+            side = part >> 1
             if side == 0:
                 if j1 < 0:
                     continue
-                base, size = lstart[g], lsize[g]
+                if part == 0:
+                    base, size = lstart[g], lsize[g]
+                else:
+                    base, size = lstart[g] + lcap[g] - DELTA, ldsize[g]
             else:
                 if j2 >= n:
                     continue
-                base, size = rstart[g], rsize[g]
+                if part == 2:
+                    base, size = rstart[g], rsize[g]
+                else:
+                    base, size = rstart[g] + rcap[g] - DELTA, rdsize[g]
             for k in range(base, base + size):
                 if side == 0:
                     if lkeys[k] > d1:
                         break
                     q = lids[k]
+                    if q < 0:
+                        continue  # tombstone
                 else:
                     if -rkeys[k] < d2:
                         break
                     q = rids[k]
-                    if j1 >= 0 and raux[k] <= d1:
-                        continue  # already met in the I^l scan
+                    if q < 0 or (j1 >= 0 and raux[k] <= d1):
+                        continue  # tombstone, or already met in the I^l scan
                 if plain:
                     n_out = emit(q, 1, mode, dedupe, mark, stamp, acc, out_q, n_out)
                     continue
@@ -342,8 +353,10 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
 
 @njit(cache=True)
 def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
-           lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
-           rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
+           lstart: np.ndarray, lsize: np.ndarray, lcap: np.ndarray, ldsize: np.ndarray,
+           lkeys: np.ndarray, lids: np.ndarray,
+           rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
+           rkeys: np.ndarray, rids: np.ndarray,
            keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
            alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
            rec: np.ndarray, own: int, oth: int, mode: int,
@@ -366,42 +379,58 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
         u = root
         while u >= 0:
             c = center[u]
-            if x < c:
-                base, size, use_left = lstart[u], lsize[u], True
-                nxt = left[u]
-            elif x > c:
-                base, size, use_left = rstart[u], rsize[u], False
-                nxt = right[u]
-            else:
-                base, size, use_left = lstart[u], lsize[u], True
-                nxt = -1
-            for k in range(base, base + size):
+            use_left = x <= c
+            nxt = left[u] if x < c else (right[u] if x > c else -1)
+            for part in range(2):  # the node list's main run, then its delta run
                 if use_left:
-                    if lkeys[k] > x:
-                        break
-                    q = lids[k]
+                    base = lstart[u] if part == 0 else lstart[u] + lcap[u] - DELTA
+                    size = lsize[u] if part == 0 else ldsize[u]
                 else:
-                    if -rkeys[k] < x:
-                        break
-                    q = rids[k]
-                if not (rec[q, own] <= v <= rec[q, own + 1]) or \
-                        not (rec[q, oth] <= sv <= rec[q, oth + 1]):
-                    continue
-                if mode == IDENTIFY:
-                    if mark[q] != stamp:
-                        mark[q] = stamp
-                        out_q[n_out] = q
-                        n_out += 1
-                    continue
-                if not owed_rec(rec, q, s, xseq, dseqs):
-                    continue
-                if mode == PAIRS:
-                    if n_out == out_q.shape[0]:
-                        return OVERFLOW
-                    out_q[n_out] = q
-                    out_s[n_out] = s
-                    n_out += 1
-                else:
-                    n_out = emit(q, 1, mode, True, mark, stamp, acc, out_q, n_out)
+                    base = rstart[u] if part == 0 else rstart[u] + rcap[u] - DELTA
+                    size = rsize[u] if part == 0 else rdsize[u]
+                n_out = _douter_list(use_left, base, size, x, lkeys, lids, rkeys, rids, s, sv,
+                                     v, xseq, dseqs, rec, own, oth, mode, mark, stamp, acc,
+                                     out_q, out_s, n_out)
+                if n_out == OVERFLOW:
+                    return OVERFLOW
             u = nxt
+    return n_out
+
+
+@njit(cache=True, inline="always")
+def _douter_list(use_left: bool, base: int, size: int, x: float, lkeys: np.ndarray,
+                 lids: np.ndarray, rkeys: np.ndarray, rids: np.ndarray, s: int, sv: float,
+                 v: float, xseq: int, dseqs: np.ndarray, rec: np.ndarray, own: int, oth: int,
+                 mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray, out_q: np.ndarray,
+                 out_s: np.ndarray, n_out: int) -> int:
+    """The ranges of one sorted node list that contain ``x``, paired with partner slot ``s``."""
+    for k in range(base, base + size):
+        if use_left:
+            if lkeys[k] > x:
+                break
+            q = lids[k]
+        else:
+            if -rkeys[k] < x:
+                break
+            q = rids[k]
+        if q < 0:
+            continue  # tombstone
+        if not (rec[q, own] <= v <= rec[q, own + 1]) or not (rec[q, oth] <= sv <= rec[q, oth + 1]):
+            continue
+        if mode == IDENTIFY:
+            if mark[q] != stamp:
+                mark[q] = stamp
+                out_q[n_out] = q
+                n_out += 1
+            continue
+        if not owed_rec(rec, q, s, xseq, dseqs):
+            continue
+        if mode == PAIRS:
+            if n_out == out_q.shape[0]:
+                return OVERFLOW
+            out_q[n_out] = q
+            out_s[n_out] = s
+            n_out += 1
+        else:
+            n_out = emit(q, 1, mode, True, mark, stamp, acc, out_q, n_out)
     return n_out

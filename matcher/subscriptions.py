@@ -15,7 +15,7 @@ KIND_CODE = {"select": 0, "band": 1, "window": 2}
 
 _FLOAT_COLS = ("a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi")
 _INT_COLS = ("w", "reg")
-_BOOL_COLS = ("snap", "active")
+_BOOL_COLS = ("snap", "active", "selective")  # selective: bounds A or C
 
 
 class SubscriptionColumns:
@@ -49,6 +49,7 @@ class SubscriptionColumns:
     reg: np.ndarray
     snap: np.ndarray
     active: np.ndarray
+    selective: np.ndarray
 
     def reserve(self, capacity: int) -> None:
         """Make room for ids below ``capacity`` (amortised doubling)."""
@@ -85,6 +86,7 @@ class SubscriptionColumns:
             self.w[sid] = sub.w
         else:
             assert isinstance(sub, SelectJoin)
+        self.selective[sid] = not (sub.a.unbounded and sub.c.unbounded)
         self.kind[sid] = KIND_CODE[sub.kind]
         self.reg[sid] = reg
         self.snap[sid] = snap

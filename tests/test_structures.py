@@ -122,3 +122,29 @@ def test_base_table_insert_remove_expire_and_slot_reuse() -> None:
     assert len(order) == len(t) == 1500
     assert sorted(s for _, s in order) == sorted(t.live_slots().tolist())
     assert all(t.keys[s] == k for k, s in order)
+
+
+def test_group_pool_flushes_tombstones_and_relocations_keep_order() -> None:
+    rng = np.random.default_rng(3)
+    pool = GroupedSortedPool(capacity=8, groups=1)
+    model: dict[int, list[tuple[float, int]]] = {0: [], 1: [], 2: []}
+    for g in model:
+        pool.add_group(g)
+    for i in range(6000):
+        g = int(rng.integers(0, 3))
+        if rng.random() < 0.6 or not model[g]:
+            k = float(rng.integers(0, 50))
+            pool.insert(g, k, i, extra=k / 2)
+            model[g].append((k, i))
+        else:
+            victim = model[g].pop(int(rng.integers(0, len(model[g]))))
+            pool.remove(g, *victim)
+        if i % 500 == 0:
+            pool.compact()
+        if i % 97 == 0:
+            for gg, items in model.items():
+                got = pool.members(gg, with_aux=True)
+                assert [k for k, _, _ in got] == sorted(k for k, _ in items)
+                assert sorted((k, q) for k, q, _ in got) == sorted(items)
+                assert all(a == k / 2 for k, _, a in got)
+    assert any(pool.dead[: 3] > 0) or any(pool.dsize[: 3] > 0)
