@@ -28,7 +28,7 @@ import numpy as np
 
 from . import band_kernels as K
 from .base_table import BaseTable
-from .group_pool import GroupedSortedPool, insert_pair, remove_pair
+from .gapped_pool import GappedGroupPool, insert_pair, remove_pair
 from .interval_tree import IntervalTree
 from .sorted_runs import SortedRuns
 from .subscriptions import SubscriptionColumns
@@ -363,7 +363,7 @@ class DOuter(BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        self.tree = IntervalTree()
+        self.tree = IntervalTree(gapped=True)
 
     def _add(self, q: int) -> None:
         self.tree.insert(q, float(self.cols.b_lo[q]), float(self.cols.b_hi[q]))
@@ -415,8 +415,8 @@ class SSIGroups:
         self._clear()
 
     def _clear(self) -> None:
-        self.lpool = GroupedSortedPool()
-        self.rpool = GroupedSortedPool()  # aux = the range's lower bound (dedupe, no record read)
+        self.lpool = GappedGroupPool()
+        self.rpool = GappedGroupPool()  # aux = the range's lower bound (dedupe, no record read)
         self.point = np.zeros(16, dtype=np.float64)
         self.gsel = np.zeros(16, dtype=np.int64)  # members with an A/C selection, per group
         self.local: dict[int, int] = {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .group_pool import DELTA
+from .gapped_pool import DELTA
 from .sorted_runs import SAMPLE_EVERY
 
 IDENTIFY = 0
@@ -294,7 +294,7 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
             continue
         d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
         d2 = _d(keys, n, j2, b, dirn) if j2 < n else np.inf
-        for part in range(4):  # I^l main, I^l delta, I^r main, I^r delta (group_pool)
+        for part in range(4):  # I^l main, I^l delta, I^r main, I^r delta (gapped_pool)
             side = part >> 1
             if side == 0:
                 if j1 < 0:

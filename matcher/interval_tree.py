@@ -3,7 +3,7 @@
 Paper 004 §3.1.1 gives BJ-DOuter "an index on ranges {rangeB_i}" (a priority search tree or an
 interval tree). Node ``u`` has a finite ``center[u]`` and keeps exactly the ranges that contain it
 and did not fit a node above, in two sorted lists (ascending lo, descending hi) held in
-:class:`GroupedSortedPool`\\ s indexed by node id. Ranges entirely left/right of the centre live in
+:class:`~matcher.group_pool.GroupedSortedPool`\\ s (or gapped ones) indexed by node id. Ranges entirely left/right of the centre live in
 the left/right subtree. A stabbing probe visits one root-to-leaf path: O(depth + output).
 
 Inserting descends to the first node whose centre the range contains, creating a leaf centred on
@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from .gapped_pool import GappedGroupPool
 from .group_pool import GroupedSortedPool
 
 
@@ -40,7 +41,10 @@ def _mid(lo: float, hi: float) -> float:
 class IntervalTree:
     """Centred interval tree with per-node sorted lists in flat pools (see module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gapped: bool = False) -> None:
+        """``gapped``: node lists in :class:`GappedGroupPool` (main + delta runs, read by the
+        band kernels) instead of contiguous :class:`GroupedSortedPool` runs (equi-join kernels)."""
+        self._pool = GappedGroupPool if gapped else GroupedSortedPool
         self._reset()
 
     def _reset(self) -> None:
@@ -49,8 +53,8 @@ class IntervalTree:
         self.right = np.full(16, -1, dtype=np.int64)
         self.root = -1
         self.n_nodes = 0
-        self.lpool = GroupedSortedPool()
-        self.rpool = GroupedSortedPool()
+        self.lpool = self._pool()
+        self.rpool = self._pool()
         self.node_of: dict[int, int] = {}
         self.bounds: dict[int, tuple[float, float]] = {}
         self.rebuilds = 0

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher.base_table import BaseTable
+from matcher.gapped_pool import GappedGroupPool
 from matcher.group_pool import GroupedSortedPool
 from matcher.interval_tree import IntervalTree
 from matcher.model import Event
@@ -52,8 +53,13 @@ def test_sorted_runs_merge_keeps_only_live_and_bounds_delta() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.booleans(), keys), max_size=300))
-def test_group_pool_matches_per_group_sorted_lists(ops: list[tuple[int, bool, float]]) -> None:
-    pool = GroupedSortedPool(capacity=8, groups=2)
+def test_group_pools_match_per_group_sorted_lists(ops: list[tuple[int, bool, float]]) -> None:
+    _pool_model_test(GroupedSortedPool, ops)
+    _pool_model_test(GappedGroupPool, ops)
+
+
+def _pool_model_test(pool_class: type, ops: list[tuple[int, bool, float]]) -> None:
+    pool = pool_class(capacity=8, groups=2)
     model: dict[int, list[tuple[float, int]]] = {}
     for i, (g, ins, k) in enumerate(ops):
         if g not in model:
@@ -79,7 +85,11 @@ def test_group_pool_matches_per_group_sorted_lists(ops: list[tuple[int, bool, fl
 @given(st.lists(st.tuples(st.booleans(), keys, st.integers(0, 4)), max_size=200),
        st.lists(st.integers(-7, 7).map(lambda x: x / 2), min_size=1, max_size=10))
 def test_interval_tree_stabbing_equals_brute_force(ops, probes) -> None:
-    tree = IntervalTree()
+    for gapped in (False, True):
+        _tree_model_test(IntervalTree(gapped=gapped), ops, probes)
+
+
+def _tree_model_test(tree: IntervalTree, ops, probes) -> None:
     model: dict[int, tuple[float, float]] = {}
     for i, (ins, lo, length) in enumerate(ops):
         if ins or not model:
@@ -126,7 +136,7 @@ def test_base_table_insert_remove_expire_and_slot_reuse() -> None:
 
 def test_group_pool_flushes_tombstones_and_relocations_keep_order() -> None:
     rng = np.random.default_rng(3)
-    pool = GroupedSortedPool(capacity=8, groups=1)
+    pool = GappedGroupPool(capacity=8, groups=1)
     model: dict[int, list[tuple[float, int]]] = {0: [], 1: [], 2: []}
     for g in model:
         pool.add_group(g)

@@ -1,0 +1,339 @@
+"""Many sorted sequences of ``(key, id, aux)`` in flat arrays, each with a small delta run.
+
+The band-join indexes' variant of :mod:`matcher.group_pool` (whose groups are single contiguous
+runs, as the equi-join kernels read them): groups of thousands of ranges must take updates
+without shifting the whole group.
+
+This is how the SSI stores each stabbing group's sequences I_j^l (ranges by increasing left
+end) and I_j^r (by decreasing right end, stored as ascending ``-hi``) of paper 004 §3.1.2, and
+how BJ-DOuter's interval tree stores each node's lists; kernels read the flat arrays directly
+(pynndescent's FlatTree habit).
+
+Layout of group ``g``: the region ``[start[g], start[g] + cap[g])`` holds a sorted *main* run of
+``size[g]`` entries at its front and a sorted *delta* run of ``dsize[g] <= DELTA`` entries in its
+last ``DELTA`` slots. Invariant: every live entry is in exactly one run; a deleted main entry
+stays in place as a tombstone (``id == -1``, key kept, so prefix scans stay ordered) and is
+counted in ``dead[g]``. A reader scans both runs and skips ids < 0.
+
+Costs: an insert shifts at most ``DELTA`` delta entries; a delete is a binary search plus a
+tombstone (or a shift inside the delta). When the delta fills or tombstones pass a quarter of
+the main run, the group is *flushed*: both runs merged into the main run, O(group size) — so
+updates cost O(log g + DELTA + g / DELTA) amortised instead of O(g) for one sorted array. A group
+whose region is too small moves to the end of the pool with twice the room; the pool compacts
+when more than half of it is abandoned regions.
+
+>>> pool = GappedGroupPool()
+>>> g = pool.add_group(0)
+>>> for k, q in [(5.0, 1), (2.0, 2), (9.0, 3)]:
+...     pool.insert(g, k, q)
+>>> pool.remove(g, 5.0, 1)
+>>> pool.members(g)
+[(2.0, 2), (9.0, 3)]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+DELTA = 32
+"""Slots of each group's delta run."""
+
+
+@njit(cache=True)
+def _ins(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
+         cap: np.ndarray, dsize: np.ndarray, g: int, key: float, ident: int,
+         extra: float) -> bool:
+    """Insert into g's delta run after equal keys; False (nothing done) if it has no room."""
+    n = dsize[g]
+    if cap[g] == 0 or n == DELTA:
+        return False
+    s = start[g] + cap[g] - DELTA
+    lo, hi = s, s + n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] <= key:
+            lo = mid + 1
+        else:
+            hi = mid
+    for j in range(s + n, lo, -1):
+        keys[j] = keys[j - 1]
+        ids[j] = ids[j - 1]
+        aux[j] = aux[j - 1]
+    keys[lo] = key
+    ids[lo] = ident
+    aux[lo] = extra
+    dsize[g] = n + 1
+    return True
+
+
+@njit(cache=True)
+def _find(keys: np.ndarray, ids: np.ndarray, s: int, n: int, key: float, ident: int) -> int:
+    """Position of ``(key, ident)`` in the sorted run ``[s, s+n)``, or -1."""
+    lo, hi = s, s + n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    j = lo
+    while j < s + n and keys[j] == key:
+        if ids[j] == ident:
+            return j
+        j += 1
+    return -1
+
+
+@njit(cache=True)
+def _rem(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
+         size: np.ndarray, cap: np.ndarray, dsize: np.ndarray, dead: np.ndarray, g: int,
+         key: float, ident: int) -> int:
+    """Remove ``(key, ident)`` from g: 0 absent, 1 removed, 2 removed and g wants a flush."""
+    if cap[g] == 0:
+        return 0
+    ds = start[g] + cap[g] - DELTA
+    n = dsize[g]
+    j = _find(keys, ids, ds, n, key, ident)
+    if j >= 0:
+        for t in range(j, ds + n - 1):
+            keys[t] = keys[t + 1]
+            ids[t] = ids[t + 1]
+            aux[t] = aux[t + 1]
+        dsize[g] = n - 1
+        return 1
+    j = _find(keys, ids, start[g], size[g], key, ident)
+    if j < 0:
+        return 0
+    ids[j] = -1
+    dead[g] += 1
+    return 2 if dead[g] > max(DELTA, size[g] // 4) else 1
+
+
+@njit(cache=True)
+def _merge(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
+           size: np.ndarray, cap: np.ndarray, dsize: np.ndarray, dead: np.ndarray, g: int,
+           tk: np.ndarray, ti: np.ndarray, ta: np.ndarray) -> None:
+    """Flush g: merge live main entries and the delta run into the main run (room checked)."""
+    s, n = start[g], size[g]
+    ds, dn = s + cap[g] - DELTA, dsize[g]
+    i, j, t = s, ds, 0
+    while i < s + n or j < ds + dn:
+        if i < s + n and ids[i] < 0:
+            i += 1
+            continue
+        if j >= ds + dn or (i < s + n and keys[i] <= keys[j]):
+            tk[t], ti[t], ta[t] = keys[i], ids[i], aux[i]
+            i += 1
+        else:
+            tk[t], ti[t], ta[t] = keys[j], ids[j], aux[j]
+            j += 1
+        t += 1
+    for k in range(t):
+        keys[s + k] = tk[k]
+        ids[s + k] = ti[k]
+        aux[s + k] = ta[k]
+    size[g] = t
+    dsize[g] = 0
+    dead[g] = 0
+
+
+@njit(cache=True)
+def _ins_pair(lk: np.ndarray, li: np.ndarray, la: np.ndarray, ls: np.ndarray, lc: np.ndarray,
+              ld: np.ndarray, rk: np.ndarray, ri: np.ndarray, ra: np.ndarray, rs: np.ndarray,
+              rc: np.ndarray, rd: np.ndarray, g: int, lkey: float, rkey: float, ident: int,
+              lextra: float, rextra: float) -> int:
+    """Insert into g of two pools in one call; bit 1/2 set when the left/right one is done."""
+    done = 0
+    if _ins(lk, li, la, ls, lc, ld, g, lkey, ident, lextra):
+        done |= 1
+    if _ins(rk, ri, ra, rs, rc, rd, g, rkey, ident, rextra):
+        done |= 2
+    return done
+
+
+@njit(cache=True)
+def _rem_pair(lk: np.ndarray, li: np.ndarray, la: np.ndarray, ls: np.ndarray, lz: np.ndarray,
+              lc: np.ndarray, ld: np.ndarray, lx: np.ndarray, rk: np.ndarray, ri: np.ndarray,
+              ra: np.ndarray, rs: np.ndarray, rz: np.ndarray, rc: np.ndarray, rd: np.ndarray,
+              rx: np.ndarray, g: int, lkey: float, rkey: float, ident: int) -> int:
+    """Remove from g of two pools in one call; returns 3 * left result + right result."""
+    a = _rem(lk, li, la, ls, lz, lc, ld, lx, g, lkey, ident)
+    b = _rem(rk, ri, ra, rs, rz, rc, rd, rx, g, rkey, ident)
+    return 3 * a + b
+
+
+class GappedGroupPool:
+    """Per-group sorted main + delta runs with tombstones, in flat arrays (module docstring)."""
+
+    __slots__ = ("keys", "ids", "aux", "start", "size", "cap", "dsize", "dead", "_used",
+                 "_garbage", "n_groups_alloc", "_tmp")
+
+    def __init__(self, capacity: int = 1024, groups: int = 16) -> None:
+        self.keys = np.zeros(capacity, dtype=np.float64)
+        self.ids = np.zeros(capacity, dtype=np.int64)
+        self.aux = np.zeros(capacity, dtype=np.float64)  # one float carried with each entry
+        self.start = np.zeros(groups, dtype=np.int64)
+        self.size = np.zeros(groups, dtype=np.int64)  # main run, tombstones included
+        self.cap = np.zeros(groups, dtype=np.int64)  # whole region (main room + DELTA)
+        self.dsize = np.zeros(groups, dtype=np.int64)
+        self.dead = np.zeros(groups, dtype=np.int64)
+        self.n_groups_alloc = 0  # 1 + the largest group id ever added
+        self._used = 0
+        self._garbage = 0
+        self._tmp = (np.zeros(64), np.zeros(64, dtype=np.int64), np.zeros(64))
+
+    # -- groups ----------------------------------------------------------------------------
+    def add_group(self, gid: int) -> int:
+        """Create empty group ``gid`` (ids are the caller's: small dense ints); returns it."""
+        if gid >= self.start.shape[0]:
+            n = max(2 * self.start.shape[0], gid + 1)
+            for name in ("start", "size", "cap", "dsize", "dead"):
+                old = getattr(self, name)
+                new = np.zeros(n, dtype=np.int64)
+                new[: old.shape[0]] = old
+                setattr(self, name, new)
+        self.n_groups_alloc = max(self.n_groups_alloc, gid + 1)
+        self.start[gid] = self._used
+        self.size[gid] = self.cap[gid] = self.dsize[gid] = self.dead[gid] = 0
+        return gid
+
+    def drop_group(self, gid: int) -> None:
+        """Forget group ``gid`` (its region becomes garbage)."""
+        self._garbage += int(self.cap[gid])
+        self.size[gid] = self.cap[gid] = self.dsize[gid] = self.dead[gid] = 0
+
+    def live_count(self, gid: int) -> int:
+        return int(self.size[gid] - self.dead[gid] + self.dsize[gid])
+
+    def members(self, gid: int, with_aux: bool = False) -> list:
+        """Live entries of ``gid`` in key order: ``(key, id)`` or ``(key, id, aux)``; O(g)."""
+        s, n = int(self.start[gid]), int(self.size[gid])
+        ds, dn = s + int(self.cap[gid]) - DELTA, int(self.dsize[gid])
+        idx = [i for i in range(s, s + n) if self.ids[i] >= 0] + list(range(ds, ds + dn))
+        idx.sort(key=lambda i: (self.keys[i], i >= ds))
+        if with_aux:
+            return [(float(self.keys[i]), int(self.ids[i]), float(self.aux[i])) for i in idx]
+        return [(float(self.keys[i]), int(self.ids[i])) for i in idx]
+
+    # -- regions ---------------------------------------------------------------------------
+    def _reserve(self, n: int) -> int:
+        if self._used + n > self.keys.shape[0]:
+            if self._garbage > self._used // 2:
+                self.compact()
+            if self._used + n > self.keys.shape[0]:
+                cap = max(2 * self.keys.shape[0], self._used + n)
+                self.keys = np.resize(self.keys, cap)
+                self.ids = np.resize(self.ids, cap)
+                self.aux = np.resize(self.aux, cap)
+        at = self._used
+        self._used += n
+        return at
+
+    def _copy_group(self, gid: int, dst_keys: np.ndarray, dst_ids: np.ndarray,
+                    dst_aux: np.ndarray, at: int, main_room: int) -> None:
+        s, n = int(self.start[gid]), int(self.size[gid])
+        ds, dn = s + int(self.cap[gid]) - DELTA, int(self.dsize[gid])
+        dst_keys[at : at + n] = self.keys[s : s + n]
+        dst_ids[at : at + n] = self.ids[s : s + n]
+        dst_aux[at : at + n] = self.aux[s : s + n]
+        d = at + main_room
+        dst_keys[d : d + dn] = self.keys[ds : ds + dn]
+        dst_ids[d : d + dn] = self.ids[ds : ds + dn]
+        dst_aux[d : d + dn] = self.aux[ds : ds + dn]
+
+    def _relocate(self, gid: int, main_room: int) -> None:
+        at = self._reserve(main_room + DELTA)
+        if self.cap[gid]:
+            self._copy_group(gid, self.keys, self.ids, self.aux, at, main_room)
+        self._garbage += int(self.cap[gid])
+        self.start[gid] = at
+        self.cap[gid] = main_room + DELTA
+
+    def flush(self, gid: int) -> None:
+        """Merge g's delta run and drop its tombstones (O(group size))."""
+        live = self.live_count(gid)
+        if self.cap[gid] == 0 or live > self.cap[gid] - DELTA:
+            self._relocate(gid, max(4, 2 * live))
+        tk, ti, ta = self._tmp
+        if tk.shape[0] < live:
+            self._tmp = tk, ti, ta = (np.zeros(2 * live), np.zeros(2 * live, dtype=np.int64),
+                                      np.zeros(2 * live))
+        _merge(self.keys, self.ids, self.aux, self.start, self.size, self.cap, self.dsize,
+               self.dead, gid, tk, ti, ta)
+
+    # -- entries ---------------------------------------------------------------------------
+    def insert(self, gid: int, key: float, ident: int, extra: float = 0.0) -> None:
+        """Insert ``(key, ident, extra)`` into group ``gid``; O(DELTA) amortised + flushes."""
+        if not _ins(self.keys, self.ids, self.aux, self.start, self.cap, self.dsize, gid, key,
+                    ident, extra):
+            self.flush(gid)
+            _ins(self.keys, self.ids, self.aux, self.start, self.cap, self.dsize, gid, key,
+                 ident, extra)
+
+    def remove(self, gid: int, key: float, ident: int) -> None:
+        """Remove ``(key, ident)`` from group ``gid``; KeyError if absent."""
+        r = _rem(self.keys, self.ids, self.aux, self.start, self.size, self.cap, self.dsize,
+                 self.dead, gid, key, ident)
+        if r == 0:
+            raise KeyError(f"({key}, {ident}) not in group {gid}")
+        if r == 2:
+            self.flush(gid)
+
+    def load_group(self, gid: int, keys: np.ndarray, ids: np.ndarray,
+                   aux: np.ndarray | None = None) -> None:
+        """Fill empty group ``gid`` with already-sorted ``keys``/``ids`` (bulk build)."""
+        n = keys.shape[0]
+        room = n + max(4, n // 4)
+        at = self._reserve(room + DELTA)
+        self.keys[at : at + n] = keys
+        self.ids[at : at + n] = ids
+        self.aux[at : at + n] = 0.0 if aux is None else aux
+        self.start[gid] = at
+        self.size[gid] = n
+        self.cap[gid] = room + DELTA
+        self.dsize[gid] = self.dead[gid] = 0
+
+    def compact(self) -> None:
+        """Rewrite all live groups contiguously, dropping abandoned regions (O(pool size))."""
+        live = np.nonzero(self.cap[: self.n_groups_alloc] > 0)[0]
+        total = int(self.cap[live].sum())
+        n = max(total, self.keys.shape[0] // 2, 16)
+        keys, ids, aux = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n)
+        at = 0
+        for g in live.tolist():
+            c = int(self.cap[g])
+            self._copy_group(g, keys, ids, aux, at, c - DELTA)
+            self.start[g] = at
+            at += c
+        self.keys, self.ids, self.aux, self._used, self._garbage = keys, ids, aux, at, 0
+
+    def memory_bytes(self) -> int:
+        return (self.keys.nbytes + self.ids.nbytes + self.aux.nbytes
+                + 5 * self.start.nbytes)
+
+
+def insert_pair(lp: GappedGroupPool, rp: GappedGroupPool, g: int, lkey: float,
+                rkey: float, ident: int, lextra: float = 0.0, rextra: float = 0.0) -> None:
+    """``lp.insert(g, lkey, ident, lextra); rp.insert(g, rkey, ident, rextra)`` in one call."""
+    done = _ins_pair(lp.keys, lp.ids, lp.aux, lp.start, lp.cap, lp.dsize, rp.keys, rp.ids,
+                     rp.aux, rp.start, rp.cap, rp.dsize, g, lkey, rkey, ident, lextra, rextra)
+    if not done & 1:
+        lp.insert(g, lkey, ident, lextra)
+    if not done & 2:
+        rp.insert(g, rkey, ident, rextra)
+
+
+def remove_pair(lp: GappedGroupPool, rp: GappedGroupPool, g: int, lkey: float,
+                rkey: float, ident: int) -> None:
+    """``lp.remove(g, lkey, ident); rp.remove(g, rkey, ident)`` in one kernel call."""
+    r = _rem_pair(lp.keys, lp.ids, lp.aux, lp.start, lp.size, lp.cap, lp.dsize, lp.dead,
+                  rp.keys, rp.ids, rp.aux, rp.start, rp.size, rp.cap, rp.dsize, rp.dead,
+                  g, lkey, rkey, ident)
+    a, b = divmod(r, 3)
+    if a == 0 or b == 0:
+        raise KeyError(f"({lkey}, {rkey}, {ident}) not in group {g} of both pools")
+    if a == 2:
+        lp.flush(g)
+    if b == 2:
+        rp.flush(g)
