@@ -56,7 +56,7 @@ def _flips(k: float, b: float, dirn: int, x: float) -> bool:
     return not (b - k >= x)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def lower_bound(keys: np.ndarray, samp: np.ndarray, b: float, dirn: int, x: float) -> int:
     """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
 
@@ -122,7 +122,7 @@ def owed_rec(rec: np.ndarray, q: int, slot: int, xseq: int, dseqs: np.ndarray) -
     return rec[q, SNAP] != 0.0 or rec[q, REG] < max(xseq, dseqs[slot])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: float,
          keys: np.ndarray, pays: np.ndarray, b: float, dirn: int,
          alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int, rec: np.ndarray,
@@ -388,49 +388,35 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
                 else:
                     base = rstart[u] if part == 0 else rstart[u] + rcap[u] - DELTA
                     size = rsize[u] if part == 0 else rdsize[u]
-                n_out = _douter_list(use_left, base, size, x, lkeys, lids, rkeys, rids, s, sv,
-                                     v, xseq, dseqs, rec, own, oth, mode, mark, stamp, acc,
-                                     out_q, out_s, n_out)
-                if n_out == OVERFLOW:
-                    return OVERFLOW
+                for k in range(base, base + size):
+                    if use_left:
+                        if lkeys[k] > x:
+                            break
+                        q = lids[k]
+                    else:
+                        if -rkeys[k] < x:
+                            break
+                        q = rids[k]
+                    if q < 0:
+                        continue  # tombstone
+                    if not (rec[q, own] <= v <= rec[q, own + 1]) or \
+                            not (rec[q, oth] <= sv <= rec[q, oth + 1]):
+                        continue
+                    if mode == IDENTIFY:
+                        if mark[q] != stamp:
+                            mark[q] = stamp
+                            out_q[n_out] = q
+                            n_out += 1
+                        continue
+                    if not owed_rec(rec, q, s, xseq, dseqs):
+                        continue
+                    if mode == PAIRS:
+                        if n_out == out_q.shape[0]:
+                            return OVERFLOW
+                        out_q[n_out] = q
+                        out_s[n_out] = s
+                        n_out += 1
+                    else:
+                        n_out = emit(q, 1, mode, True, mark, stamp, acc, out_q, n_out)
             u = nxt
-    return n_out
-
-
-@njit(cache=True, inline="always")
-def _douter_list(use_left: bool, base: int, size: int, x: float, lkeys: np.ndarray,
-                 lids: np.ndarray, rkeys: np.ndarray, rids: np.ndarray, s: int, sv: float,
-                 v: float, xseq: int, dseqs: np.ndarray, rec: np.ndarray, own: int, oth: int,
-                 mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray, out_q: np.ndarray,
-                 out_s: np.ndarray, n_out: int) -> int:
-    """The ranges of one sorted node list that contain ``x``, paired with partner slot ``s``."""
-    for k in range(base, base + size):
-        if use_left:
-            if lkeys[k] > x:
-                break
-            q = lids[k]
-        else:
-            if -rkeys[k] < x:
-                break
-            q = rids[k]
-        if q < 0:
-            continue  # tombstone
-        if not (rec[q, own] <= v <= rec[q, own + 1]) or not (rec[q, oth] <= sv <= rec[q, oth + 1]):
-            continue
-        if mode == IDENTIFY:
-            if mark[q] != stamp:
-                mark[q] = stamp
-                out_q[n_out] = q
-                n_out += 1
-            continue
-        if not owed_rec(rec, q, s, xseq, dseqs):
-            continue
-        if mode == PAIRS:
-            if n_out == out_q.shape[0]:
-                return OVERFLOW
-            out_q[n_out] = q
-            out_s[n_out] = s
-            n_out += 1
-        else:
-            n_out = emit(q, 1, mode, True, mark, stamp, acc, out_q, n_out)
     return n_out
