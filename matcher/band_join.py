@@ -28,9 +28,9 @@ import numpy as np
 
 from . import band_kernels as K
 from .base_table import BaseTable
-from .gapped_pool import GappedGroupPool, insert_pair, remove_pair
+from .gapped_pool import DELTA, GappedGroupPool, insert_pair, remove_pair
 from .interval_tree import IntervalTree
-from .sorted_runs import SortedRuns
+from .sorted_runs import SAMPLE_EVERY, SortedRuns
 from .subscriptions import SubscriptionColumns
 
 BAND_STRATEGIES = ("BJ-QOuter", "BJ-DOuter", "BJ-MJ", "BJ-SSI", "BJ-Hotspot")
@@ -302,7 +302,7 @@ def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, di
     for keys, pays, samp in runs:
         if mode != K.PAIRS:
             buf.reserve(qids.shape[0])
-        buf.run(K.qouter, qids, keys, pays, samp, b, v, dirn, table.alive, table.values,
+        buf.run(K.qouter, qids, keys, pays, samp, SAMPLE_EVERY, b, v, dirn, table.alive, table.values,
                 table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
                 cols.acc)
 
@@ -390,7 +390,7 @@ class DOuter(BandStrategy):
                 buf.reserve(len(self))
             buf.run(K.douter, t.center, t.left, t.right, t.root, lp.start, lp.size, lp.cap,
                     lp.dsize, lp.keys, lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys,
-                    rp.ids, keys, pays, b, v, dirn,
+                    rp.ids, DELTA, keys, pays, b, v, dirn,
                     table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
                     cols.mark, buf.stamp, cols.acc)
 
@@ -419,6 +419,10 @@ class SSIGroups:
         self.rpool = GappedGroupPool()  # aux = the range's lower bound (dedupe, no record read)
         self.point = np.zeros(16, dtype=np.float64)
         self.gsel = np.zeros(16, dtype=np.int64)  # members with an A/C selection, per group
+        # per group: a lower bound of its members' lo and an upper bound of their hi (exact
+        # after a reset or when the extreme member leaves; never tighter than the truth)
+        self.gminlo = np.full(16, np.inf)
+        self.gmaxhi = np.full(16, -np.inf)
         self.local: dict[int, int] = {}
         self.n_members = 0
         self._free: list[int] = []
@@ -443,8 +447,13 @@ class SSIGroups:
             gsel = np.zeros(2 * u + 2, dtype=np.int64)
             gsel[: self.gsel.shape[0]] = self.gsel
             self.gsel = gsel
+            self.gminlo = np.concatenate([self.gminlo, np.full(2 * u + 2 - len(self.gminlo), np.inf)])
+            self.gmaxhi = np.concatenate([self.gmaxhi,
+                                          np.full(2 * u + 2 - len(self.gmaxhi), -np.inf)])
         self.point[u] = point
         self.gsel[u] = 0
+        self.gminlo[u] = np.inf
+        self.gmaxhi[u] = -np.inf
         self.local[gid] = u
         self._gids = None
         return u
@@ -466,6 +475,9 @@ class SSIGroups:
             o = np.argsort(nh, kind="stable")
             self.rpool.load_group(u, nh[o], m[o], lo[o])
             self.gsel[u] = int(np.count_nonzero(self.cols.selective[m]))
+            if m.shape[0]:
+                self.gminlo[u] = lo.min()
+                self.gmaxhi[u] = b_hi[m].max()
 
     def group_added(self, gid: int, point: float) -> None:
         u = self._alloc(gid, point)
@@ -484,6 +496,10 @@ class SSIGroups:
         u = self.local[gid]
         insert_pair(self.lpool, self.rpool, u, r[0], -r[1], iid, 0.0, r[0])
         self.n_members += 1
+        if r[0] < self.gminlo[u]:
+            self.gminlo[u] = r[0]
+        if r[1] > self.gmaxhi[u]:
+            self.gmaxhi[u] = r[1]
         if self.cols.selective[iid]:
             self.gsel[u] += 1
 
@@ -492,6 +508,10 @@ class SSIGroups:
         u = self.local[gid]
         remove_pair(self.lpool, self.rpool, u, r[0], -r[1], iid)
         self.n_members -= 1
+        if r[0] == self.gminlo[u]:
+            self.gminlo[u] = self.lpool.min_key(u)
+        if r[1] == self.gmaxhi[u]:
+            self.gmaxhi[u] = -self.rpool.min_key(u)
         if self.cols.selective[iid]:
             self.gsel[u] -= 1
 
@@ -515,6 +535,7 @@ class SSIGroups:
             assert all(k == -b_hi[q] and b_hi[q] >= point for k, q in right)
             assert all(a == b_lo[q] for _, q, a in self.rpool.members(u, with_aux=True)), gid
             assert self.gsel[u] == sum(has_selection(self.cols.rec[int(m)]) for m in members)
+            assert all(self.gminlo[u] <= b_lo[q] and self.gmaxhi[u] >= b_hi[q] for _, q in left)
         assert seen == set(self.local), "the arrays hold groups the partition does not"
 
     # -- matching --------------------------------------------------------------------------
@@ -527,12 +548,14 @@ class SSIGroups:
         lp, rp = self.lpool, self.rpool
         gids = self.gids()
         runs, dedupe = _data_runs(table)
+        clean = table.order.n_dead == 0
         for keys, pays, samp in runs:
             if mode != K.PAIRS:
                 buf.reserve(self.n_members)
             buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
                     lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
-                    self.gsel, keys, pays, samp, b, v, dirn,
+                    self.gsel, self.gminlo, self.gmaxhi, keys, pays, samp, SAMPLE_EVERY,
+                    clean, DELTA, b, v, dirn,
                     table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
                     dedupe, cols.mark, buf.stamp, cols.acc)
 

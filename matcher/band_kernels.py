@@ -26,9 +26,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .gapped_pool import DELTA
-from .sorted_runs import SAMPLE_EVERY
-
 IDENTIFY = 0
 COUNT = 1
 PAIRS = 2
@@ -57,18 +54,20 @@ def _flips(k: float, b: float, dirn: int, x: float) -> bool:
 
 
 @njit(cache=True, inline="always")
-def lower_bound(keys: np.ndarray, samp: np.ndarray, b: float, dirn: int, x: float) -> int:
+def lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int,
+                x: float) -> int:
     """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
 
     Searches in key-index space for the first ``i`` where ``_flips`` holds (dirn −1 maps it back
-    with ``pos = n − i``). ``samp`` holds every ``SAMPLE_EVERY``-th key (or is empty): it narrows
-    the search to one block first, so only the last few probes miss the cache.
+    with ``pos = n − i``). ``samp`` holds every ``step``-th key (``sorted_runs.SAMPLE_EVERY``; or
+    is empty): it narrows the search to one block first, so only the last probes miss the cache.
+    Module constants of other files are passed as arguments: numba's cache would not notice
+    a change of them.
     """
     n = keys.shape[0]
     lo, hi = 0, n
     ns = samp.shape[0]
     if ns > 1:
-        step = SAMPLE_EVERY
         a, c = 0, ns
         while a < c:
             mid = (a + c) >> 1
@@ -195,8 +194,8 @@ def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.nd
 
 
 @njit(cache=True)
-def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, b: float,
-           v: float, dirn: int,
+def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int,
+           b: float, v: float, dirn: int,
            alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
            rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
            mark: np.ndarray, stamp: int, acc: np.ndarray,
@@ -207,7 +206,7 @@ def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarra
         if not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
         lo = rec[q, B_LO]
-        start = lower_bound(keys, samp, b, dirn, lo)
+        start = lower_bound(keys, samp, step, b, dirn, lo)
         cnt, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
                                         rec[q, oth + 1], keys, pays, b, dirn, alive, dvals,
                                         dseqs, xseq, rec, mode, out_q, out_s, n_out)
@@ -259,8 +258,9 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         lkeys: np.ndarray, lids: np.ndarray,
         rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
         rkeys: np.ndarray, rids: np.ndarray, raux: np.ndarray, gsel: np.ndarray,
-        keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, b: float, v: float, dirn: int,
-        alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+        gminlo: np.ndarray, gmaxhi: np.ndarray,
+        keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int, clean: bool,
+        delta: int, b: float, v: float, dirn: int, alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
         rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
         mark: np.ndarray, stamp: int, acc: np.ndarray,
         out_q: np.ndarray, out_s: np.ndarray, n_out: int):
@@ -272,6 +272,9 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     while ``hi >= d(s2)``; a range met by both scans is handled in the first. Each affected
     range's pairs are the consecutive run entries around p. O(τ log m + k) per run.
 
+    ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter than the truth),
+    so a group nobody in which can be affected is skipped without touching its lists.
+    ``clean`` says the run holds no deleted entry (no liveness check for the neighbours);
     ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs no record read;
     when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY reads only the
     group's own sequential arrays.
@@ -283,13 +286,14 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         g = gids[gi]
         p = gpoint[g]
         plain = mode == IDENTIFY and gsel[g] == 0
-        i = lower_bound(keys, samp, b, dirn, p)
+        i = lower_bound(keys, samp, step, b, dirn, p)
         j1 = i - 1
-        while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
-            j1 -= 1
         j2 = i
-        while j2 < n and not alive[_pay(pays, n, j2, dirn)]:
-            j2 += 1
+        if not clean:  # the run holds deleted entries: the neighbours must be live ones
+            while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
+                j1 -= 1
+            while j2 < n and not alive[_pay(pays, n, j2, dirn)]:
+                j2 += 1
         if j1 < 0 and j2 >= n:
             continue
         d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
@@ -297,19 +301,19 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         for part in range(4):  # I^l main, I^l delta, I^r main, I^r delta (gapped_pool)
             side = part >> 1
             if side == 0:
-                if j1 < 0:
+                if j1 < 0 or gminlo[g] > d1:
                     continue
                 if part == 0:
                     base, size = lstart[g], lsize[g]
                 else:
-                    base, size = lstart[g] + lcap[g] - DELTA, ldsize[g]
+                    base, size = lstart[g] + lcap[g] - delta, ldsize[g]
             else:
-                if j2 >= n:
+                if j2 >= n or gmaxhi[g] < d2:
                     continue
                 if part == 2:
                     base, size = rstart[g], rsize[g]
                 else:
-                    base, size = rstart[g] + rcap[g] - DELTA, rdsize[g]
+                    base, size = rstart[g] + rcap[g] - delta, rdsize[g]
             for k in range(base, base + size):
                 if side == 0:
                     if lkeys[k] > d1:
@@ -356,7 +360,7 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
            lstart: np.ndarray, lsize: np.ndarray, lcap: np.ndarray, ldsize: np.ndarray,
            lkeys: np.ndarray, lids: np.ndarray,
            rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
-           rkeys: np.ndarray, rids: np.ndarray,
+           rkeys: np.ndarray, rids: np.ndarray, delta: int,
            keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
            alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
            rec: np.ndarray, own: int, oth: int, mode: int,
@@ -383,10 +387,10 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
             nxt = left[u] if x < c else (right[u] if x > c else -1)
             for part in range(2):  # the node list's main run, then its delta run
                 if use_left:
-                    base = lstart[u] if part == 0 else lstart[u] + lcap[u] - DELTA
+                    base = lstart[u] if part == 0 else lstart[u] + lcap[u] - delta
                     size = lsize[u] if part == 0 else ldsize[u]
                 else:
-                    base = rstart[u] if part == 0 else rstart[u] + rcap[u] - DELTA
+                    base = rstart[u] if part == 0 else rstart[u] + rcap[u] - delta
                     size = rsize[u] if part == 0 else rdsize[u]
                 for k in range(base, base + size):
                     if use_left:

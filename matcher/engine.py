@@ -456,3 +456,65 @@ class Engine:
         return (sum(t.memory_bytes() for t in self.tables.values()) + self.cols.memory_bytes()
                 + self.band.memory_bytes()
                 + sum(ix.memory_bytes() for ix in (self.select, self.window) if ix is not None))
+
+    # -- columnar batch calls (server fast paths) ------------------------------------------------
+    def restore_event_columns(self, side: Side, ids: list[str], keys: np.ndarray, values: np.ndarray,
+                              times: np.ndarray, seqs: np.ndarray,
+                              payloads: list[bytes] | None = None) -> None:
+        """Store many new tuples of one side from columns, without matching (log replay).
+
+        The columnar form of ``restore_events``: no ``Event`` object per tuple, one re-sort of
+        the key order and one rebuild of the key index. Like ``restore_events`` it applies no
+        watermark or retention (call ``restore_clock`` afterwards). Validated first, all or
+        nothing: finite keys and values, non-empty ids unique among themselves and new on the
+        side. O(n log n).
+        """
+        check_side(side)
+        t = self.tables[side]
+        n = len(ids)
+        keys = np.asarray(keys, dtype=np.float64)
+        values = np.asarray(values, dtype=np.float64)
+        times = np.asarray(times, dtype=np.int64)
+        seqs = np.asarray(seqs, dtype=np.int64)
+        if not (keys.shape == values.shape == times.shape == seqs.shape == (n,)):
+            raise ValueError("restore_event_columns: columns of different lengths")
+        if payloads is not None and len(payloads) != n:
+            raise ValueError("restore_event_columns: payloads of a different length")
+        if n == 0:
+            return
+        if not (np.isfinite(keys).all() and np.isfinite(values).all()):
+            raise ValueError("event keys and values must be finite")
+        if not all(isinstance(i, str) and i for i in ids):
+            raise ValueError("event ids must be non-empty strings")
+        if len(set(ids)) != n:
+            raise ValueError(f"duplicate ids among the restored {side} events")
+        for i in ids:
+            if i in t.slot_of:
+                raise DuplicateEventError(side, i)
+        while t._next_slot + n > t.keys.shape[0]:
+            t._grow()
+        s0 = t._next_slot
+        t._next_slot += n
+        slots = np.arange(s0, s0 + n, dtype=np.int64)
+        t.keys[s0 : s0 + n] = keys
+        t.values[s0 : s0 + n] = values
+        t.times[s0 : s0 + n] = times
+        t.seqs[s0 : s0 + n] = seqs
+        t.alive[s0 : s0 + n] = True
+        t.ids[s0 : s0 + n] = ids
+        if payloads is not None:
+            t.payloads[s0 : s0 + n] = [bytes(p) for p in payloads]
+        t.slot_of.update(zip(ids, slots.tolist(), strict=True))
+        t._expiry.extend(zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True))
+        import heapq
+
+        heapq.heapify(t._expiry)
+        live = np.fromiter(t.slot_of.values(), dtype=np.int64, count=len(t.slot_of))
+        t.order.bulk_load(t.keys[live], live)
+        t.order.merges += 1
+        t._sync_free()
+        if t.key_index is not None:
+            old, t.key_index = t.key_index, None
+            new = t.enable_key_index()
+            new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
+            new.generation = old.generation + 1

@@ -163,6 +163,21 @@ def _rem_pair(lk: np.ndarray, li: np.ndarray, la: np.ndarray, ls: np.ndarray, lz
     return 3 * a + b
 
 
+@njit(cache=True)
+def _min_key(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarray,
+             cap: np.ndarray, dsize: np.ndarray, g: int) -> float:
+    """Smallest live key of group g (``inf`` when empty)."""
+    best = np.inf
+    s, n = start[g], size[g]
+    for i in range(s, s + n):
+        if ids[i] >= 0:
+            best = keys[i]
+            break
+    if dsize[g] > 0:
+        best = min(best, keys[s + cap[g] - DELTA])
+    return best
+
+
 class GappedGroupPool:
     """Per-group sorted main + delta runs with tombstones, in flat arrays (module docstring)."""
 
@@ -202,6 +217,11 @@ class GappedGroupPool:
         """Forget group ``gid`` (its region becomes garbage)."""
         self._garbage += int(self.cap[gid])
         self.size[gid] = self.cap[gid] = self.dsize[gid] = self.dead[gid] = 0
+
+    def min_key(self, gid: int) -> float:
+        """Smallest live key of ``gid`` (``inf`` if empty); O(1) unless tombstones lead."""
+        return float(_min_key(self.keys, self.ids, self.start, self.size, self.cap, self.dsize,
+                              gid))
 
     def live_count(self, gid: int) -> int:
         return int(self.size[gid] - self.dead[gid] + self.dsize[gid])

@@ -12,7 +12,10 @@ STR-packed (Sort-Tile-Recursive) R-tree: entries are sorted into ``⌈√(n/B)�
 of dimension 0, each slab by dimension 1, cut into leaves of ``B = 16`` entries, and parents are
 made from ``B`` consecutive children level by level. Node ``u`` covers ``nlo[u]``–``nhi[u]`` and
 has ``ncount[u]`` children starting at ``nfirst[u]`` (nodes, or positions of ``leaf_ent`` when
-``nleaf[u]``). New members go to the group's small *delta* list, scanned linearly; removed static
+``nleaf[u]``). Leaf position ``i`` also keeps a *copy* of its box, ``lbox[i] = (lo_0 … lo_{d-1},
+hi_0 … hi_{d-1})``, and its subscription ``lq[i]`` (−1 once removed), so a query scans the
+leaves it reaches sequentially instead of missing the cache on ``elo``/``ehi``/``eq``/``ealive``
+once per entry (the STR order is not the entry order). New members go to the group's small *delta* list, scanned linearly; removed static
 members are only marked dead. A group is re-packed when its delta outgrows ``max(32, 2√n)`` or
 half its static part is dead, so a query costs one tree descent plus O(√n) — amortised
 O(√n log n) per update. Regions abandoned by re-packing are compacted away when they exceed half
@@ -106,13 +109,14 @@ def _box_has(lo: np.ndarray, hi: np.ndarray, i: int, pt: np.ndarray) -> bool:
 @njit(cache=True)
 def stab(root: int, dstart: int, dsize: int, dids: np.ndarray, pt: np.ndarray,
          nlo: np.ndarray, nhi: np.ndarray, nfirst: np.ndarray, ncount: np.ndarray,
-         nleaf: np.ndarray, leaf_ent: np.ndarray, elo: np.ndarray, ehi: np.ndarray,
-         ealive: np.ndarray, eq: np.ndarray, stack: np.ndarray, hits: np.ndarray):
+         nleaf: np.ndarray, lbox: np.ndarray, lq: np.ndarray, elo: np.ndarray, ehi: np.ndarray,
+         eq: np.ndarray, stack: np.ndarray, hits: np.ndarray):
     """Subscriptions of one group whose box contains ``pt``: tree descent + delta scan.
 
     Returns ``(hits, n_hits)`` (``hits`` grows when full). O(visited nodes + delta + output).
     """
     nh = 0
+    d = pt.shape[0]
     if root >= 0 and _box_has(nlo, nhi, root, pt):
         stack[0] = root
         top = 1
@@ -122,11 +126,15 @@ def stab(root: int, dstart: int, dsize: int, dids: np.ndarray, pt: np.ndarray,
             f, c = nfirst[u], ncount[u]
             if nleaf[u]:
                 for i in range(f, f + c):
-                    x = leaf_ent[i]
-                    if ealive[x] and _box_has(elo, ehi, x, pt):
+                    inside = True
+                    for k in range(d):
+                        if pt[k] < lbox[i, k] or pt[k] > lbox[i, d + k]:
+                            inside = False
+                            break
+                    if inside and lq[i] >= 0:
                         if nh == hits.shape[0]:
                             hits = np.concatenate((hits, np.empty(nh + 16, np.int64)))
-                        hits[nh] = eq[x]
+                        hits[nh] = lq[i]
                         nh += 1
             else:
                 for ch in range(f, f + c):
@@ -144,7 +152,16 @@ def stab(root: int, dstart: int, dsize: int, dids: np.ndarray, pt: np.ndarray,
 
 
 def _str_order(gg: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_groups: int) -> np.ndarray:
-    """STR order of entries with group ``gg`` (sorted by group, then slab of dim 0, then dim 1)."""
+    """STR order of entries with group ``gg`` (sorted by group, then slab of dim 0, then dim 1).
+
+    Plain STR cuts a group's ``L`` leaves into ``√L`` slabs, which suits boxes spread alike in
+    both dimensions. A stabbing group is far from that: every member's *other* range contains
+    the group's point, so along dimension 1 the boxes hardly differ while along dimension 0 they
+    may spread over the whole domain. The slab count is therefore ``√(L · d₀ / d₁)`` (clipped to
+    ``[1, L]``) where ``d_k = 1 + spread of the centres / mean finite length`` is roughly how
+    many boxes side by side dimension k holds: with d₁ ≈ 1 the leaves are runs of boxes sorted
+    by dimension 0, so a stab visits few leaves whose boxes mostly contain the point.
+    """
     def centre(k: int) -> np.ndarray:
         a, b = lo[:, k], hi[:, k]
         fa, fb = np.isfinite(a), np.isfinite(b)
@@ -157,7 +174,25 @@ def _str_order(gg: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_groups: int) ->
     sizes = np.bincount(gg, minlength=n_groups)
     gstart = np.concatenate(([0], np.cumsum(sizes)))
     leaves = -(-sizes // B)
-    slabs = np.maximum(1, np.ceil(np.sqrt(leaves))).astype(np.int64)
+    aspect = np.ones(n_groups)
+    nz = np.flatnonzero(sizes)
+    if nz.shape[0] and o.shape[0] > B:
+        starts = gstart[:-1][nz]
+
+        def side_by_side(c: np.ndarray, k: int) -> np.ndarray:
+            cs = c[o]
+            spread = np.maximum.reduceat(cs, starts) - np.minimum.reduceat(cs, starts)
+            length = (hi[:, k] - lo[:, k])[o]
+            fin = np.isfinite(length)
+            lsum = np.add.reduceat(np.where(fin, length, 0.0), starts)
+            lcnt = np.add.reduceat(fin.astype(np.int64), starts)
+            mean = lsum / np.maximum(lcnt, 1)
+            denom = np.where(mean > 0, mean, np.maximum(spread * 1e-12, 1e-300))
+            d = np.where(spread <= 0, 1.0, 1.0 + spread / denom)
+            return np.where(lcnt == 0, 1.0, np.minimum(d, 1e12))
+
+        aspect[nz] = side_by_side(c0, 0) / side_by_side(c1, 1)
+    slabs = np.clip(np.rint(np.sqrt(leaves * aspect)), 1, np.maximum(leaves, 1)).astype(np.int64)
     slab_cap = np.maximum(1, -(-leaves // slabs)) * B
     g_sorted = gg[o]
     rank = np.arange(o.shape[0]) - gstart[g_sorted]
@@ -191,6 +226,9 @@ class BoxForest:
         self.nleaf = np.zeros(node_cap, dtype=np.bool_)
         self.n_nodes = 0
         self.leaf_ent = np.zeros(max(ent_cap, 16), dtype=np.int64)
+        self.lbox = np.zeros((self.leaf_ent.shape[0], 2 * d), dtype=np.float64)
+        self.lq = np.full(self.leaf_ent.shape[0], -1, dtype=np.int64)
+        self.eleaf = np.full(ent_cap, -1, dtype=np.int64)  # entry -> leaf position (static)
         self.n_leaf = 0
         self.garbage = 0
         self.root = np.full(16, -1, dtype=np.int64)
@@ -227,11 +265,21 @@ class BoxForest:
             new = np.zeros((cap, self.d), dtype=np.float64)
             new[: old.shape[0]] = old
             setattr(self, name, new)
-        for name in ("eq", "ealive", "estatic", "egroup"):
+        for name in ("eq", "ealive", "estatic", "egroup", "eleaf"):
             old = getattr(self, name)
             new = np.zeros(cap, dtype=old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
+
+    def _grow_leaves(self, cap: int) -> None:
+        old = self.leaf_ent.shape[0]
+        self.leaf_ent = np.resize(self.leaf_ent, cap)
+        lbox = np.zeros((cap, 2 * self.d), dtype=np.float64)
+        lbox[:old] = self.lbox
+        self.lbox = lbox
+        lq = np.full(cap, -1, dtype=np.int64)
+        lq[:old] = self.lq
+        self.lq = lq
 
     def _ensure_q(self, qmax: int) -> None:
         if qmax >= self.entry_of.shape[0]:
@@ -256,6 +304,7 @@ class BoxForest:
         self.eq[ents] = qs
         self.ealive[ents] = True
         self.estatic[ents] = False
+        self.eleaf[ents] = -1
         self.egroup[ents] = group
         if k:
             self._ensure_q(int(qs.max()))
@@ -271,9 +320,13 @@ class BoxForest:
         sizes = np.bincount(gg, minlength=gids.shape[0])
         gstart = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         if self.n_leaf + n > self.leaf_ent.shape[0]:
-            self.leaf_ent = np.resize(self.leaf_ent, max(2 * self.leaf_ent.shape[0], self.n_leaf + n))
+            self._grow_leaves(max(2 * self.leaf_ent.shape[0], self.n_leaf + n))
         base = self.n_leaf
         self.leaf_ent[base: base + n] = ents
+        self.lbox[base: base + n, : self.d] = self.elo[ents]
+        self.lbox[base: base + n, self.d:] = self.ehi[ents]
+        self.lq[base: base + n] = self.eq[ents]
+        self.eleaf[ents] = np.arange(base, base + n)
         self.n_leaf += n
         need = self.n_nodes + n // (B - 1) + 8 * gids.shape[0] + 2
         if need > self.nfirst.shape[0]:
@@ -350,6 +403,7 @@ class BoxForest:
         self.entry_of[q] = -1
         self.ealive[e] = False
         if self.estatic[e]:
+            self.lq[self.eleaf[e]] = -1
             self.n_dead[g] += 1
             self._pending.setdefault(g, []).append(e)
             self._maybe_repack(g)
@@ -400,7 +454,10 @@ class BoxForest:
             gl.append(g)
             parts.append(ents.astype(np.int64))
         n = sum(p.shape[0] for p in parts)
-        self.leaf_ent = np.zeros(max(16, n + n // 4), dtype=np.int64)
+        cap = max(16, n + n // 4)
+        self.leaf_ent = np.zeros(cap, dtype=np.int64)
+        self.lbox = np.zeros((cap, 2 * self.d), dtype=np.float64)
+        self.lq = np.full(cap, -1, dtype=np.int64)
         self.n_leaf = 0
         self.n_nodes = 0
         self.garbage = 0
@@ -414,22 +471,30 @@ class BoxForest:
         """Subscriptions of group ``g`` whose box contains ``pt`` (Python entry to the kernel)."""
         hits, nh = stab(int(self.root[g]), int(self.delta.start[g]), int(self.delta.size[g]),
                         self.delta.ids, np.asarray(pt, dtype=np.float64), self.nlo, self.nhi,
-                        self.nfirst, self.ncount, self.nleaf, self.leaf_ent, self.elo, self.ehi,
-                        self.ealive, self.eq, self.stack, self.hits)
+                        self.nfirst, self.ncount, self.nleaf, self.lbox, self.lq, self.elo,
+                        self.ehi, self.eq, self.stack, self.hits)
         self.hits = hits
         return hits[:nh].tolist()
 
     def memory_bytes(self) -> int:
         return sum(getattr(self, n).nbytes for n in (
-            "elo", "ehi", "eq", "ealive", "estatic", "egroup", "entry_of", "nlo", "nhi",
-            "nfirst", "ncount", "nleaf", "leaf_ent", "root", "lstart", "lcount", "n_static",
+            "elo", "ehi", "eq", "ealive", "estatic", "egroup", "eleaf", "entry_of", "nlo", "nhi",
+            "nfirst", "ncount", "nleaf", "leaf_ent", "lbox", "lq", "root", "lstart", "lcount", "n_static",
             "n_dead")) + self.delta.memory_bytes()
 
 
+F_ROOT, F_DSTART, F_DSIZE, F_DIDS, F_NLO, F_NHI, F_NFIRST, F_NCOUNT, F_NLEAF = range(9)
+F_LBOX, F_LQ, F_ELO, F_EHI, F_EQ = range(9, 14)
+
+
 def forest_arrays(f: BoxForest) -> tuple[np.ndarray, ...]:
-    """The flat arrays a kernel needs to query ``f`` (pass to :func:`stab_group`)."""
+    """The flat arrays a kernel needs to query ``f`` (pass to :func:`stab_group`).
+
+    ``(root, delta start, delta size, delta ids, nlo, nhi, nfirst, ncount, nleaf, lbox, lq,
+    elo, ehi, eq)``; indices 0–13 are :data:`F_ROOT` … :data:`F_EQ`.
+    """
     return (f.root, f.delta.start, f.delta.size, f.delta.ids, f.nlo, f.nhi, f.nfirst, f.ncount,
-            f.nleaf, f.leaf_ent, f.elo, f.ehi, f.ealive, f.eq)
+            f.nleaf, f.lbox, f.lq, f.elo, f.ehi, f.eq)
 
 
 @njit(cache=True)

@@ -14,8 +14,17 @@ SJ-Vanilla          dense array of ids                                O(n log m'
 SJ-SSI              stabbing partition of the other ranges (C / A),   O(τ (log m' + g(n)) + k)
                     one R-tree per group (dims own × other)
 SJ-Hotspot          SJ-SSI on the α-hotspots of the tracker (Thm. 1),  O(α⁻¹(log m' + g(n))
-                    SJ-SelectFirst on the scattered subscriptions      + n'' log m' + k)
+                    per tuple the cheaper of SJ-SelectFirst and        + min(n'' log m',
+                    SJ-SSI on the scattered subscriptions              τ_S log m') + k)
 ==================  ================================================  =========================
+
+SJ-Hotspot's scattered part: the paper runs SJ-SelectFirst there (§3.2.3, §5.1 Fig. 9), which is
+right when stabbing groups cost much more to probe than selected subscriptions. With flat
+kernels a group probe costs a tenth of a selected subscription (one search and a root test
+against a row read and two searches), so on scattered workloads like Fig. 9's left end SJ-SSI
+beats SJ-SelectFirst even over 200,000 tiny groups. SJ-Hotspot therefore keeps the scattered
+subscriptions in both indexes and chooses per tuple by §4.1's cost comparison,
+``τ_S < SCATTERED_SF_COST · n''(v)`` with n''(v) counted exactly from the sorted own-range ends.
 
 The SSI is kept per direction because an R tuple needs the partition of the C ranges and an S
 tuple that of the A ranges (§3.2.2: "to process incoming S-tuples, we would need a corresponding
@@ -37,6 +46,11 @@ from .rect_index import BoxForest, forest_arrays
 from .subscriptions import SubscriptionColumns
 
 SELECT_STRATEGIES = ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot")
+SCATTERED_SF_COST = 8.0
+"""SJ-Hotspot's cost of one selected scattered subscription under SJ-SelectFirst (a row read and
+two searches of the key's substructure), in units of one stabbing-group probe of SJ-SSI (one
+search and a root test); measured on the Fig. 9 workload (≈ 200 ns against ≈ 20–25 ns).
+Option ``scattered_sf_cost`` overrides it."""
 
 
 def own_other(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
@@ -157,24 +171,70 @@ class ForestGroups:
 
 
 class HotForestGroups(ForestGroups):
-    """Hotspot listener: hot groups as R-trees; scattered subscriptions in an interval tree on
-    the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1)."""
+    """Hotspot listener: hot groups as R-trees; scattered subscriptions twice — an interval tree
+    on the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1) and a
+    stabbing partition of their *other* ranges with one R-tree per group (SJ-SSI restricted to
+    the scattered set) — plus the sorted own-range ends, which count n''(v) exactly.
+
+    :meth:`Hotspot._match` picks, per tuple, the cheaper of the two for the scattered part
+    (§4.1's cost-based choice): SJ-SelectFirst costs about n'' row probes, SJ-SSI about τ_S
+    group probes. New scattered members reach the partition and the counts in batches
+    (:meth:`flush`, called before matching), so bulk subscription stays one rebuild.
+    """
 
     def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
-                 window: bool = False) -> None:
+                 window: bool = False, epsilon: float = 1.0) -> None:
         super().__init__(cols, dirn, dims, window)
+        from sortedcontainers import SortedList
+
+        from .stabbing import DynamicStabbingPartition
+
         self.dirn = dirn  # columns are re-read at each call: they grow (reallocate)
         self.scattered = IntervalTree()
+        self.scat_groups = ForestGroups(cols, dirn, dims, window)
+        self.scat_part = DynamicStabbingPartition(epsilon=epsilon, listener=self.scat_groups)
+        self.own_lo: SortedList = SortedList()
+        self.own_hi: SortedList = SortedList()
+        self._pending: dict[int, None] = {}
 
     def scattered_added(self, iid: int) -> None:
         own_lo, own_hi = own_other(self.cols, self.dirn)[:2]
         self.scattered.insert(iid, float(own_lo[iid]), float(own_hi[iid]))
+        self._pending[iid] = None
 
     def scattered_removed(self, iid: int) -> None:
         self.scattered.remove(iid)
+        if iid in self._pending:
+            del self._pending[iid]
+            return
+        own_lo, own_hi = own_other(self.cols, self.dirn)[:2]
+        self.own_lo.remove(float(own_lo[iid]))
+        self.own_hi.remove(float(own_hi[iid]))
+        self.scat_part.delete(iid)
+
+    def flush(self) -> None:
+        """Move the pending scattered members into the partition and the end counts."""
+        if not self._pending:
+            return
+        qs = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
+        self._pending.clear()
+        own_lo, own_hi, oth_lo, oth_hi = own_other(self.cols, self.dirn)
+        self.scat_part.insert_many(qs, oth_lo[qs], oth_hi[qs])
+        self.own_lo.update(own_lo[qs].tolist())
+        self.own_hi.update(own_hi[qs].tolist())
+
+    def n_selected(self, v: float) -> int:
+        """n''(v): scattered subscriptions whose own range holds v (#lo ≤ v − #hi < v)."""
+        return self.own_lo.bisect_right(v) - self.own_hi.bisect_left(v)
 
     def memory_bytes(self) -> int:
-        return super().memory_bytes() + self.scattered.memory_bytes()
+        return (super().memory_bytes() + self.scattered.memory_bytes()
+                + self.scat_groups.memory_bytes() + 16 * (len(self.own_lo) + len(self.own_hi)))
+
+
+def own_col(dirn: int) -> int:
+    """Column of ``SubscriptionColumns.rec`` holding the selection on the incoming tuple."""
+    return K.A_LO if dirn > 0 else K.C_LO
 
 
 def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -183,27 +243,23 @@ def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBu
     """SJ-SelectFirst over the subscriptions of ``tree`` (interval tree on own ranges)."""
     if tree.root < 0 or size == 0:
         return
-    _, _, oth_lo, oth_hi = own_other(cols, dirn)
     lp, rp = tree.lpool, tree.rpool
-    buf.out_q, buf.out_s, buf.n = K.sj_select_first(
-        tree.center, tree.left, tree.right, tree.root, lp.start, lp.size, lp.keys, lp.ids,
-        rp.start, rp.size, rp.keys, rp.ids, pool.keys, pool.ids, base, size, v, oth_lo, oth_hi,
-        table.seqs, xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc,
-        buf.out_q, buf.out_s, buf.n)
+    buf.reserve(len(tree))
+    buf.run(K.sj_select_first, tree.center, tree.left, tree.right, tree.root, lp.start, lp.size,
+            lp.keys, lp.ids, rp.start, rp.size, rp.keys, rp.ids, pool.keys, pool.ids, base, size,
+            v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
 
 
 def run_ssi(groups: ForestGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
             v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
-            size: int) -> None:
-    """SJ-SSI over the groups of ``groups``."""
+            size: int, n_members: int) -> None:
+    """SJ-SSI over the groups of ``groups`` (``n_members`` subscriptions in all)."""
     if not groups.local or size == 0:
         return
-    _, _, oth_lo, oth_hi = own_other(cols, dirn)
     f = groups.forest
-    buf.out_q, buf.out_s, buf.n, f.hits = K.sj_ssi(
-        groups.gids(), groups.point, forest_arrays(f), pool.keys, pool.ids, base, size, v,
-        oth_lo, oth_hi, table.seqs, xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp,
-        cols.acc, buf.out_q, buf.out_s, buf.n, f.stack, f.hits)
+    buf.reserve(n_members)
+    buf.run(K.sj_ssi, groups.gids(), groups.point, forest_arrays(f), f.stack, pool.keys,
+            pool.ids, base, size, v, cols.rec, table.seqs, xseq, mode, cols.acc)
 
 
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -212,11 +268,9 @@ def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, d
     """SJ-Vanilla over ``qids`` (also used for ``Engine.result``)."""
     if size == 0 or qids.shape[0] == 0:
         return
-    own_lo, own_hi, oth_lo, oth_hi = own_other(cols, dirn)
-    buf.out_q, buf.out_s, buf.n = K.sj_vanilla(
-        qids, pool.keys, pool.ids, base, size, v, own_lo, own_hi, oth_lo, oth_hi, table.seqs,
-        xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s,
-        buf.n)
+    buf.reserve(qids.shape[0])
+    buf.run(K.sj_vanilla, qids, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
+            table.seqs, xseq, mode, cols.acc)
 
 
 def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -394,7 +448,7 @@ class SSI(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
-                pool, base, size)
+                pool, base, size, len(self))
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
@@ -413,7 +467,10 @@ class Hotspot(SelectStrategy):
         super().__init__(cols, options)
         from .hotspot import HotspotTracker
 
-        self.groups = {d: HotForestGroups(cols, d) for d in (1, -1)}
+        eps = float(options.get("epsilon", 1.0))
+        self.groups = {d: HotForestGroups(cols, d, epsilon=eps) for d in (1, -1)}
+        self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
+        self.choices = {"SJ-SelectFirst": 0, "SJ-SSI": 0}
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
                                            epsilon=float(options.get("epsilon", 1.0)),
                                            listener=self.groups[d]) for d in (1, -1)}
@@ -438,14 +495,24 @@ class Hotspot(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         g = self.groups[1 if dirn > 0 else -1]
-        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size)
-        run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool, base,
-                         size)
+        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size, len(self))
+        if not len(g.scattered):
+            return
+        g.flush()
+        if len(g.scat_groups) < self.sf_cost * g.n_selected(v):
+            self.choices["SJ-SSI"] += 1
+            run_ssi(g.scat_groups, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size,
+                    len(self))
+        else:
+            self.choices["SJ-SelectFirst"] += 1
+            run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool,
+                             base, size)
 
     def stats(self) -> dict[str, Any]:
         g = self.groups[1]
         return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
-                "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered)}
+                "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered),
+                "tau_scattered": len(g.scat_groups), "scattered_choices": dict(self.choices)}
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())

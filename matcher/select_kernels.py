@@ -7,16 +7,25 @@ value, ``pv[base : base + size]`` with their slots ``ps[…]`` (the B-tree on ``
 The result of q for x is therefore one contiguous run of that substructure, the positions whose
 value lies in q's *other* range.
 
-Conventions are those of :mod:`matcher.band_kernels` (reused: ``push``, ``owed``, ``record``):
+Conventions are those of :mod:`matcher.band_kernels` (reused: ``push``, ``owed``, ``owed_rec``,
+``record``, ``OVERFLOW``):
 
-* ``own_lo/own_hi`` is the selection on ``x`` itself (A for an R tuple, C for an S tuple),
-  ``oth_lo/oth_hi`` the selection on the partner;
+* A subscription is its 64-byte row ``rec[q]`` (``SubscriptionColumns.rec``: ``A_LO, A_HI,
+  C_LO, C_HI, REG, SNAP`` columns), so touching q misses the cache once. ``own`` is the column
+  of the selection on ``x`` itself (``A_LO`` for an R tuple, ``C_LO`` for an S tuple) and
+  ``6 − own`` that of the selection on the partner.
 * ``mode`` IDENTIFY appends each affected subscription once (no ``owed`` filter, as for bands),
   COUNT appends it once with its owed pair count in ``acc[q]``, PAIRS appends ``(q, slot)`` per
-  owed pair; ``mark[q] == stamp`` deduplicates within one operation.
+  owed pair. Each strategy meets every subscription at most once per tuple, so SJ-SelectFirst,
+  SJ-Vanilla and SJ-SSI need no ``mark`` dedupe; they never grow the output buffers either:
+  the caller reserves room for every subscription of the index (IDENTIFY/COUNT), and PAIRS
+  returns ``OVERFLOW`` when full (``MatchBuffer.run`` grows and reruns: PAIRS has no side
+  effects). They return ``n_out`` only — no array crosses a call (no reference counting per
+  call), and the hot loops read flat arrays sequentially.
 * Rectangle indexes are :class:`~matcher.rect_index.BoxForest` s passed as their flat arrays
-  ``F``; their boxes have dimension 0 = own range, dimension 1 = other range, except the single
-  global tree of SJ-JoinFirst which is (A, C) for both directions.
+  ``F`` (:func:`~matcher.rect_index.forest_arrays`); their boxes have dimension 0 = own range,
+  dimension 1 = other range, except the single global tree of SJ-JoinFirst which is (A, C) for
+  both directions.
 """
 
 from __future__ import annotations
@@ -24,11 +33,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .band_kernels import COUNT, IDENTIFY, PAIRS, owed, push, record
+from .band_kernels import A_LO, C_LO, COUNT, IDENTIFY, OVERFLOW, PAIRS, owed, owed_rec, push
 from .rect_index import stab_group
 
-__all__ = ["COUNT", "IDENTIFY", "PAIRS", "sj_join_first", "sj_select_first", "sj_ssi",
-           "sj_vanilla"]
+__all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
+           "sj_select_first", "sj_ssi", "sj_vanilla"]
 
 
 @njit(cache=True, inline="always")
@@ -57,21 +66,19 @@ def upper_bound(keys: np.ndarray, base: int, size: int, x: float) -> int:
     return lo
 
 
-@njit(cache=True)
-def emit_run(q: int, a: int, b: int, ps: np.ndarray, dseqs: np.ndarray, xseq: int,
-             reg: np.ndarray, snap: np.ndarray, mode: int,
-             out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """Owed pairs of q with the partners at positions ``[a, b)``; returns ``(cnt, out…)``."""
-    cnt = 0
-    for i in range(a, b):
-        s = ps[i]
-        if mode == IDENTIFY:
-            return 1, out_q, out_s, n_out
-        if owed(q, s, xseq, dseqs, reg, snap):
-            cnt += 1
-            if mode == PAIRS:
-                out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
-    return cnt, out_q, out_s, n_out
+@njit(cache=True, inline="always")
+def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """IDENTIFY/COUNT bookkeeping of a subscription met possibly several times per tuple
+    (``mark[q] == stamp``: already output); grows the buffers, returns ``(out_q, out_s, n_out)``.
+    Used by the baselines that meet q once per partner (SJ-JoinFirst, WJ-*)."""
+    if cnt > 0 and mode != PAIRS:
+        if mark[q] != stamp:
+            mark[q] = stamp
+            acc[q] = 0
+            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+        acc[q] += cnt
+    return out_q, out_s, n_out
 
 
 @njit(cache=True, inline="always")
@@ -84,25 +91,55 @@ def emit_marked(q: int, cnt: int, mode: int, acc: np.ndarray,
     return out_q, out_s, n_out
 
 
+@njit(cache=True, inline="always")
+def run_out(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray,
+            xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
+            n_out: int) -> int:
+    """Output of q whose result pairs are the partners at positions ``[a, b)``; new ``n_out``.
+
+    IDENTIFY: q once if the run is not empty. COUNT: q once with its owed pairs in ``acc[q]``.
+    PAIRS: ``(q, slot)`` per owed pair, or ``OVERFLOW`` when the buffers are full.
+    """
+    if a >= b:
+        return n_out
+    if mode == IDENTIFY:
+        out_q[n_out] = q
+        return n_out + 1
+    cnt = 0
+    cap = out_q.shape[0]
+    for i in range(a, b):
+        s = ps[i]
+        if owed_rec(rec, q, s, xseq, dseqs):
+            cnt += 1
+            if mode == PAIRS:
+                if n_out == cap:
+                    return OVERFLOW
+                out_q[n_out] = q
+                out_s[n_out] = s
+                n_out += 1
+    if mode == COUNT and cnt > 0:
+        acc[q] = cnt
+        out_q[n_out] = q
+        n_out += 1
+    return n_out
+
+
 @njit(cache=True)
 def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
-               v: float, own_lo: np.ndarray, own_hi: np.ndarray, oth_lo: np.ndarray,
-               oth_hi: np.ndarray, dseqs: np.ndarray, xseq: int, reg: np.ndarray,
-               snap: np.ndarray, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-               out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+               v: float, rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
+               acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
     """SJ-Vanilla (§4.1): every subscription probes the key's substructure. O(n log m' + k)."""
+    oth = A_LO + C_LO - own
     for i in range(qids.shape[0]):
         q = qids[i]
-        if not (own_lo[q] <= v <= own_hi[q]):
+        if not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
-        a = lower_bound(pv, base, size, oth_lo[q])
-        b = upper_bound(pv, base, size, oth_hi[q])
-        if a >= b:
-            continue
-        cnt, out_q, out_s, n_out = emit_run(q, a, b, ps, dseqs, xseq, reg, snap, mode,
-                                            out_q, out_s, n_out)
-        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out
+        a = lower_bound(pv, base, size, rec[q, oth])
+        b = upper_bound(pv, base, size, rec[q, oth + 1])
+        n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
+        if n_out < 0:
+            return OVERFLOW
+    return n_out
 
 
 @njit(cache=True)
@@ -110,12 +147,12 @@ def sj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, roo
                     lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
                     rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
                     pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                    oth_lo: np.ndarray, oth_hi: np.ndarray, dseqs: np.ndarray, xseq: int,
-                    reg: np.ndarray, snap: np.ndarray, mode: int, mark: np.ndarray, stamp: int,
-                    acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+                    rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
+                    acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
     """SJ-SelectFirst, improved (§4.1): stab an interval tree on the own ranges with ``v``, then
     each of the n' selected subscriptions searches the key's substructure. O(log n + n' log m' + k).
     """
+    oth = A_LO + C_LO - own
     u = root
     while u >= 0:
         c = center[u]
@@ -134,15 +171,13 @@ def sj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, roo
                 if -rkeys[k] < v:
                     break
                 q = rids[k]
-            a = lower_bound(pv, base, size, oth_lo[q])
-            b = upper_bound(pv, base, size, oth_hi[q])
-            if a >= b:
-                continue
-            cnt, out_q, out_s, n_out = emit_run(q, a, b, ps, dseqs, xseq, reg, snap, mode,
-                                                out_q, out_s, n_out)
-            out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+            a = lower_bound(pv, base, size, rec[q, oth])
+            b = upper_bound(pv, base, size, rec[q, oth + 1])
+            n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
+            if n_out < 0:
+                return OVERFLOW
         u = nxt
-    return out_q, out_s, n_out
+    return n_out
 
 
 @njit(cache=True)
@@ -175,48 +210,85 @@ def sj_join_first(F: tuple, pv: np.ndarray, ps: np.ndarray, base: int, size: int
     return out_q, out_s, n_out, hits
 
 
+@njit(cache=True, inline="always")
+def _hit2(lo: np.ndarray, hi: np.ndarray, i: int, v: float, x1: float, x2: float) -> bool:
+    """Box i (dims own, other) contains (v, x1) or (v, x2); a NaN x never matches."""
+    return lo[i, 0] <= v <= hi[i, 0] and ((lo[i, 1] <= x1 <= hi[i, 1])
+                                          or (lo[i, 1] <= x2 <= hi[i, 1]))
+
+
+@njit(cache=True, inline="always")
+def _ssi_out(q: int, olo: float, ohi: float, i: int, pv: np.ndarray, ps: np.ndarray, base: int,
+             end: int, rec: np.ndarray, dseqs: np.ndarray, xseq: int, mode: int,
+             acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+    """Output of an affected q of a group: its pairs are a walk left and right of position i."""
+    if mode == IDENTIFY:
+        out_q[n_out] = q
+        return n_out + 1
+    a = i
+    while a > base and pv[a - 1] >= olo:
+        a -= 1
+    b = i
+    while b < end and pv[b] <= ohi:
+        b += 1
+    return run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
+
+
 @njit(cache=True)
-def sj_ssi(gids: np.ndarray, gpoint: np.ndarray, F: tuple, pv: np.ndarray, ps: np.ndarray,
-           base: int, size: int, v: float, oth_lo: np.ndarray, oth_hi: np.ndarray,
-           dseqs: np.ndarray, xseq: int, reg: np.ndarray, snap: np.ndarray, mode: int,
-           mark: np.ndarray, stamp: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
-           n_out: int, stack: np.ndarray, hits: np.ndarray):
-    """SJ-SSI (§3.2.2): per stabbing group with point p, the partners q1 < p <= q2 closest to p
-    give the two join result points (v, q1), (v, q2); the group's R-tree returns exactly the
-    affected members; each one's pairs are a walk left from q1 and right from q2.
+def sj_ssi(gids: np.ndarray, gpoint: np.ndarray, F: tuple, stack: np.ndarray, pv: np.ndarray,
+           ps: np.ndarray, base: int, size: int, v: float, rec: np.ndarray, dseqs: np.ndarray,
+           xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
+           n_out: int) -> int:
+    """SJ-SSI (§3.2.2): per stabbing group with point p, the partners x1 < p <= x2 closest to p
+    give the two join result points (v, x1), (v, x2); the group's R-tree returns exactly the
+    affected members; each one's pairs are a walk left from x1 and right from x2.
     O(τ (log m' + g(n)) + k).
 
     Every member's other range contains p, so a box contains a join result point iff it
-    contains (v, q1) or (v, q2) (the paper's argument; q1 or q2 missing: that side is empty).
+    contains (v, x1) or (v, x2) (the paper's argument; x1 or x2 missing: NaN, never inside).
+    The two probes of a group are one descent that follows a node when its box contains either
+    point, so a member is met once (no dedupe) and the shared upper levels are read once.
+    Leaves are scanned through the forest's leaf-ordered box copies ``lbox`` (sequential).
     """
-    pt = np.empty(2, dtype=np.float64)
-    pt[0] = v
+    root, dstart, dsize, dids = F[0], F[1], F[2], F[3]
+    nlo, nhi, nfirst, ncount, nleaf = F[4], F[5], F[6], F[7], F[8]
+    lbox, lq, elo, ehi, eq = F[9], F[10], F[11], F[12], F[13]
     end = base + size
     for gi in range(gids.shape[0]):
         g = gids[gi]
         i = lower_bound(pv, base, size, gpoint[g])
-        for side in range(2):
-            j = i - 1 if side == 0 else i
-            if j < base or j >= end:
-                continue
-            pt[1] = pv[j]
-            hits, nh = stab_group(F, g, pt, stack, hits)
-            for h in range(nh):
-                q = hits[h]
-                if mark[q] == stamp:
-                    continue
-                mark[q] = stamp
-                if mode == IDENTIFY:
-                    out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-                    continue
-                lo, hi = oth_lo[q], oth_hi[q]
-                a = i
-                while a > base and pv[a - 1] >= lo:
-                    a -= 1
-                b = i
-                while b < end and pv[b] <= hi:
-                    b += 1
-                cnt, out_q, out_s, n_out = emit_run(q, a, b, ps, dseqs, xseq, reg, snap, mode,
-                                                    out_q, out_s, n_out)
-                out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out, hits
+        x1 = pv[i - 1] if i > base else np.nan
+        x2 = pv[i] if i < end else np.nan
+        r = root[g]
+        if r >= 0 and _hit2(nlo, nhi, r, v, x1, x2):
+            stack[0] = r
+            top = 1
+            while top > 0:
+                top -= 1
+                u = stack[top]
+                f, c = nfirst[u], ncount[u]
+                if nleaf[u]:
+                    for k in range(f, f + c):
+                        if (lbox[k, 0] <= v <= lbox[k, 2]
+                                and ((lbox[k, 1] <= x1 <= lbox[k, 3])
+                                     or (lbox[k, 1] <= x2 <= lbox[k, 3]))):
+                            q = lq[k]
+                            if q >= 0:
+                                n_out = _ssi_out(q, lbox[k, 1], lbox[k, 3], i, pv, ps, base, end,
+                                                 rec, dseqs, xseq, mode, acc, out_q, out_s,
+                                                 n_out)
+                                if n_out < 0:
+                                    return OVERFLOW
+                else:
+                    for ch in range(f, f + c):
+                        if _hit2(nlo, nhi, ch, v, x1, x2):
+                            stack[top] = ch
+                            top += 1
+        for k in range(dstart[g], dstart[g] + dsize[g]):
+            x = dids[k]
+            if _hit2(elo, ehi, x, v, x1, x2):
+                n_out = _ssi_out(eq[x], elo[x, 1], ehi[x, 1], i, pv, ps, base, end, rec, dseqs,
+                                 xseq, mode, acc, out_q, out_s, n_out)
+                if n_out < 0:
+                    return OVERFLOW
+    return n_out

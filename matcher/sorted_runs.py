@@ -86,7 +86,7 @@ def merge_runs(
     return n
 
 
-SAMPLE_EVERY = 64
+SAMPLE_EVERY = 16
 """Every 64th key of the main run is copied into ``main_sample``: a binary search there stays
 in cache and leaves one 512-byte block of the main run to search (see band_kernels)."""
 

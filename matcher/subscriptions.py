@@ -35,6 +35,8 @@ class SubscriptionColumns:
         self.mark = np.zeros(0, dtype=np.int64)
         self.acc = np.zeros(0, dtype=np.int64)
         # band subscriptions' parameters as one 64-byte row each (see band_kernels)
+        # select and window joins fill the same row layout too (select/window kernels), with the
+        # B columns holding the window [0, w] (w = 0 for a select join)
         self.rec = np.zeros((0, 8), dtype=np.float64)
         self.reserve(capacity)
 
@@ -86,6 +88,10 @@ class SubscriptionColumns:
             self.w[sid] = sub.w
         else:
             assert isinstance(sub, SelectJoin)
+        if not isinstance(sub, BandJoin):
+            self.rec[sid] = (0.0, float(sub.w) if isinstance(sub, WindowJoin) else 0.0,
+                             sub.a.lo_f, sub.a.hi_f, sub.c.lo_f, sub.c.hi_f, float(reg),
+                             1.0 if snap else 0.0)
         self.selective[sid] = not (sub.a.unbounded and sub.c.unbounded)
         self.kind[sid] = KIND_CODE[sub.kind]
         self.reg[sid] = reg

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .band_kernels import IDENTIFY, PAIRS, owed, push, record
+from .band_kernels import IDENTIFY, PAIRS, owed, push
 from .rect_index import stab_group
-from .select_kernels import emit_marked, lower_bound, upper_bound
+from .select_kernels import emit_marked, lower_bound, record, upper_bound
 
 
 @njit(cache=True)

@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", dest="json_path", help="write all records as JSON to this path")
     b.add_argument("--plots", dest="plot_dir", default=None,
                    help="write one PNG per figure into this directory")
+    b.add_argument("--markdown", default=None, help="write the tables as Markdown to this path")
     b.set_defaults(func=_run_band)
     from matcher.bench import select, window
 
@@ -35,6 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         k.add_argument("--plots", dest="plot_dir", default=None,
                        help="write one PNG per figure into this directory")
         k.set_defaults(func=fn)
+    from matcher.bench import memory
+
+    m = kinds.add_parser("memory", help="resident memory of mixed subscriptions plus stored "
+                         "tuples (fresh subprocess)")
+    memory.add_arguments(m)
+    m.add_argument("--json", dest="json_path", help="write the result as JSON to this path")
+    m.set_defaults(func=_run_memory)
 
     s = kinds.add_parser("serve", help="load test of the gRPC server (separate processes, loopback)")
     s.add_argument("--subscriptions", default="100000",
@@ -77,6 +85,9 @@ def _run_band(args: argparse.Namespace) -> int:
                   f"affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:8.1f}")
     print("ratios:")
     print(json.dumps(res["ratios"], indent=1))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(band.to_markdown(res))
     sys.stdout.flush()
     return 0
 
@@ -140,5 +151,18 @@ def _run_window(args: argparse.Namespace) -> int:
               f"  m_b {r['m_b']:8.1f}  skyline {r['skyline_points_per_key']:8.1f}")
     print("ratios:")
     print(json.dumps(res["ratios"], indent=1))
+    sys.stdout.flush()
+    return 0
+
+
+def _run_memory(args: argparse.Namespace) -> int:
+    from matcher.bench import memory
+
+    try:
+        cfg = memory.config_from_args(args)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    res = memory.run(cfg, args.json_path)
+    print(memory.format_result(res))
     sys.stdout.flush()
     return 0

@@ -19,11 +19,13 @@ def register(sub: Any) -> None:
     c.add_argument("--retention", type=int, default=None, help="drop tuples older than W - retention")
     c.add_argument("--strategy", action="append", default=[], metavar="KIND=NAME",
                    help="engine strategy for a join kind, e.g. band=BJ-SSI (repeatable)")
-    tsub.add_parser("list", help="list topics")
+    ls = tsub.add_parser("list", help="list topics")
     g = tsub.add_parser("get", help="show one topic")
     g.add_argument("name")
     d = tsub.add_parser("delete", help="delete a topic and its data")
     d.add_argument("name")
+    for action in (c, ls, g, d):  # --target is accepted after the action too
+        action.add_argument("--target", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.set_defaults(func=rpc_errors(run))
 
 

@@ -7,6 +7,9 @@ R.B ~ Uni(0, 10000). Band ranges form ``τ`` clusters with centres evenly spread
 of the clusters is calibrated so that on average about ``--affected`` subscriptions are affected
 per incoming tuple at ``--subscriptions`` (dense S plus the paper's long bands would make
 every band affected and the output 10⁹ pairs per tuple, which measures nothing but the output).
+Fig. 10(i) keeps that half-width for every n and τ(n) = 10..60 as in the paper, except where it
+would affect more than ``--affected`` subscriptions per tuple (n above ``--subscriptions``):
+there the bands are narrowed to keep the affected count at the target.
 
 Per strategy and point we record tuples/s for *identifying* the affected subscriptions (the
 paper's measure: output excluded) and tuples/s *including* generating every result pair, both on
@@ -70,14 +73,17 @@ def clustered_bands(n: int, tau: int, half_width: float, seed: int,
     return lo, hi
 
 
-def calibrate_half_width(c: BandBenchConfig, s_keys: np.ndarray) -> tuple[float, float]:
+def calibrate_half_width(c: BandBenchConfig, s_keys: np.ndarray, n: int | None = None,
+                         tau: int | None = None) -> tuple[float, float]:
     """Half-width giving ≈ ``c.affected`` affected subscriptions per R tuple (bisection)."""
+    n = c.subscriptions if n is None else n
+    tau = c.tau if tau is None else tau
     r_keys = r_arrays(_table_cfg(c), 64, batch=99)[0]
     lo_w, hi_w = 0.0, 200.0
     best = (hi_w, math.inf)
     for _ in range(40):
         mid = (lo_w + hi_w) / 2
-        lo, hi = clustered_bands(c.subscriptions, c.tau, mid, c.seed)
+        lo, hi = clustered_bands(n, tau, mid, c.seed)
         got = mean_affected(lo, hi, r_keys, s_keys)
         if abs(got - c.affected) < abs(best[1] - c.affected):
             best = (mid, got)
@@ -205,10 +211,17 @@ def run(c: BandBenchConfig, json_path: str | None, plot_dir: str | None) -> dict
         "records": [],
     }
     if "10i" in c.figures:
+        r_sample = r_arrays(tcfg, 64, batch=99)[0]
         for n in c.sizes:
             tau = max(1, round(10 + 50 * math.log(n / min(c.sizes)) /
                                math.log(max(c.sizes) / min(c.sizes)))) if len(c.sizes) > 1 else c.tau
-            for row in _throughput_point(c, n, tau, half_width, s, r, prog):
+            # the bands of the base point; where they would affect more than the target per
+            # tuple (larger n), narrower bands keep it at the target ("at most --affected")
+            hw = half_width
+            if mean_affected(*clustered_bands(n, tau, hw, c.seed), r_sample, s[0]) > \
+                    1.05 * c.affected:
+                hw = calibrate_half_width(c, s[0], n, tau)[0]
+            for row in _throughput_point(c, n, tau, hw, s, r, prog):
                 result["records"].append({"figure": "10i", **row})
     if "10ii" in c.figures:
         for tau in c.taus:
@@ -255,6 +268,39 @@ def ratios(records: list[dict[str, Any]], c: BandBenchConfig) -> dict[str, Any]:
         out["maintenance BJ-Hotspot / BJ-MJ (us per update)"] = \
             f11["BJ-Hotspot"]["us_per_update"] / f11["BJ-MJ"]["us_per_update"]
     return out
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    """The records as Markdown tables (one per figure), as pasted into docs/benchmarks.md."""
+    recs = result["records"]
+    names = list(dict.fromkeys(r["strategy"] for r in recs))
+    out: list[str] = []
+    for fig, xkey, xname in (("10i", "subscriptions", "subscriptions"),
+                             ("10ii", "tau_target", "τ")):
+        rows = [r for r in recs if r["figure"] == fig]
+        if not rows:
+            continue
+        for metric, what in (("identify_tuples_per_s", "identifying affected subscriptions"),
+                             ("pairs_tuples_per_s", "including every result pair")):
+            out.append(f"Fig. {fig} — incoming tuples/s, {what}:\n")
+            out.append(f"| {xname} | affected/tuple | " + " | ".join(names) + " |")
+            out.append("|---" * (len(names) + 2) + "|")
+            for x in sorted({r[xkey] for r in rows}):
+                at = {r["strategy"]: r for r in rows if r[xkey] == x}
+                aff = max(at.values(), key=lambda r: r["events_identify"])["affected_per_tuple"]
+                cells = [f"{at[n][metric]:,.0f}" if n in at else "—" for n in names]
+                out.append(f"| {x:,} | {aff:,.0f} | " + " | ".join(cells) + " |")
+            out.append("")
+    f11 = [r for r in recs if r["figure"] == "11"]
+    if f11:
+        out.append("Fig. 11 — µs per subscription update (50/50 insert/delete churn):\n")
+        out.append("| " + " | ".join(r["strategy"] for r in f11) + " |")
+        out.append("|---" * len(f11) + "|")
+        out.append("| " + " | ".join(f"{r['us_per_update']:.2f}" for r in f11) + " |")
+        out.append("")
+    out.append("Ratios:\n")
+    out += [f"- {k}: **{v:.2f}**" for k, v in result["ratios"].items()]
+    return "\n".join(out) + "\n"
 
 
 def plots(result: dict[str, Any], d: Path) -> None:
