@@ -200,10 +200,16 @@ class HotjoinClient:
     # listening
     def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
                cursors: Mapping[int, int] | None = None, from_latest: bool = False,
-               reconnect: bool = True, retry_delay: float = 0.2) -> MatchStream:
-        """An iterator over ``ListenResponse`` messages that resumes after reconnects."""
+               reconnect: bool = True, retry_delay: float = 0.2, batch: bool = False) -> MatchStream:
+        """An iterator over ``ListenResponse`` messages that resumes after reconnects.
+
+        With ``batch`` the server packs matches without pairs into ``MatchBatch`` responses
+        (``WhichOneof("message") == "matches"``; expand them with ``batch_rows``): one gRPC
+        message for thousands of matches instead of one each. Cursors, gaps and resume work the
+        same way.
+        """
         req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
-                               from_latest=from_latest)
+                               from_latest=from_latest, batch=batch)
         return MatchStream(self, req, dict(cursors or {}), reconnect, retry_delay)
 
     def stats(self, topic: str) -> pb.TopicStats:
@@ -266,6 +272,9 @@ class MatchStream:
                             resp = pb.ListenResponse(match=partial)
                             m, partial = partial, None
                         self.cursors[m.subscription_id] = m.seq
+                    elif kind == "matches":
+                        mb = resp.matches
+                        self.cursors.update(zip(mb.subscription_ids, mb.seqs, strict=True))
                     elif kind == "gap":
                         g = resp.gap
                         self.cursors[g.subscription_id] = max(self.cursors.get(g.subscription_id, 0), g.to_seq)
@@ -283,6 +292,21 @@ class MatchStream:
                     raise
                 self.reconnects += 1
                 time.sleep(self.retry_delay)
+
+
+def batch_rows(mb: pb.MatchBatch) -> list[pb.Match]:
+    """The ``Match`` messages a ``MatchBatch`` stands for, in order (convenience, not fast)."""
+    ops = list(mb.ops)
+    out = []
+    for sid, seq, sign, count, k in zip(mb.subscription_ids, mb.seqs, mb.signs, mb.counts, mb.op_index,
+                                        strict=True):
+        o = ops[k]
+        m = pb.Match(subscription_id=sid, seq=seq, sign=sign, count=count, op=o.op,
+                     received_unix_nanos=o.received_unix_nanos)
+        if o.HasField("event"):
+            m.event.CopyFrom(o.event)
+        out.append(m)
+    return out
 
 
 class BatchingPublisher:

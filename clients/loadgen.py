@@ -5,7 +5,11 @@ Paper 004 Table I (``matcher.workload``): stored S tuples with S.B ~ Normal(5000
 ``matcher.bench.band`` (τ clusters of narrow ranges around offsets spread over [−5000, 5000])
 with a half-width calibrated so that an incoming R tuple affects about ``affected``
 subscriptions: a moderate, controllable output instead of every band matching every tuple.
-Select joins use Table I's A/C ranges over integer keys (r.key == s.key).
+Select joins (``matcher.workload.select_ranges_arrays``) use Table I's A/C ranges (midpoints
+Normal(500,000, 150,000) and Uni(0, 1,000,000), lengths Normal(100,000, 20,000)) over integer keys
+(r.key == s.key): R.B ~ Uni(0, K), S.B ~ Normal(K/2, K/10) clipped to [0, K], with the key domain K
+chosen so that an incoming R tuple forms about ``affected`` pairs in expectation
+(``select_key_domain``): E[pairs] = Σ_q P(r.A ∈ A_q)·P(s.C ∈ C_q) · |S| / (K + 1).
 
 Everything is built directly as protobuf messages (``SubscriptionSpec``, ``Event``) so that
 hundreds of thousands of them cost seconds, not minutes.
@@ -41,8 +45,34 @@ class Workload:
     def table(self) -> object:
         from matcher.workload import TableIConfig
 
+        if self.kind == "select":
+            k = select_key_domain(self)
+            return TableIConfig(n_subscriptions=self.subscriptions, s_size=self.stored, integer=True,
+                                seed=self.seed, key_domain=(0.0, k), s_key_mu=k / 2,
+                                s_key_sigma=k / 10)
         return TableIConfig(n_subscriptions=self.subscriptions, s_size=self.stored,
                             integer=self.kind != "band", seed=self.seed)
+
+
+def _coverage(lo: np.ndarray, hi: np.ndarray, v0: float, v1: float) -> np.ndarray:
+    """Fraction of the value domain [v0, v1] (uniform values) inside each range [lo, hi]."""
+    return np.clip(np.minimum(hi, v1) - np.maximum(lo, v0), 0.0, None) / max(v1 - v0, 1e-300)
+
+
+@functools.lru_cache(maxsize=8)
+def select_key_domain(w: Workload) -> float:
+    """Key domain K (integer keys 0..K) giving ≈ ``w.affected`` pairs per incoming R tuple.
+
+    R keys are uniform on 0..K, so an R tuple has |S|/(K+1) partners in expectation, each passing
+    subscription q's C range with probability P(s.C ∈ C_q); the R tuple passes A_q with P(r.A ∈ A_q).
+    """
+    from matcher.workload import TableIConfig, select_ranges_arrays
+
+    base = TableIConfig(n_subscriptions=w.subscriptions, s_size=w.stored, integer=True, seed=w.seed)
+    a_lo, a_hi, c_lo, c_hi = select_ranges_arrays(base)
+    v0, v1 = base.value_domain
+    weight = float(np.sum(_coverage(a_lo, a_hi, v0, v1) * _coverage(c_lo, c_hi, v0, v1)))
+    return float(max(1.0, round(w.stored * weight / max(w.affected, 1e-9) - 1)))
 
 
 def pick_strategy(kind: str = "band") -> dict[str, str]:

@@ -180,19 +180,6 @@ def emit(q: int, cnt: int, mode: int, dedupe: bool, mark: np.ndarray, stamp: int
     return n_out
 
 
-@njit(cache=True, inline="always")
-def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """IDENTIFY/COUNT bookkeeping for one subscription that has ``cnt`` pairs in this run."""
-    if cnt > 0 and mode != PAIRS:
-        if mark[q] != stamp:
-            mark[q] = stamp
-            acc[q] = 0
-            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-        acc[q] += cnt
-    return n_out
-
-
 @njit(cache=True)
 def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int,
            b: float, v: float, dirn: int,

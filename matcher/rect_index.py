@@ -436,6 +436,13 @@ class BoxForest:
         self._pack_groups(np.array([g], dtype=np.int64), ents,
                           np.zeros(ents.shape[0], dtype=np.int64))
 
+    def settle(self) -> None:
+        """Re-pack everything once if any group has delta members: call after a bulk load that
+        arrived member by member (a hotspot tracker's callbacks), so queries scan no deltas.
+        O(n log n)."""
+        if self.groups and int(self.delta.size[list(self.groups)].sum()) > 0:
+            self._compact()
+
     def _compact(self, exclude: int = -1, extra: tuple[int, np.ndarray] | None = None) -> None:
         """Re-pack every group into fresh node/leaf arrays (drops abandoned regions)."""
         gl: list[int] = []

@@ -487,6 +487,7 @@ class Hotspot(SelectStrategy):
         for d, tr in self.trackers.items():
             lo, hi = self._other(d)
             tr.insert_many(qs, lo[qs], hi[qs])
+            self.groups[d].forest.settle()  # promotions arrive member by member
 
     def _remove(self, q: int) -> None:
         for tr in self.trackers.values():

@@ -425,6 +425,7 @@ class Hotspot(WindowStrategy):
         for d, tr in self.trackers.items():
             lo, hi = own_other(self.cols, d)[2:]
             tr.insert_many(qs, lo[qs], hi[qs])
+            self.groups[d].d.settle()  # promotions arrive member by member
 
     def _remove(self, q: int) -> None:
         for tr in self.trackers.values():

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+UNTHROTTLED_PER_PUBLISHER = 40_000  # events/s a publisher pre-generates for when --rate is 0
 TOPIC = "bench"
 
 
@@ -43,7 +44,7 @@ class ServeBenchConfig:
     affected: float = 10.0
     rate: float = 5_000.0
     duration: float = 20.0
-    kind: str = "band"
+    kind: str = "select"
     delivery: str = "affected"
     publishers: int = 2
     batch_size: int = 100
@@ -121,40 +122,50 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
 
     lat: list[int] = []
     with HotjoinClient(target, timeout=None) as hj:
-        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True)
+        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True)
         ready.set()
         import threading
 
         threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True).start()
         n = 0
+        chunks: list[np.ndarray] = []
         try:
             for resp in stream:
-                if resp.WhichOneof("message") == "match":
-                    m = resp.match
-                    lat.append(time.time_ns() - m.received_unix_nanos)
+                kind = resp.WhichOneof("message")
+                if kind == "matches":
+                    now = time.time_ns()
+                    mb = resp.matches
+                    rns = np.array([o.received_unix_nanos for o in mb.ops], dtype=np.int64)
+                    chunks.append(now - rns[np.array(mb.op_index, dtype=np.int64)])
+                    n += len(mb.op_index)
+                    counter.value = n
+                elif kind == "match":
+                    lat.append(time.time_ns() - resp.match.received_unix_nanos)
                     n += 1
                     if n % 1000 == 0:
                         counter.value = n
         except Exception as e:  # noqa: BLE001 - reported through the result file
             print(f"listener: {e}", file=sys.stderr)
         counter.value = n
-    np.save(out_path, np.array(lat, dtype=np.int64))
+    np.save(out_path, np.concatenate([np.array(lat, dtype=np.int64), *chunks]))
 
 
 def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: float, duration: float,
-                    out_path: str, start: Any, counter: Any) -> None:
+                    out_path: str, start: Any, counter: Any, ready: Any = None) -> None:
     """Stream R tuples at ``rate`` events/s (0: unthrottled) for ``duration`` s; record ack latency."""
     from clients.client import HotjoinClient
     from clients.loadgen import Workload, incoming_events
 
     w = Workload(**cfg)
     bs = int(os.environ.get("HOTJOIN_BENCH_BATCH", "100"))
-    n_max = int((rate if rate > 0 else 100_000) * duration * 1.2) + bs
+    n_max = int((rate if rate > 0 else UNTHROTTLED_PER_PUBLISHER) * duration * 1.2) + bs
     batches = list(incoming_events(w, n_max, stream=stream_no, batch=bs))
     acks: list[int] = []
     acked = 0
     with HotjoinClient(target, timeout=None) as hj:
         pub = hj.publisher(TOPIC, batch_size=bs, max_in_flight=int(os.environ.get("HOTJOIN_BENCH_INFLIGHT", "4")))
+        if ready is not None:
+            ready.release()  # events generated: the coordinator starts the clock when all are
         start.wait()
         t0 = time.monotonic()
         sent = 0
@@ -194,7 +205,7 @@ def _progress(msg: str) -> None:
 
 def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | None) -> dict[str, Any]:
     """One load test at ``n_subs`` subscriptions; returns the record."""
-    from clients.client import HotjoinClient
+    from clients.client import HotjoinClient, event, ref
     from clients.commands.demo import free_port, start_server, stop_server
     from clients.loadgen import Workload, pick_strategy, stored_events, subscription_specs
 
@@ -228,6 +239,11 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 for b in stored_events(w, 1000):
                     pub.publish_batch(b)
             rec["store_s"] = round(time.monotonic() - t0, 2)
+            # warm-up (numba kernels of the R side load or compile on first use): publish and
+            # delete a few R tuples before any listener or clock starts
+            warm = [event("R", f"warm-{i}", float(i), 0.0, time=0) for i in range(200)]
+            hj.publish(TOPIC, warm)
+            hj.delete_events(TOPIC, [ref("R", f"warm-{i}") for i in range(200)])
             _progress(f"{n_subs} subscriptions ({rec['subscribe_s']}s), {cfg.stored} stored S tuples "
                       f"({rec['store_s']}s); server RSS {_rss_bytes(proc.pid) / 2**20:.0f} MiB")
             ctx = mp.get_context("spawn")
@@ -240,6 +256,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 lp.start()
                 ready.wait(60)
             counters = [ctx.Value("q", 0) for _ in range(cfg.publishers)]
+            generated = ctx.Semaphore(0)
             outs = [str(work / f"pub-{n_subs}-{k}.npy") for k in range(cfg.publishers)]
             os.environ["HOTJOIN_BENCH_BATCH"] = str(cfg.batch_size)
             os.environ["HOTJOIN_BENCH_INFLIGHT"] = str(cfg.max_in_flight)
@@ -247,10 +264,11 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             for k in range(cfg.publishers):
                 p = ctx.Process(target=_publisher_main,
                                 args=(target, wcfg, k, cfg.rate / cfg.publishers, cfg.duration, outs[k],
-                                      start, counters[k]))
+                                      start, counters[k], generated))
                 p.start()
                 procs.append(p)
-            time.sleep(2.0)  # publishers generate their events before the clock starts
+            for _ in procs:  # publishers generate their events before the clock starts
+                generated.acquire(timeout=600)
             before = _scrape(mport)
             start.set()
             t0 = time.monotonic()

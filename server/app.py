@@ -22,7 +22,7 @@ from matcher import Engine
 from server import metrics
 from server.registry import TopicRegistry
 from server.service import add_services
-from server.topic import COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
+from server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
 
 log = logging.getLogger("hotjoin.server")
 
@@ -50,10 +50,12 @@ class HotjoinServer:
         compact_min_bytes: int = COMPACT_MIN_BYTES,
         compact_ratio: float = COMPACT_RATIO,
         compact_all: bool = False,
+        checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
     ) -> None:
         self.registry = TopicRegistry(
             data_dir, engine_factory, buffer_capacity=buffer_capacity, sync=sync,
             compact_min_bytes=compact_min_bytes, compact_ratio=compact_ratio, compact_all=compact_all,
+            checkpoint_min_ops=checkpoint_min_ops,
         )
         self.host = host
         self._grpc = grpc.server(

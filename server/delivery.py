@@ -1,66 +1,118 @@
-"""Delivery: a bounded buffer per subscription and listeners that drain them (SPEC §4, Listen).
+"""Delivery: per-subscription bounded buffers, kept as columns, and listeners that drain them.
 
 Every message of subscription q is what one operation of the topic changed in q's result; its
 ``seq`` is the topic sequence number of that operation, so seqs are strictly increasing per
-subscription and a listener resumes "after seq n" exactly. A publisher only *appends* to
-buffers (O(1) per message, never waiting for a listener); each buffer keeps the newest
-``capacity`` messages (and at most ``max_pairs`` pairs) and remembers ``lost_upto``, the seq of the
-newest message it had to evict. A listener asking for messages after ``n < lost_upto`` is sent an
-explicit ``Gap(n+1 .. lost_upto)`` and then everything still buffered — nothing is dropped
-silently. Messages are not kept across a server restart: a subscription registered before the
-restart starts with ``lost_upto`` = the restart's seq.
+subscription and a listener resumes "after seq n" exactly.
 
-Listeners are woken through a per-listener dirty set (the subscriptions that got messages since
-its last drain), so a listener of a subscriber with 500,000 subscriptions does work only for the
-ones that changed. Complexity: ``push`` O(listeners of q); ``Listener.next_batch`` O(messages
-returned + dirty subscriptions).
+**Storage.** A publisher appends one ``Chunk`` per durable batch: columns ``sids``, ``seqs``,
+``signs``, ``counts``, ``ops`` (index into the chunk's operation table: op, side, event id,
+received time) and, for PAIRS messages only, the pairs of each row. Nothing is built per message
+in Python on this path. Chunks form one ring per topic, in seq order.
+
+**Per-subscription bounds, exactly as a deque per subscription would keep them.** Subscription
+q's buffer holds its newest ``capacity`` messages and, of PAIRS messages, at most ``max_pairs``
+pairs (the newest message is always kept). Because eviction always removes the oldest, the kept
+messages at any moment are a *suffix* of q's messages, decided by two counters per subscription:
+``total[q]`` (messages ever pushed) and ``ptotal[q]`` (pairs ever pushed); each row remembers its
+ordinal and its pairs-before. A row is kept iff ``ordinal >= total[q] − capacity`` and (it is q's
+newest or ``ptotal[q] − pairs_before <= max_pairs``). A listener asking for messages that are not
+kept gets an explicit ``Gap`` first, never a silent loss. The ring as a whole is bounded too
+(``max_rows`` messages): a chunk leaving it raises ``lost_upto[q]`` of its subscriptions, which is
+also how a restart's lost history is recorded (``lost_upto = boot_seq``).
+
+**Listeners** keep a cursor per subscription (a numpy column, −1 = not listening) and a position
+in the ring. A drain scans the chunks after its position with vectorised masks (attached, seq >
+cursor, kept), so a listener of a subscriber with 500,000 subscriptions pays per message
+delivered, not per subscription. A publisher never waits for a listener. Complexity: ``push``
+O(rows); ``drain`` O(rows scanned + gaps reported).
 
 >>> hub = DeliveryHub(capacity=2, boot_seq=0)
 >>> hub.add_subscription(0, "alice", registered_seq=1)
 >>> for seq in (2, 3, 4):
-...     hub.push_many([(0, Msg(seq, 1, 1))])
+...     hub.push(Chunk.build([(seq, 1, "publish", "R", f"r{seq}", 0, np.array([0]), np.array([1]), None)]))
 >>> lis = hub.listen("alice", [], {}, default_after_seq=0, from_latest=False, current_seq=4)
->>> [type(i).__name__ for i in lis.next_batch(0)]
-['GapItem', 'MatchItem', 'MatchItem', 'CaughtUpItem']
+>>> out = lis.next_batch(0)
+>>> [type(i).__name__ for i in out], out[0].from_seq, out[0].to_seq, out[1].seqs.tolist()
+(['GapItem', 'MatchBlock', 'CaughtUpItem'], 2, 2, [3, 4])
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
 
-class Msg:
-    """One message of one subscription: an operation's effect on its result."""
 
-    __slots__ = ("seq", "sign", "count", "r_ids", "s_ids", "op", "side", "event_id", "received_ns")
+class Chunk:
+    """The messages of one batch of operations, as columns (rows in seq order)."""
 
-    def __init__(
-        self,
-        seq: int,
-        sign: int,
-        count: int,
-        r_ids: np.ndarray | None = None,
-        s_ids: np.ndarray | None = None,
-        op: str = "publish",
-        side: str = "",
-        event_id: str = "",
-        received_ns: int = 0,
-    ) -> None:
-        self.seq, self.sign, self.count = seq, sign, count
-        self.r_ids, self.s_ids = r_ids, s_ids
-        self.op, self.side, self.event_id, self.received_ns = op, side, event_id, received_ns
+    __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pairs", "ords", "pbefore",
+                 "start", "n_pairs")
+
+    def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
+                 ops: np.ndarray, op_table: list[tuple[str, str, str, int]],
+                 pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None) -> None:
+        self.sids, self.seqs, self.signs, self.counts = sids, seqs, signs, counts
+        self.ops, self.op_table, self.pairs = ops, op_table, pairs
+        self.ords = _EMPTY_I64
+        self.pbefore: np.ndarray | None = None
+        self.start = 0
+        self.n_pairs = 0
+
+    def __len__(self) -> int:
+        return int(self.sids.shape[0])
+
+    @staticmethod
+    def build(parts: Sequence[tuple[int, int, str, str, str, int, np.ndarray, np.ndarray,
+                                    dict[int, tuple[np.ndarray, np.ndarray]] | None]]) -> Chunk:
+        """One chunk from per-operation parts ``(seq, sign, op, side, event_id, received_ns,
+        sids, counts, pairs)``: ``counts`` may be signed (its sign then wins over ``sign``);
+        ``pairs`` maps a row of the part to its ``(r_ids, s_ids)`` (PAIRS messages)."""
+        op_table = [(op, side, eid, rns) for (_, _, op, side, eid, rns, _, _, _) in parts]
+        lens = [len(p[6]) for p in parts]
+        n = sum(lens)
+        sids = np.concatenate([p[6] for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
+        counts = np.concatenate([p[7] for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
+        seqs = np.repeat(np.array([p[0] for p in parts], dtype=np.int64), lens)
+        base_sign = np.repeat(np.array([p[1] for p in parts], dtype=np.int8), lens)
+        signs = np.where(counts > 0, 1, np.where(counts < 0, -1, base_sign)).astype(np.int8)
+        ops = np.repeat(np.arange(len(parts), dtype=np.int32), lens)
+        pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+        off = 0
+        for p, ln in zip(parts, lens, strict=True):
+            if p[8]:
+                pairs = pairs or {}
+                for row, pr in p[8].items():
+                    pairs[off + row] = pr
+            off += ln
+        assert off == n
+        return Chunk(sids, seqs, signs, np.abs(counts), ops, op_table, pairs)
 
 
 @dataclass(slots=True)
-class MatchItem:
-    subscription_id: int
-    msg: Msg
+class MatchBlock:
+    """Delivered messages as columns; row i belongs to operation ``op_table[ops[i]]``."""
+
+    sids: np.ndarray
+    seqs: np.ndarray
+    signs: np.ndarray
+    counts: np.ndarray
+    ops: np.ndarray
+    op_table: list[tuple[str, str, str, int]]
+    pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None
+
+    def __len__(self) -> int:
+        return int(self.sids.shape[0])
 
 
 @dataclass(slots=True)
@@ -82,21 +134,15 @@ class CaughtUpItem:
     seq: int
 
 
-Item = MatchItem | GapItem | UnsubscribedItem | CaughtUpItem
+Item = MatchBlock | GapItem | UnsubscribedItem | CaughtUpItem
 
 
-@dataclass(slots=True)
-class _Buffer:
-    """The bounded buffer of one subscription."""
-
-    registered_seq: int
-    subscriber: str
-    lost_upto: int = 0
-    lost_reason: str = ""
-    msgs: deque[Msg] | None = None
-    pairs: int = 0
-    unsubscribed_seq: int = 0
-    listeners: list[Listener] = field(default_factory=list)
+def _grow(a: np.ndarray, n: int, fill: int) -> np.ndarray:
+    if n <= a.shape[0]:
+        return a
+    out = np.full(max(n, 2 * a.shape[0], 1024), fill, dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
 
 
 class DeliveryHub:
@@ -109,79 +155,149 @@ class DeliveryHub:
         boot_seq: int = 0,
         on_gap: Callable[[int], None] | None = None,
         on_deliver: Callable[[list[Item]], None] | None = None,
+        max_rows: int = 2_000_000,
     ) -> None:
         self.capacity = capacity
         self.max_pairs = max_pairs
+        self.max_rows = max_rows
         self.boot_seq = boot_seq
         self._on_gap = on_gap
         self._on_deliver = on_deliver
         self._lock = threading.Lock()
-        self._buffers: dict[int, _Buffer] = {}
+        # per subscription id (columns; ``exists`` false for ids never registered or gone)
+        self._exists = np.zeros(0, dtype=bool)
+        self._registered = np.zeros(0, dtype=np.int64)
+        self._unsub = np.zeros(0, dtype=np.int64)
+        self._lost = np.zeros(0, dtype=np.int64)
+        self._total = np.zeros(0, dtype=np.int64)
+        self._ptotal = np.zeros(0, dtype=np.int64)
+        self._subscriber_of: list[str] = []
+        self._by_subscriber: dict[str, array[int]] = {}
         self._subscriber_listeners: dict[str, list[Listener]] = {}
+        self._ring: list[Chunk] = []
+        self._starts: list[int] = []  # ring[i].start, for the binary search of a drain
+        self._ring_rows = 0
+        self._ring_pairs = 0
+        self._end = 0  # global row index after the last pushed row
+        self._last_seq = boot_seq
         self.listeners: set[Listener] = set()
         self.closed = False
         self.close_code, self.close_message = "", ""
+
+    @property
+    def size(self) -> int:
+        return int(self._exists.shape[0])
+
+    def _ensure(self, n: int) -> None:
+        if n > self._exists.shape[0]:
+            self._exists = _grow(self._exists, n, 0)
+            self._registered = _grow(self._registered, n, 0)
+            self._unsub = _grow(self._unsub, n, 0)
+            self._lost = _grow(self._lost, n, 0)
+            self._total = _grow(self._total, n, 0)
+            self._ptotal = _grow(self._ptotal, n, 0)
 
     # ---- subscriptions ----------------------------------------------------------------------
 
     def add_subscription(self, sid: int, subscriber: str, registered_seq: int) -> None:
         """Create q's buffer and attach the listeners of its subscriber (they see it from now)."""
-        buf = _Buffer(registered_seq, subscriber)
-        if registered_seq <= self.boot_seq:
-            buf.lost_upto = self.boot_seq
-            buf.lost_reason = f"messages before the server restart at seq {self.boot_seq} are not retained"
-        with self._lock:
-            self._buffers[sid] = buf
-            for lis in self._subscriber_listeners.get(subscriber, ()):
-                lis._attach(sid, registered_seq - 1)
-                buf.listeners.append(lis)
+        self.add_subscriptions([(sid, subscriber, registered_seq)])
 
     def add_subscriptions(self, items: Iterable[tuple[int, str, int]]) -> None:
-        for sid, subscriber, seq in items:
-            self.add_subscription(sid, subscriber, seq)
+        with self._lock:
+            for sid, subscriber, registered_seq in items:
+                self._ensure(sid + 1)
+                self._exists[sid] = True
+                self._registered[sid] = registered_seq
+                self._unsub[sid] = 0
+                self._total[sid] = self._ptotal[sid] = 0
+                self._lost[sid] = self.boot_seq if registered_seq <= self.boot_seq else 0
+                if len(self._subscriber_of) <= sid:
+                    self._subscriber_of.extend([""] * (sid + 1 - len(self._subscriber_of)))
+                self._subscriber_of[sid] = subscriber
+                self._by_subscriber.setdefault(subscriber, array("q")).append(sid)
+                for lis in self._subscriber_listeners.get(subscriber, ()):
+                    lis._attach(sid, registered_seq - 1)
 
     def remove_subscription(self, sid: int, seq: int) -> None:
         """Mark q unsubscribed at ``seq``: listeners get an ``Unsubscribed`` after its messages."""
         with self._lock:
-            buf = self._buffers.get(sid)
-            if buf is None:
+            if sid >= self.size or not self._exists[sid]:
                 return
-            buf.unsubscribed_seq = seq
-            for lis in buf.listeners:
-                lis._mark(sid)
-            if not buf.listeners:
-                del self._buffers[sid]
+            self._unsub[sid] = seq
+            attached = False
+            for lis in self.listeners:
+                if lis._attached(sid):
+                    lis.unsub_pending[sid] = seq
+                    lis.wake.set()
+                    attached = True
+            lst = self._by_subscriber.get(self._subscriber_of[sid])
+            if lst is not None:
+                with contextlib.suppress(ValueError):
+                    del lst[lst.index(sid)]
+            if not attached:
+                self._exists[sid] = False
 
     def has(self, sid: int) -> bool:
-        return sid in self._buffers
+        return 0 <= sid < self.size and bool(self._exists[sid])
 
     # ---- publishing side ----------------------------------------------------------------------
 
-    def push_many(self, items: list[tuple[int, Msg]]) -> None:
-        """Append messages (in seq order); evict the oldest beyond the bounds. Never blocks long."""
-        if not items:
+    def push(self, chunk: Chunk) -> None:
+        """Append a chunk (rows in seq order, after every earlier chunk). Never blocks long."""
+        n = len(chunk)
+        if n == 0:
             return
-        cap, max_pairs = self.capacity, self.max_pairs
         with self._lock:
-            buffers = self._buffers
-            for sid, msg in items:
-                buf = buffers.get(sid)
-                if buf is None:
-                    continue
-                msgs = buf.msgs
-                if msgs is None:
-                    msgs = buf.msgs = deque()
-                msgs.append(msg)
-                if msg.r_ids is not None:
-                    buf.pairs += msg.count
-                while len(msgs) > cap or (buf.pairs > max_pairs and len(msgs) > 1):
-                    old = msgs.popleft()
-                    if old.r_ids is not None:
-                        buf.pairs -= old.count
-                    buf.lost_upto = old.seq
-                    buf.lost_reason = "evicted from the subscription's bounded buffer (slow or absent listener)"
-                for lis in buf.listeners:
-                    lis._mark(sid)
+            sids = chunk.sids
+            live = self._exists[sids] if sids.max() < self.size else None
+            if live is None or not live.all():
+                if live is None:
+                    live = np.zeros(n, dtype=bool)
+                    ok = sids < self.size
+                    live[ok] = self._exists[sids[ok]]
+                if not live.any():
+                    return
+                _filter(chunk, live)
+                sids = chunk.sids
+                n = len(chunk)
+            # ordinal of each row among its subscription's messages (rows of one sid in order)
+            order = np.argsort(sids, kind="stable")
+            ss = sids[order]
+            first = np.r_[True, ss[1:] != ss[:-1]]
+            idx = np.arange(n)
+            grp_start = np.maximum.accumulate(np.where(first, idx, 0))
+            rank = np.empty(n, dtype=np.int64)
+            rank[order] = idx - grp_start
+            chunk.ords = self._total[sids] + rank
+            np.add.at(self._total, sids, 1)
+            if chunk.pairs:
+                npairs = np.zeros(n, dtype=np.int64)
+                for row, (r, _s) in chunk.pairs.items():
+                    npairs[row] = len(r)
+                cum = np.cumsum(npairs[order])
+                grp_first_cum = np.maximum.accumulate(np.where(first, cum - npairs[order], 0))
+                before = np.empty(n, dtype=np.int64)
+                before[order] = cum - npairs[order] - grp_first_cum
+                chunk.pbefore = self._ptotal[sids] + before
+                np.add.at(self._ptotal, sids, npairs)
+                chunk.n_pairs = int(npairs.sum())
+            chunk.start = self._end
+            self._end += n
+            self._last_seq = int(chunk.seqs[-1])
+            self._ring.append(chunk)
+            self._starts.append(chunk.start)
+            self._ring_rows += n
+            self._ring_pairs += chunk.n_pairs
+            while len(self._ring) > 1 and (self._ring_rows > self.max_rows
+                                           or self._ring_pairs > self.max_pairs * 64):
+                old = self._ring.pop(0)
+                self._starts.pop(0)
+                self._ring_rows -= len(old)
+                self._ring_pairs -= old.n_pairs
+                np.maximum.at(self._lost, old.sids, old.seqs)
+            for lis in self.listeners:
+                lis.wake.set()
 
     def close(self, code: str = "NOT_FOUND", message: str = "the topic was deleted") -> None:
         """The topic is gone or the server stops: end every listener with this status."""
@@ -210,85 +326,139 @@ class DeliveryHub:
         with self._lock:
             wanted = set(subscription_ids)
             for sid in wanted:
-                if sid not in self._buffers:
+                if not self.has(sid):
                     raise KeyError(sid)
             if subscriber:
-                wanted.update(s for s, b in self._buffers.items() if b.subscriber == subscriber)
+                wanted.update(self._by_subscriber.get(subscriber, ()))
                 self._subscriber_listeners.setdefault(subscriber, []).append(lis)
             start = current_seq if from_latest else default_after_seq
+            lis.cur = np.full(max(self.size, 1), -1, dtype=np.int64)
+            low = current_seq
             for sid in wanted:
-                buf = self._buffers[sid]
-                lis._attach(sid, cursors.get(sid, start))
-                buf.listeners.append(lis)
+                c = cursors.get(sid, start)
+                lis.cur[sid] = c
+                low = min(low, c)
+                if self._unsub[sid]:
+                    lis.unsub_pending[sid] = int(self._unsub[sid])
+            # scan the ring from its start only when some cursor is behind the newest message
+            lis.pos = self._ring[0].start if self._ring and low < self._last_seq else self._end
             self.listeners.add(lis)
+            lis.wake.set()
         return lis
 
     def _detach(self, lis: Listener) -> None:
         with self._lock:
             self.listeners.discard(lis)
-            if lis.subscriber in self._subscriber_listeners:
-                lst = self._subscriber_listeners[lis.subscriber]
+            lst = self._subscriber_listeners.get(lis.subscriber)
+            if lst is not None:
                 if lis in lst:
                     lst.remove(lis)
                 if not lst:
                     del self._subscriber_listeners[lis.subscriber]
-            for sid in list(lis.cursors):
-                buf = self._buffers.get(sid)
-                if buf is not None and lis in buf.listeners:
-                    buf.listeners.remove(lis)
-                    if buf.unsubscribed_seq and not buf.listeners:
-                        del self._buffers[sid]
+            for sid in lis.unsub_pending:
+                if not any(other._attached(sid) for other in self.listeners):
+                    self._exists[sid] = False
+
+    def _reason(self, to_seq: int) -> str:
+        if to_seq <= self.boot_seq:
+            return f"messages before the server restart at seq {self.boot_seq} are not retained"
+        return EVICTED
 
     def _drain(self, lis: Listener) -> list[Item]:
-        """Take up to ``lis.max_batch`` messages of its dirty subscriptions, in seq order."""
+        """Take up to ``lis.max_batch`` messages after the listener's cursors, in ring order."""
         out: list[Item] = []
-        budget = lis.max_batch
-        gaps = 0
+        gap: dict[int, list[int]] = {}  # sid -> [from, to]: one Gap per subscription and drain
+        blocks: list[Item] = []
         with self._lock:
             if self.closed:
                 lis.closed = True
                 return out
-            pending = lis.pending
-            while pending and budget > 0:
-                sid = pending.pop()
-                buf = self._buffers.get(sid)
-                if buf is None:
-                    lis.cursors.pop(sid, None)
+            lis.wake.clear()
+            if lis.cur.shape[0] < self.size:
+                lis.cur = _grow(lis.cur, self.size, -1)
+            cur = lis.cur
+            ring_start = self._ring[0].start if self._ring else self._end
+            if not lis.checked or lis.pos < ring_start:
+                # first drain, or the listener fell behind the ring: report every lost range
+                att = np.flatnonzero(cur[: self.size] >= 0)
+                lost = self._lost[att]
+                behind = att[lost > cur[att]]
+                for sid in behind.tolist():
+                    lo = max(int(cur[sid]) + 1, int(self._registered[sid]))
+                    hi = int(self._lost[sid])
+                    if lo <= hi:
+                        gap[sid] = [lo, hi]
+                    cur[sid] = hi
+                lis.checked = True
+                lis.pos = max(lis.pos, ring_start)
+            budget = lis.max_batch
+            cap, max_pairs = self.capacity, self.max_pairs
+            total, ptotal = self._total, self._ptotal
+            first = max(bisect.bisect_right(self._starts, lis.pos) - 1, 0)
+            for i in range(first, len(self._ring)):
+                ch = self._ring[i]
+                end = ch.start + ch.sids.shape[0]
+                if end <= lis.pos:
                     continue
-                cur = lis.cursors.get(sid, 0)
-                if cur < buf.lost_upto:
-                    lo = max(cur + 1, buf.registered_seq)
-                    if lo <= buf.lost_upto:
-                        out.append(GapItem(sid, lo, buf.lost_upto, buf.lost_reason))
-                        gaps += 1
-                    cur = buf.lost_upto
-                taken: list[Msg] = []
-                if buf.msgs:
-                    for m in reversed(buf.msgs):
-                        if m.seq <= cur:
-                            break
-                        taken.append(m)
-                    taken.reverse()
-                if len(taken) > budget:
-                    taken = taken[:budget]
-                    pending.add(sid)
-                budget -= len(taken)
-                out.extend(MatchItem(sid, m) for m in taken)
-                if taken:
-                    cur = taken[-1].seq
-                lis.cursors[sid] = cur
-                if buf.unsubscribed_seq and sid not in pending:
-                    out.append(UnsubscribedItem(sid, buf.unsubscribed_seq))
-                    lis.cursors.pop(sid, None)
-                    buf.listeners.remove(lis)
-                    if not buf.listeners:
-                        del self._buffers[sid]
-            if not pending:
-                lis.wake.clear()
-        out.sort(key=_item_seq)
+                if budget <= 0:
+                    break
+                lo = lis.pos - ch.start
+                sids = ch.sids[lo:]
+                seqs = ch.seqs[lo:]
+                c = cur[sids]
+                m = (c >= 0) & (seqs > c)
+                if m.any():
+                    keep = ch.ords[lo:] >= total[sids] - cap
+                    if ch.pbefore is not None:
+                        newest = ch.ords[lo:] == total[sids] - 1
+                        keep &= newest | (ptotal[sids] - ch.pbefore[lo:] <= max_pairs)
+                    lost_rows = np.flatnonzero(m & ~keep)
+                    if lost_rows.size:
+                        for r in lost_rows.tolist():  # seq order
+                            sid = int(sids[r])
+                            seq = int(seqs[r])
+                            g = gap.get(sid)
+                            if g is None:
+                                gap[sid] = [max(int(cur[sid]) + 1, int(self._registered[sid])), seq]
+                            else:
+                                g[1] = max(g[1], seq)
+                            cur[sid] = max(int(cur[sid]), seq)
+                    rows = np.flatnonzero(m & keep)
+                    if rows.size > budget:
+                        rows = rows[:budget]
+                        lis.pos = ch.start + lo + int(rows[-1]) + 1
+                    else:
+                        lis.pos = end
+                    if rows.size:
+                        budget -= rows.size
+                        abs_rows = rows + lo
+                        rs = ch.sids[abs_rows]
+                        rq = ch.seqs[abs_rows]
+                        np.maximum.at(cur, rs, rq)
+                        pairs = None
+                        if ch.pairs:
+                            pairs = {i: ch.pairs[r] for i, r in enumerate(abs_rows.tolist()) if r in ch.pairs}
+                        blocks.append(MatchBlock(rs, rq, ch.signs[abs_rows], ch.counts[abs_rows],
+                                              ch.ops[abs_rows], ch.op_table, pairs or None))
+                else:
+                    lis.pos = end
+            # a subscription's gap precedes its messages (evicted rows are older than kept ones)
+            out = [GapItem(sid, lo, hi, self._reason(hi)) for sid, (lo, hi) in gap.items()]
+            gaps = len(out)
+            out += blocks
+            at_end = lis.pos >= self._end
+            if at_end and lis.unsub_pending:
+                for sid, seq in list(lis.unsub_pending.items()):
+                    out.append(UnsubscribedItem(sid, seq))
+                    cur[sid] = -1
+                    del lis.unsub_pending[sid]
+                    if not any(o._attached(sid) for o in self.listeners):
+                        self._exists[sid] = False
+            if not at_end:
+                lis.wake.set()
         if gaps and self._on_gap is not None:
             self._on_gap(gaps)
-        if not lis.caught_up and not lis.pending:
+        if not lis.caught_up and at_end:
             lis.caught_up = True
             out.append(CaughtUpItem(lis.start_seq))
         if out and self._on_deliver is not None:
@@ -296,40 +466,44 @@ class DeliveryHub:
         return out
 
 
-def _item_seq(item: Item) -> int:
-    if isinstance(item, MatchItem):
-        return item.msg.seq
-    if isinstance(item, GapItem):
-        return item.from_seq
-    return item.seq
+def _filter(chunk: Chunk, keep: np.ndarray) -> None:
+    """Drop the rows of subscriptions that are gone (``keep`` false)."""
+    idx = np.flatnonzero(keep)
+    if chunk.pairs:
+        remap = {int(old): new for new, old in enumerate(idx.tolist())}
+        chunk.pairs = {remap[r]: p for r, p in chunk.pairs.items() if r in remap} or None
+    chunk.sids, chunk.seqs = chunk.sids[idx], chunk.seqs[idx]
+    chunk.signs, chunk.counts, chunk.ops = chunk.signs[idx], chunk.counts[idx], chunk.ops[idx]
 
 
 class Listener:
-    """One Listen stream's view of its subscriptions: cursors and a dirty set."""
+    """One Listen stream's view of its subscriptions: cursors (a column) and a ring position."""
 
     def __init__(self, hub: DeliveryHub, subscriber: str, start_seq: int, max_batch: int) -> None:
         self.hub = hub
         self.subscriber = subscriber
         self.start_seq = start_seq
         self.max_batch = max_batch
-        self.cursors: dict[int, int] = {}
-        self.pending: set[int] = set()
+        self.cur = np.zeros(0, dtype=np.int64)
+        self.pos = 0
+        self.checked = False
+        self.unsub_pending: dict[int, int] = {}
         self.wake = threading.Event()
         self.closed = False
         self.caught_up = False
 
-    def _attach(self, sid: int, cursor: int) -> None:
-        self.cursors[sid] = cursor
-        self.pending.add(sid)
-        self.wake.set()
+    def _attached(self, sid: int) -> bool:
+        return sid < self.cur.shape[0] and self.cur[sid] >= 0
 
-    def _mark(self, sid: int) -> None:
-        self.pending.add(sid)
+    def _attach(self, sid: int, cursor: int) -> None:
+        if self.cur.shape[0] <= sid:
+            self.cur = _grow(self.cur, sid + 1, -1)
+        self.cur[sid] = cursor
         self.wake.set()
 
     def next_batch(self, timeout: float) -> list[Item]:
         """Wait up to ``timeout`` s for messages and return them (empty on timeout or close)."""
-        if not self.pending and not self.wake.wait(timeout):
+        if not self.wake.wait(timeout):
             return []
         if self.closed:
             return []
@@ -339,6 +513,23 @@ class Listener:
         """Detach from the hub (the stream ended)."""
         self.closed = True
         self.hub._detach(self)
+
+
+def observe_many(hist: Any, values: np.ndarray) -> None:
+    """``hist.observe(v)`` for every v, in O(buckets) Python calls (prometheus-client Histogram)."""
+    if values.size == 0:
+        return
+    bounds = getattr(hist, "_upper_bounds", None)
+    buckets = getattr(hist, "_buckets", None)
+    if bounds is None or buckets is None:
+        for v in values.tolist():
+            hist.observe(v)
+        return
+    idx = np.searchsorted(np.asarray(bounds, dtype=np.float64), values, side="left")
+    for i, c in enumerate(np.bincount(idx, minlength=len(bounds)).tolist()):
+        if c:
+            buckets[i].inc(c)
+    hist._sum.inc(float(values.sum()))
 
 
 def now_ns() -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,12 +40,15 @@ def _read(path: Path) -> tuple[bytes, int]:
     return data, len(MAGIC) if data.startswith(MAGIC) else 0
 
 
-def iter_frames(path: Path) -> Iterator[tuple[int, bytes]]:
+def iter_frames(path: Path, start: int | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(end_offset, payload)`` for every intact frame, stopping at the first bad one.
 
     The snapshot header of a compacted log is yielded too (it is the first frame after MAGIC).
+    ``start``: begin at this byte offset (a frame boundary) instead of the first frame.
     """
     data, pos = _read(path)
+    if start is not None:
+        pos = start
     n = len(data)
     while pos + _HEADER.size <= n:
         length, crc = _HEADER.unpack_from(data, pos)
@@ -84,9 +88,19 @@ def read_log(path: Path) -> tuple[dict[str, Any] | None, Iterator[pb.LogBatch]]:
     return header, batches()
 
 
-def read_batches(path: Path) -> Iterator[pb.LogBatch]:
-    """Decode every intact ``LogBatch`` of the log at ``path`` (a snapshot's ops included)."""
-    return read_log(path)[1]
+def read_batches(path: Path, start: int | None = None) -> Iterator[pb.LogBatch]:
+    """Decode every intact ``LogBatch`` of the log at ``path`` (a snapshot's ops included), or
+    only those from byte offset ``start`` on."""
+    if start is None:
+        return read_log(path)[1]
+
+    def batches() -> Iterator[pb.LogBatch]:
+        for _, payload in iter_frames(path, start):
+            batch = pb.LogBatch()
+            batch.ParseFromString(payload)
+            yield batch
+
+    return batches()
 
 
 def frame(payload: bytes) -> bytes:
@@ -97,8 +111,12 @@ def frame(payload: bytes) -> bytes:
 class OpLog:
     """The log file of one topic, opened for appending after truncating any torn tail.
 
-    ``append`` returns only once the frame is on disk (``fdatasync``), which is what lets the
-    server acknowledge a publish batch as durable.
+    **Group commit.** ``write`` appends a frame without syncing and returns a *token* (bytes
+    written so far, counted across reopenings); ``sync_upto(token)`` returns once that frame is on
+    disk. The first caller to arrive runs one ``fdatasync`` that covers every frame written before
+    it started, so concurrent publish streams share syncs: a caller whose frame was covered by
+    someone else's sync returns at once. ``append`` = ``write`` + ``sync_upto`` (one frame, durable
+    on return), which is what lets the server acknowledge a batch as durable.
     """
 
     def __init__(self, path: Path, sync: bool = True, trusted_size: int | None = None) -> None:
@@ -118,6 +136,10 @@ class OpLog:
                     os.fsync(f.fileno())
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = good
+        self.written = 0  # bytes written through this object (tokens), durable or not
+        self.durable = 0  # bytes known to be on disk
+        self.syncs = 0
+        self.sync_lock = threading.Lock()
         if good == 0:
             _fsync_dir(path.parent)
 
@@ -127,10 +149,38 @@ class OpLog:
 
     def append_frame(self, data: bytes) -> None:
         """Write already framed bytes and sync them."""
+        self.sync_upto(self.write(data))
+
+    def write(self, data: bytes) -> int:
+        """Append framed bytes without syncing (callers serialise writes); returns the token."""
         write_all(self._fd, data)
-        if self.sync:
-            os.fdatasync(self._fd)
         self.size += len(data)
+        self.written += len(data)
+        return self.written
+
+    def sync_upto(self, token: int) -> None:
+        """Return once every byte up to ``token`` is durable (group commit, see the class)."""
+        if self.durable >= token:
+            return
+        with self.sync_lock:
+            if self.durable >= token:
+                return
+            target = self.written
+            if self.sync:
+                os.fdatasync(self._fd)
+                self.syncs += 1
+            self.durable = target
+
+    def reopen(self, path: Path, size: int) -> None:
+        """Switch to a replacement file already synced with everything written (compaction).
+
+        Call with ``sync_lock`` held and writes stopped; tokens keep counting across the switch.
+        """
+        os.close(self._fd)
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self.size = size
+        self.durable = self.written
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -92,6 +92,16 @@ LOG_SYNC = Histogram(
 COMPACTIONS = Counter(
     "hotjoin_log_compactions_total", "Log compactions completed.", ["topic"], registry=REGISTRY
 )
+CHECKPOINTS = Counter(
+    "hotjoin_checkpoints_total", "Topic checkpoints written.", ["topic"], registry=REGISTRY
+)
+CHECKPOINT_DURATION = Histogram(
+    "hotjoin_checkpoint_duration_seconds",
+    "Time to write a topic checkpoint (fork to file renamed, in the background).",
+    ["topic"],
+    buckets=(0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0),
+    registry=REGISTRY,
+)
 COMPACTION_DURATION = Histogram(
     "hotjoin_log_compaction_duration_seconds",
     "Time to compact a topic's log (snapshot, copy of the tail, rename).",
@@ -149,7 +159,7 @@ def forget_topic(topic: str) -> None:
     """Drop the labelled children of a deleted topic."""
     for metric in (EVENTS_PUBLISHED, EVENTS_DELETED, MATCHES, MESSAGES, DELIVERIES, GAPS,
                    PUBLISH_TO_MATCH, PUBLISH_TO_DELIVERY, PUBLISH_DURATION, LOG_SYNC, COMPACTIONS,
-                   COMPACTION_DURATION):
+                   COMPACTION_DURATION, CHECKPOINTS, CHECKPOINT_DURATION):
         with contextlib.suppress(KeyError):
             metric.remove(topic)
     for metric2, labels in ((EVENTS_REJECTED, ("late", "duplicate", "invalid", "not_found")),

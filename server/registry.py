@@ -22,7 +22,7 @@ from matcher import Engine
 from server import metrics
 from server.errors import AlreadyExists, InvalidArgument, NotFound
 from server.log import _fsync_dir
-from server.topic import COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory, Topic
+from server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory, Topic
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 KINDS = ("select", "band", "window")
@@ -51,8 +51,10 @@ class TopicRegistry:
         compact_min_bytes: int = COMPACT_MIN_BYTES,
         compact_ratio: float = COMPACT_RATIO,
         compact_all: bool = False,
+        checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
     ) -> None:
         self.data_dir = data_dir
+        self.checkpoint_min_ops = checkpoint_min_ops
         self.compact_all = compact_all
         self.compact_min_bytes = compact_min_bytes
         self.compact_ratio = compact_ratio
@@ -85,6 +87,7 @@ class TopicRegistry:
             self.compact_min_bytes,
             self.compact_ratio,
             self.compact_all,
+            self.checkpoint_min_ops,
         )
 
     def create(

@@ -7,14 +7,17 @@ No ordering, durability or delivery logic lives here (that is ``server/topic.py`
 from __future__ import annotations
 
 import functools
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import grpc
+import numpy as np
 
 from server.convert import SIDE_TO_PB
-from server.delivery import CaughtUpItem, GapItem, Item, MatchItem, UnsubscribedItem
+from server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
 from server.errors import InvalidArgument, ServiceError
 from server.pb import hotjoin_pb2 as pb
 from server.pb import hotjoin_pb2_grpc as rpc
@@ -22,6 +25,7 @@ from server.registry import TopicRegistry
 from server.topic import Status, Topic
 
 PAIRS_PER_MESSAGE = 10_000
+PUBLISH_PIPELINE = 4  # batches of one stream applied ahead of their acknowledgement
 LISTEN_POLL_SECONDS = 0.5
 
 _STATUS = {
@@ -73,27 +77,18 @@ def encode_statuses(statuses: list[Status]) -> list[pb.EventStatus]:
     return [pb.EventStatus(code=_STATUS[s.code], id=s.id, seq=s.seq, reason=s.reason) for s in statuses]
 
 
-def encode_items(items: Iterable[Item]) -> Iterator[pb.ListenResponse]:
-    """Listen messages of delivery items; PAIRS messages are split into parts (``more``)."""
+def encode_items(items: Iterable[Item], batch: bool = False) -> Iterator[pb.ListenResponse]:
+    """Listen messages of delivery items; PAIRS messages are split into parts (``more``).
+
+    With ``batch`` the messages without pairs of a ``MatchBlock`` go out as one ``MatchBatch``
+    (columns filled by C-level ``extend``, no Python object per match).
+    """
     for it in items:
-        if isinstance(it, MatchItem):
-            m = it.msg
-            base = dict(
-                subscription_id=it.subscription_id, seq=m.seq, sign=m.sign, count=m.count, op=m.op,
-                received_unix_nanos=m.received_ns,
-            )
-            ref = pb.EventRef(side=SIDE_TO_PB[m.side], id=m.event_id) if m.side else None
-            if m.r_ids is None:
-                yield pb.ListenResponse(match=pb.Match(event=ref, **base))
-                continue
-            n = len(m.r_ids)
-            r_ids, s_ids = m.r_ids.tolist(), m.s_ids.tolist()  # type: ignore[union-attr]
-            for start in range(0, max(n, 1), PAIRS_PER_MESSAGE):
-                end = min(n, start + PAIRS_PER_MESSAGE)
-                pairs = [pb.Pair(r_id=r, s_id=s) for r, s in zip(r_ids[start:end], s_ids[start:end], strict=True)]
-                yield pb.ListenResponse(
-                    match=pb.Match(event=ref, pairs=pairs, more=end < n, **base)
-                )
+        if isinstance(it, MatchBlock):
+            if batch and not it.pairs:
+                yield _match_batch(it)
+            else:
+                yield from _block_messages(it, batch)
         elif isinstance(it, GapItem):
             yield pb.ListenResponse(
                 gap=pb.Gap(subscription_id=it.subscription_id, from_seq=it.from_seq, to_seq=it.to_seq, reason=it.reason)
@@ -102,6 +97,60 @@ def encode_items(items: Iterable[Item]) -> Iterator[pb.ListenResponse]:
             yield pb.ListenResponse(unsubscribed=pb.Unsubscribed(subscription_id=it.subscription_id, seq=it.seq))
         elif isinstance(it, CaughtUpItem):
             yield pb.ListenResponse(caught_up=pb.CaughtUp(seq=it.seq))
+
+
+def _match_batch(b: MatchBlock) -> pb.ListenResponse:
+    used, op_index = np.unique(b.ops, return_inverse=True)
+    mb = pb.MatchBatch()
+    mb.subscription_ids.extend(b.sids.tolist())
+    mb.seqs.extend(b.seqs.tolist())
+    mb.signs.extend(b.signs.tolist())
+    mb.counts.extend(b.counts.tolist())
+    mb.op_index.extend(op_index.tolist())
+    table = b.op_table
+    for k in used.tolist():
+        op, side, eid, rns = table[k]
+        o = mb.ops.add(op=op, received_unix_nanos=rns)
+        if side:
+            o.event.side, o.event.id = SIDE_TO_PB[side], eid
+    return pb.ListenResponse(matches=mb)
+
+
+def _block_messages(b: MatchBlock, batch: bool) -> Iterator[pb.ListenResponse]:
+    """One ``Match`` per row (rows with pairs split into parts); in batch mode the runs of rows
+    without pairs between them still go out as ``MatchBatch`` messages."""
+    pairs = b.pairs or {}
+    run: list[int] = []
+
+    def flush() -> Iterator[pb.ListenResponse]:
+        if run:
+            idx = np.array(run, dtype=np.int64)
+            yield _match_batch(MatchBlock(b.sids[idx], b.seqs[idx], b.signs[idx], b.counts[idx],
+                                          b.ops[idx], b.op_table, None))
+            run.clear()
+
+    sids, seqs, signs, counts, ops = (b.sids.tolist(), b.seqs.tolist(), b.signs.tolist(),
+                                      b.counts.tolist(), b.ops.tolist())
+    for i in range(len(sids)):
+        pr = pairs.get(i)
+        if batch and pr is None:
+            run.append(i)
+            continue
+        yield from flush()
+        op, side, eid, rns = b.op_table[ops[i]]
+        base = dict(subscription_id=sids[i], seq=seqs[i], sign=signs[i], count=counts[i], op=op,
+                    received_unix_nanos=rns)
+        ref = pb.EventRef(side=SIDE_TO_PB[side], id=eid) if side else None
+        if pr is None:
+            yield pb.ListenResponse(match=pb.Match(event=ref, **base))
+            continue
+        n = len(pr[0])
+        r_ids, s_ids = pr[0].tolist(), pr[1].tolist()
+        for start in range(0, max(n, 1), PAIRS_PER_MESSAGE):
+            end = min(n, start + PAIRS_PER_MESSAGE)
+            pairs_pb = [pb.Pair(r_id=r, s_id=s) for r, s in zip(r_ids[start:end], s_ids[start:end], strict=True)]
+            yield pb.ListenResponse(match=pb.Match(event=ref, pairs=pairs_pb, more=end < n, **base))
+    yield from flush()
 
 
 class TopicService(rpc.TopicServiceServicer):
@@ -192,11 +241,7 @@ class PublishService(rpc.PublishServiceServicer):
         self.registry = registry
 
     def _publish(self, topic: Topic, events: Any) -> pb.PublishResponse:
-        statuses = topic.publish(events, time.time_ns())
-        ok = sum(1 for s in statuses if s.code == "ok")
-        return pb.PublishResponse(
-            statuses=encode_statuses(statuses), accepted=ok, rejected=len(statuses) - ok
-        )
+        return _response(topic.publish(events, time.time_ns()))
 
     @_unary
     def Publish(self, request: pb.PublishRequest, context: grpc.ServicerContext) -> pb.PublishResponse:
@@ -206,18 +251,71 @@ class PublishService(rpc.PublishServiceServicer):
     def PublishStream(
         self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
     ) -> Iterator[pb.PublishResponse]:
-        topic: Topic | None = None
-        for req in request_iterator:
-            if topic is None:
-                topic = self.registry.get(req.topic)
-            elif req.topic and req.topic != topic.name:
-                raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
-            yield self._publish(topic, req.events)
+        # A reader thread applies batch k+1 (engine + log write) while batch k waits for its
+        # sync; acknowledgements still go out in request order, each once its batch is durable.
+        done: queue.Queue[Any] = queue.Queue(maxsize=PUBLISH_PIPELINE)
+        stop = threading.Event()
+
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    done.put(item, timeout=0.2)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def reader() -> None:
+            topic: Topic | None = None
+            try:
+                for req in request_iterator:
+                    if stop.is_set():
+                        return
+                    if topic is None:
+                        topic = self.registry.get(req.topic)
+                    elif req.topic and req.topic != topic.name:
+                        raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
+                    received = time.time_ns()
+                    statuses, token = topic.publish_begin(req.events, received)
+                    if not put((topic, statuses, token, received)):
+                        topic.commit(token)  # the stream is gone: still sync and deliver
+                        return
+                put(None)
+            except BaseException as e:  # noqa: BLE001 - handed to the responding thread
+                put(e)
+
+        context.add_callback(stop.set)
+        threading.Thread(target=reader, name="hotjoin-publish-reader", daemon=True).start()
+        try:
+            while True:
+                item = done.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                topic, statuses, token, received = item
+                topic.commit(token)
+                topic.observe_publish(received)
+                yield _response(statuses)
+        finally:
+            stop.set()
+            while True:  # batches applied but not acknowledged: still sync and deliver them
+                try:
+                    item = done.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, tuple):
+                    item[0].commit(item[2])
 
     @_unary
     def DeleteEvents(self, request: pb.DeleteEventsRequest, context: grpc.ServicerContext) -> pb.DeleteEventsResponse:
         topic = self.registry.get(request.topic)
         return pb.DeleteEventsResponse(statuses=encode_statuses(topic.delete(request.events, time.time_ns())))
+
+
+def _response(statuses: list[Status]) -> pb.PublishResponse:
+    ok = sum(1 for s in statuses if s.code == "ok")
+    return pb.PublishResponse(statuses=encode_statuses(statuses), accepted=ok, rejected=len(statuses) - ok)
 
 
 class ListenService(rpc.ListenServiceServicer):
@@ -238,7 +336,7 @@ class ListenService(rpc.ListenServiceServicer):
                 items = lis.next_batch(LISTEN_POLL_SECONDS)
                 if lis.closed:
                     context.abort(grpc.StatusCode[topic.hub.close_code or "UNAVAILABLE"], topic.hub.close_message)
-                yield from encode_items(items)
+                yield from encode_items(items, request.batch)
         finally:
             lis.close()
 

@@ -13,7 +13,9 @@ def test_bench_select_quick(tmp_path: Path) -> None:
     assert main(["bench", "select", "--quick", "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     figs = {r["figure"] for r in res["records"]}
-    assert figs == {"7i", "7ii", "8i", "8ii", "9"}
+    assert figs == {"7i", "7i-ssi", "7ii", "8i", "8ii", "9"}
+    assert any("side by side" in k for k in res["ratios"])
+    figs.discard("7i-ssi")  # identify only
     assert all(r["identify_tuples_per_s"] > 0 for r in res["records"])
     # every strategy found the same number of result pairs on the same tuples
     for fig in figs:

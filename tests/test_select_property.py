@@ -57,6 +57,11 @@ def _param(strategy: Any, options: Any, id: str, hot: bool) -> Any:
 CONFIGS = [
     *[_param({"select": n}, None, n, n == "SJ-Hotspot") for n in SELECT_STRATEGY_NAMES],
     _param({"select": "SJ-Hotspot"}, HOTSPOT_OPTIONS, "SJ-Hotspot-alpha0.2", True),
+    # the scattered part always by SJ-SSI / always by SJ-SelectFirst (per-tuple choice forced)
+    _param({"select": "SJ-Hotspot"}, {**HOTSPOT_OPTIONS, "scattered_sf_cost": 1e18},
+           "SJ-Hotspot-scattered-SSI", True),
+    _param({"select": "SJ-Hotspot"}, {**HOTSPOT_OPTIONS, "scattered_sf_cost": 0.0},
+           "SJ-Hotspot-scattered-SF", True),
     _param({"select": "SJ-SSI"}, {"epsilon": 0.25}, "SJ-SSI-eps0.25", False),
 ]
 

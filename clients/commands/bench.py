@@ -22,6 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write one PNG per figure into this directory")
     b.add_argument("--markdown", default=None, help="write the tables as Markdown to this path")
     b.set_defaults(func=_run_band)
+    st = kinds.add_parser("storage", help="µs per key insert: sorted array, SortedList, SortedRuns")
+    st.add_argument("--sizes", default="100000,1000000")
+    st.add_argument("--inserts", type=int, default=3000)
+    st.add_argument("--json", dest="json_path", default=None)
+    st.set_defaults(func=_run_storage)
     from matcher.bench import select, window
 
     for name, mod, helptext, fn in (
@@ -65,6 +70,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
     s.add_argument("--plots", dest="plot_dir", default=None, help="write latency CDF PNGs here")
     s.set_defaults(func=_run_serve)
+
+
+def _run_storage(args: argparse.Namespace) -> int:
+    from matcher.bench import storage
+    from matcher.bench.common import write_json
+
+    try:
+        sizes = tuple(int(x) for x in args.sizes.split(",") if x)
+    except ValueError:
+        raise CliError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
+    res = storage.run(sizes, args.inserts)
+    for r in res["records"]:
+        print(f"{r['keys']:>9,} keys: single sorted array {r['single_sorted_array_us']:8.2f} us, "
+              f"SortedList {r['sortedlist_us']:6.2f} us, SortedRuns {r['sorted_runs_us']:6.2f} us "
+              "per insert")
+    if args.json_path:
+        write_json(args.json_path, res)
+    return 0
 
 
 def _run_band(args: argparse.Namespace) -> int:

@@ -30,6 +30,10 @@ def register(sub: Any) -> None:
     p.add_argument("--compact-all", action="store_true",
                    help="compact topics without retention too (their export then starts with a "
                         "snapshot instead of the full history)")
+    p.add_argument("--checkpoint-min-ops", type=int, default=200_000,
+                   help="checkpoint a topic whose log is not compacted once this many operations "
+                        "(and half as many as its live records) were logged since the last one, so a restart "
+                        "replays only the tail (default 200000; 0 disables)")
     p.set_defaults(func=run)
 
 
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
         metrics_port=None if args.metrics_port < 0 else args.metrics_port,
         max_workers=args.max_workers, buffer_capacity=args.buffer,
         compact_min_bytes=args.compact_min_bytes, compact_ratio=args.compact_ratio,
-        compact_all=args.compact_all, **kwargs,
+        compact_all=args.compact_all, checkpoint_min_ops=args.checkpoint_min_ops, **kwargs,
     ).start()
     print(f"hotjoin serving on {srv.target} (data {args.data_dir}, metrics port {srv.metrics_port})",
           flush=True)

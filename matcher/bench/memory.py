@@ -13,9 +13,10 @@ nothing the parent imported or allocated is counted. The child
    with ``subscribe_many`` → ``rss_subscribed``;
 3. stores ``--tuples`` tuples, half R and half S (Table I keys and values, event times 0, 1, …),
    through ``restore_events`` (the server's restart path: no matching) → ``rss_stored``;
-4. publishes ``--live`` more events of each side through ``publish_affected`` (the server's
-   AFFECTED path: matching, delta runs, skylines and hotspot structures touched the way live
-   traffic touches them, output dropped) → ``rss_final``;
+4. optionally publishes ``--live`` more events of each side through ``publish_affected`` (the
+   server's AFFECTED path: matching, delta runs, skylines and hotspot structures touched the
+   way live traffic touches them, output dropped) → ``rss_final``. Off by default: on the full
+   Table I topic each event costs seconds (band joins counting millions of pairs);
 
 reading ``VmRSS`` / ``VmHWM`` of ``/proc/self/status`` after a ``gc.collect()`` at each step.
 Per subscription = (rss_subscribed − rss_base) / subscriptions; per tuple = (rss_stored −
@@ -42,7 +43,7 @@ LIMIT_BYTES = 1.5e9
 class MemoryBenchConfig:
     subscriptions: int = 500_000
     tuples: int = 500_000
-    live: int = 1_000
+    live: int = 0
     strategy: str = "auto"
     seed: int = 0
 

@@ -307,20 +307,22 @@ class Cursor(_message.Message):
     def __init__(self, subscription_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class ListenRequest(_message.Message):
-    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest")
+    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
     CURSORS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     FROM_LATEST_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscriber: str
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
     cursors: _containers.RepeatedCompositeFieldContainer[Cursor]
     default_after_seq: int
     from_latest: bool
-    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ...) -> None: ...
+    batch: bool
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ...) -> None: ...
 
 class Pair(_message.Message):
     __slots__ = ("r_id", "s_id")
@@ -378,17 +380,45 @@ class CaughtUp(_message.Message):
     seq: int
     def __init__(self, seq: _Optional[int] = ...) -> None: ...
 
+class Operation(_message.Message):
+    __slots__ = ("op", "event", "received_unix_nanos")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    event: EventRef
+    received_unix_nanos: int
+    def __init__(self, op: _Optional[str] = ..., event: _Optional[_Union[EventRef, _Mapping]] = ..., received_unix_nanos: _Optional[int] = ...) -> None: ...
+
+class MatchBatch(_message.Message):
+    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops")
+    SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    SEQS_FIELD_NUMBER: _ClassVar[int]
+    SIGNS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    OP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    subscription_ids: _containers.RepeatedScalarFieldContainer[int]
+    seqs: _containers.RepeatedScalarFieldContainer[int]
+    signs: _containers.RepeatedScalarFieldContainer[int]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    op_index: _containers.RepeatedScalarFieldContainer[int]
+    ops: _containers.RepeatedCompositeFieldContainer[Operation]
+    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ...) -> None: ...
+
 class ListenResponse(_message.Message):
-    __slots__ = ("match", "gap", "unsubscribed", "caught_up")
+    __slots__ = ("match", "gap", "unsubscribed", "caught_up", "matches")
     MATCH_FIELD_NUMBER: _ClassVar[int]
     GAP_FIELD_NUMBER: _ClassVar[int]
     UNSUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
     match: Match
     gap: Gap
     unsubscribed: Unsubscribed
     caught_up: CaughtUp
-    def __init__(self, match: _Optional[_Union[Match, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., unsubscribed: _Optional[_Union[Unsubscribed, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ...) -> None: ...
+    matches: MatchBatch
+    def __init__(self, match: _Optional[_Union[Match, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., unsubscribed: _Optional[_Union[Unsubscribed, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., matches: _Optional[_Union[MatchBatch, _Mapping]] = ...) -> None: ...
 
 class TopicStatsRequest(_message.Message):
     __slots__ = ("topic",)

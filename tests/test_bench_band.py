@@ -1,0 +1,41 @@
+"""Smoke runs of ``hotjoin bench band`` and ``bench storage``: every figure, every strategy."""
+
+from __future__ import annotations
+
+import json
+
+from clients.cli import main
+from matcher.band_join import BAND_STRATEGIES
+from matcher.bench import band, storage
+
+
+def test_band_bench_quick_run_has_every_figure_strategy_and_ratio(tmp_path) -> None:
+    js, md, plots = tmp_path / "b.json", tmp_path / "b.md", tmp_path / "plots"
+    assert main(["bench", "band", "--quick", "--json", str(js), "--plots", str(plots),
+                 "--markdown", str(md)]) == 0
+    res = json.loads(js.read_text())
+    figs = {(r["figure"], r["strategy"]) for r in res["records"]}
+    assert figs == {(f, s) for f in ("10i", "10ii", "11") for s in BAND_STRATEGIES}
+    for r in res["records"]:
+        if r["figure"] == "11":
+            assert r["us_per_update"] > 0 and r["updates"] == 400
+        else:
+            assert r["identify_tuples_per_s"] > 0 and r["pairs_tuples_per_s"] > 0
+    assert all(r["affected_per_tuple"] >= 0 for r in res["records"] if r["figure"] != "11")
+    assert "maintenance BJ-SSI / BJ-MJ (us per update)" in res["ratios"]
+    assert sorted(p.name for p in plots.iterdir()) == [
+        "band_fig10i_identify.png", "band_fig10i_with.png", "band_fig10ii_identify.png",
+        "band_fig10ii_with.png", "band_fig11.png"]
+    assert "Fig. 11" in md.read_text() and band.to_markdown(res).startswith("Fig. 10i")
+
+
+def test_band_bench_rejects_unknown_strategy(capsys) -> None:
+    assert main(["bench", "band", "--quick", "--strategies", "BJ-Nope"]) == 2
+    assert "unknown band strategy 'BJ-Nope'" in capsys.readouterr().err
+
+
+def test_storage_bench_small() -> None:
+    res = storage.run(sizes=(2000,), inserts=50)
+    (r,) = res["records"]
+    assert r["keys"] == 2000
+    assert all(r[k] > 0 for k in ("single_sorted_array_us", "sortedlist_us", "sorted_runs_us"))
