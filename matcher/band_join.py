@@ -549,13 +549,15 @@ class SSIGroups:
         gids = self.gids()
         runs, dedupe = _data_runs(table)
         clean = table.order.n_dead == 0
+        # every pair is owed when x is newer than every registration (an insert, SPEC §3)
+        fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
         for keys, pays, samp in runs:
             if mode != K.PAIRS:
                 buf.reserve(self.n_members)
             buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
                     lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
                     self.gsel, self.gminlo, self.gmaxhi, keys, pays, samp, SAMPLE_EVERY,
-                    clean, DELTA, b, v, dirn,
+                    clean, fast_count, DELTA, b, v, dirn,
                     table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
                     dedupe, cols.mark, buf.stamp, cols.acc)
 

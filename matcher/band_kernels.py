@@ -247,7 +247,7 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         rkeys: np.ndarray, rids: np.ndarray, raux: np.ndarray, gsel: np.ndarray,
         gminlo: np.ndarray, gmaxhi: np.ndarray,
         keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int, clean: bool,
-        delta: int, b: float, v: float, dirn: int, alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+        fast_count: bool, delta: int, b: float, v: float, dirn: int, alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
         rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
         mark: np.ndarray, stamp: int, acc: np.ndarray,
         out_q: np.ndarray, out_s: np.ndarray, n_out: int):
@@ -262,6 +262,8 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter than the truth),
     so a group nobody in which can be affected is skipped without touching its lists.
     ``clean`` says the run holds no deleted entry (no liveness check for the neighbours);
+    ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an unselective
+    subscription's pairs with two binary searches instead of walking them;
     ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs no record read;
     when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY reads only the
     group's own sequential arrays.
@@ -324,6 +326,16 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
                     n_out = emit(q, 1, mode, dedupe, mark, stamp, acc, out_q, n_out)
                     continue
                 cnt = 0
+                if mode == COUNT and fast_count and olo == -np.inf and ohi == np.inf:
+                    # every position is live and every pair owed: q's pairs are the positions
+                    # [lower_bound(lo), j1] and [j2, first d > hi) — count them, don't walk
+                    if j1 >= 0:
+                        cnt += j1 + 1 - lower_bound(keys, samp, step, b, dirn, rec[q, B_LO])
+                    if j2 < n:
+                        cnt += lower_bound(keys, samp, step, b, dirn,
+                                           np.nextafter(rec[q, B_HI], np.inf)) - j2
+                    n_out = emit(q, cnt, mode, dedupe, mark, stamp, acc, out_q, n_out)
+                    continue
                 if j1 >= 0:
                     c1, n_out = walk(q, j1, -1, rec[q, B_LO], np.inf, olo, ohi,
                                                    keys, pays, b, dirn, alive, dvals, dseqs,

@@ -32,7 +32,8 @@ def test_sampled_lower_bound_equals_linear_scan(keys, b, dirn, x) -> None:
     assert lower_bound(k, np.empty(0), SAMPLE_EVERY, float(b) / 3, dirn, x) == want
 
 
-def _engine(name: str, seed: int, selections: bool) -> tuple[Engine, list[Event]]:
+def _engine(name: str, seed: int, selections: bool,
+            churn: bool = True) -> tuple[Engine, list[Event]]:
     rng = np.random.default_rng(seed)
     e = Engine(strategy={"band": name}, options={"alpha": 0.05})
     subs = []
@@ -51,12 +52,15 @@ def _engine(name: str, seed: int, selections: bool) -> tuple[Engine, list[Event]
             for i in range(3000)]
     e.restore_events(main, list(range(e.seq + 1, e.seq + 3001)))
     e.restore_clock(e.seq + 3000, 2999)
-    for i in range(3000, 3150):
+    for i in range(3000, 3150 if churn else 3000):
         e.publish(Event("S", f"s{i}", float(rng.integers(0, 200)), float(rng.integers(0, 100)), i))
-    for i in range(0, 3150, 20):
+    for i in range(0, 3150 if churn else 0, 20):
         e.delete("S", f"s{i}")
     order = e.tables["S"].order
-    assert order.n_main > 64 * 2 and order.n_delta > 0 and order.n_dead > 0
+    if churn:
+        assert order.n_main > 64 * 2 and order.n_delta > 0 and order.n_dead > 0
+    else:
+        assert order.n_delta == 0 and order.n_dead == 0
     probes = [Event("R", f"r{i}", float(rng.integers(0, 200)), float(rng.integers(0, 100)),
                     4000 + i) for i in range(40)]
     return e, probes
@@ -94,3 +98,19 @@ def test_all_modes_and_strategies_agree_on_large_tables(selections: bool) -> Non
             lost = Counter(d.subscription_id for d in twin.delete("S", sid))
             assert dict(zip(aff.subscription_ids.tolist(), (-aff.counts).tolist(),
                             strict=True)) == dict(lost), name
+
+
+@pytest.mark.parametrize("selections", [False, True], ids=["plain", "selections"])
+def test_counts_on_a_clean_table_equal_the_pairs(selections: bool) -> None:
+    """A clean run (no deletes) takes COUNT's two-binary-search path; it must equal the walk."""
+    for name in ("BJ-SSI", "BJ-Hotspot", "BJ-QOuter"):
+        e, probes = _engine(name, 9, selections, churn=False)
+        twin, _ = _engine(name, 9, selections, churn=False)
+        total = 0
+        for ev in probes[:15]:
+            aff = e.publish_affected(ev)
+            pairs = Counter(d.subscription_id for d in twin.publish(ev))
+            assert dict(zip(aff.subscription_ids.tolist(), aff.counts.tolist(),
+                            strict=True)) == dict(pairs), name
+            total += sum(pairs.values())
+        assert total > 1000
