@@ -174,6 +174,8 @@ def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarra
             continue
         lo = rec[q, B_LO]
         start = lower_bound(keys, samp, step, b, dirn, lo)
+        if start >= keys.shape[0] or _d(keys, keys.shape[0], start, b, dirn) > rec[q, B_HI]:
+            continue  # no partner in range: skip the call (a numba call costs ~18 ns)
         cnt, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
                                         rec[q, oth + 1], keys, pays, b, dirn, alive, dvals,
                                         dseqs, xseq, rec, mode, out_q, out_s, n_out)
@@ -221,6 +223,8 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_aliv
             break
         if not (ent_rec[e, own] <= v <= ent_rec[e, own + 1]):
             continue
+        if _d(keys, n, j, b, dirn) > ent_rec[e, B_HI]:
+            continue  # no partner in range: skip the call (a numba call costs ~18 ns)
         q = ent_q[e]
         cnt, n_out = walk(q, j, 1, lo, ent_rec[e, B_HI], ent_rec[e, oth],
                                         ent_rec[e, oth + 1], keys, pays, b, dirn, alive, dvals,
