@@ -32,8 +32,10 @@ O(rows); ``drain`` O(rows scanned + gaps reported).
 ...     hub.push(Chunk.build([(seq, 1, "publish", "R", f"r{seq}", 0, np.array([0]), np.array([1]), None)]))
 >>> lis = hub.listen("alice", [], {}, default_after_seq=0, from_latest=False, current_seq=4)
 >>> out = lis.next_batch(0)
->>> [type(i).__name__ for i in out], out[0].from_seq, out[0].to_seq, out[1].seqs.tolist()
-(['GapItem', 'MatchBlock', 'CaughtUpItem'], 2, 2, [3, 4])
+>>> [type(i).__name__ for i in out]
+['GapItem', 'MatchBlock', 'MatchBlock', 'CaughtUpItem']
+>>> out[0].from_seq, out[0].to_seq, [s for b in out[1:3] for s in b.seqs.tolist()]
+(1, 2, [3, 4])
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ LIST_PAGE_MAX = 10_000
 COMPACT_MIN_BYTES = 64 << 20
 COMPACT_RATIO = 2.0
 CHECKPOINT_MIN_OPS = 200_000
-CHECKPOINT_IDLE_SECONDS = 0.5
+CHECKPOINT_IDLE_SECONDS = 5.0
 CHECKPOINT_HARD_FACTOR = 5
 
 
@@ -145,6 +145,7 @@ class Topic:
         self._checkpoints = directory is not None and not self._compacts and checkpoint_min_ops > 0
         self._ckpt_ops = 0  # log operations since the last checkpoint was started
         self._ckpt_ops_at = 0  # log operations the last checkpoint covered
+        self.checkpoint_idle_seconds = CHECKPOINT_IDLE_SECONDS
         self._last_op = 0.0
         self._ckpt_running = False
         self.checkpoints = 0
@@ -551,12 +552,12 @@ class Topic:
 
     def _checkpoint_when_idle(self) -> None:
         """Take a checkpoint once ``checkpoint_min_ops`` operations were logged since the last one
-        and the topic has been idle for ``CHECKPOINT_IDLE_SECONDS`` (publishers wait while the
-        state is pickled, so a quiet moment is the cheap time for it)."""
+        and the topic has been idle for ``checkpoint_idle_seconds`` (publishers wait while the
+        state is pickled, so a long quiet moment is the cheap time for it)."""
         while not self._closed:
-            time.sleep(CHECKPOINT_IDLE_SECONDS / 2)
+            time.sleep(min(self.checkpoint_idle_seconds / 2, 1.0))
             if (self._ckpt_running or self._ckpt_ops < self.checkpoint_min_ops
-                    or time.monotonic() - self._last_op < CHECKPOINT_IDLE_SECONDS):
+                    or time.monotonic() - self._last_op < self.checkpoint_idle_seconds):
                 continue
             with self._lock:
                 if (not self._closed and not self._ckpt_running

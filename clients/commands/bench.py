@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="target subscriptions affected per event (band calibration)")
     s.add_argument("--rate", type=float, default=5000.0, help="target events/s in total (0: max)")
     s.add_argument("--duration", type=float, default=20.0, help="seconds of publishing per run")
-    s.add_argument("--kind", choices=("band", "select"), default="band")
+    s.add_argument("--kind", choices=("band", "select"), default="select")
     s.add_argument("--delivery", choices=("AFFECTED", "PAIRS", "affected", "pairs"), default="AFFECTED")
     s.add_argument("--publishers", type=int, default=2, help="publisher processes")
     s.add_argument("--batch-size", type=int, default=100, help="events per streamed batch")

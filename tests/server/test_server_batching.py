@@ -223,6 +223,7 @@ def _replay_roundtrip(data_dir: Path, checkpoint_min_ops: int, damage: bool = Fa
     with HotjoinClient(srv.target) as c:
         c.create_topic("t", lateness=1000)
         topic = srv.registry.get("t")
+        topic.checkpoint_idle_seconds = 0.3
         half = len(ops) // 2
         drive(c, ops[:half])
         deadline = time.monotonic() + 30
