@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from clients.cli import CliError
 
@@ -90,28 +93,39 @@ def _run_storage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_figures(module_name: str, args: argparse.Namespace,
+                 line: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """Shared by the paper-figure benches: parse the config, run, print a line per record."""
+    module = importlib.import_module(f"matcher.bench.{module_name}")
+    try:
+        cfg = module.config_from_args(args)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    res = module.run(cfg, args.json_path, args.plot_dir)
+    for r in res["records"]:
+        print(line(r))
+    print("ratios:")
+    print(json.dumps(res["ratios"], indent=1))
+    sys.stdout.flush()
+    return res
+
+
+def _band_line(r: dict[str, Any]) -> str:
+    if r["figure"] == "11":
+        return f"fig 11  {r['strategy']:<11} {r['us_per_update']:9.2f} us/update"
+    return (f"fig {r['figure']:<4} n={r['subscriptions']:<7} tau={r['tau_target']:<5} "
+            f"{r['strategy']:<11} identify {r['identify_tuples_per_s']:11.1f}/s  "
+            f"pairs {r['pairs_tuples_per_s']:11.1f}/s  "
+            f"affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:8.1f}")
+
+
 def _run_band(args: argparse.Namespace) -> int:
     from matcher.bench import band
 
-    try:
-        cfg = band.config_from_args(args)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    res = band.run(cfg, args.json_path, args.plot_dir)
-    for r in res["records"]:
-        if r["figure"] == "11":
-            print(f"fig 11  {r['strategy']:<11} {r['us_per_update']:9.2f} us/update")
-        else:
-            print(f"fig {r['figure']:<4} n={r['subscriptions']:<7} tau={r['tau_target']:<5} "
-                  f"{r['strategy']:<11} identify {r['identify_tuples_per_s']:11.1f}/s  "
-                  f"pairs {r['pairs_tuples_per_s']:11.1f}/s  "
-                  f"affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:8.1f}")
-    print("ratios:")
-    print(json.dumps(res["ratios"], indent=1))
+    res = _run_figures("band", args, _band_line)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(band.to_markdown(res))
-    sys.stdout.flush()
     return 0
 
 
@@ -143,38 +157,18 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _run_select(args: argparse.Namespace) -> int:
-    from matcher.bench import select
-
-    try:
-        cfg = select.config_from_args(args)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    res = select.run(cfg, args.json_path, args.plot_dir)
-    for r in res["records"]:
-        print(f"fig {r['figure']:<4} x={r['x']:<8g} n={r['subscriptions']:<7} {r['strategy']:<15} "
-              f"identify {r['identify_tuples_per_s']:11.1f}/s  pairs {r['pairs_tuples_per_s']:11.1f}/s"
-              f"  affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:9.1f}")
-    print("ratios:")
-    print(json.dumps(res["ratios"], indent=1))
-    sys.stdout.flush()
+    _run_figures("select", args, lambda r: (
+        f"fig {r['figure']:<4} x={r['x']:<8g} n={r['subscriptions']:<7} {r['strategy']:<15} "
+        f"identify {r['identify_tuples_per_s']:11.1f}/s  pairs {r['pairs_tuples_per_s']:11.1f}/s"
+        f"  affected {r['affected_per_tuple']:8.1f}  pairs {r['pairs_per_tuple']:9.1f}"))
     return 0
 
 
 def _run_window(args: argparse.Namespace) -> int:
-    from matcher.bench import window
-
-    try:
-        cfg = window.config_from_args(args)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    res = window.run(cfg, args.json_path, args.plot_dir)
-    for r in res["records"]:
-        print(f"{r['series']:<8} x={r['x']:<8g} n={r['subscriptions']:<7} {r['strategy']:<15} "
-              f"identify {r['identify_tuples_per_s']:11.1f}/s  pairs {r['pairs_tuples_per_s']:11.1f}/s"
-              f"  m_b {r['m_b']:8.1f}  skyline {r['skyline_points_per_key']:8.1f}")
-    print("ratios:")
-    print(json.dumps(res["ratios"], indent=1))
-    sys.stdout.flush()
+    _run_figures("window", args, lambda r: (
+        f"{r['series']:<8} x={r['x']:<8g} n={r['subscriptions']:<7} {r['strategy']:<15} "
+        f"identify {r['identify_tuples_per_s']:11.1f}/s  pairs {r['pairs_tuples_per_s']:11.1f}/s"
+        f"  m_b {r['m_b']:8.1f}  skyline {r['skyline_points_per_key']:8.1f}"))
     return 0
 
 

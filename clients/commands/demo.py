@@ -1,4 +1,4 @@
-"""``hotjoin demo``: the whole server on its embedded defaults, end to end, in about a minute.
+"""``hotjoin demo``: the whole server on its embedded defaults, end to end, in seconds.
 
 Starts ``hotjoin serve`` as a child process (a temporary data directory, loopback ports 50051 and
 9464 or free ones when those are taken), creates a topic, registers a generated Table I
