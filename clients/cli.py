@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.demo",
     "clients.commands.bench",
     "clients.commands.serve",
+    "clients.commands.auth",
     "clients.commands.topic",
     "clients.commands.subscribe",
     "clients.commands.publish",

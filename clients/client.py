@@ -11,15 +11,23 @@
 iterator over matches that reconnects after a dropped connection and resumes from the last
 sequence number it yielded per subscription (the server answers with a ``Gap`` if messages it
 asks for are no longer buffered).
+
+A server with security turned on (server/SECURITY.md) takes ``token=`` (sent as
+``authorization: Bearer <token>`` on every call) and ``tls_ca=`` (the CA that signed the
+server's certificate; ``tls=True`` alone uses the system's roots), plus ``tls_cert=`` and
+``tls_key=`` for mutual TLS and ``server_name=`` when the certificate's name differs from the
+target's host.
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -105,16 +113,97 @@ def ref(side: str, id: str) -> pb.EventRef:
 STATUS_NAMES = {v: k for k, v in pb.EventStatusCode.items()}
 
 
+# ---- connection security -----------------------------------------------------------------------
+
+
+class _CallDetails(
+    collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
+                                            "wait_for_ready", "compression")),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                  grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds ``authorization: Bearer <token>`` to every call (plaintext and TLS channels alike)."""
+
+    def __init__(self, token: str) -> None:
+        self._entry = ("authorization", f"Bearer {token}")
+
+    def __repr__(self) -> str:  # never print the token
+        return "BearerToken(<redacted>)"
+
+    def _details(self, d: grpc.ClientCallDetails) -> _CallDetails:
+        md = [*(d.metadata or ()), self._entry]
+        return _CallDetails(d.method, d.timeout, md, d.credentials, getattr(d, "wait_for_ready", None),
+                            getattr(d, "compression", None))
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails,
+                              request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails,
+                               request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails,
+                               request_iterator: Any) -> Any:
+        return continuation(self._details(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails,
+                                request_iterator: Any) -> Any:
+        return continuation(self._details(details), request_iterator)
+
+
+def _read(path: str | Path | None, what: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def make_channel(target: str, *, token: str | None = None, tls: bool = False,
+                 tls_ca: str | Path | None = None, tls_cert: str | Path | None = None,
+                 tls_key: str | Path | None = None, server_name: str | None = None,
+                 options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+    """A channel to ``target``: TLS when ``tls`` or any ``tls_*`` file is given (``tls_cert`` +
+    ``tls_key`` for mutual TLS), with the bearer ``token`` on every call when set."""
+    opts = [*CHANNEL_OPTIONS, *options]
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("mutual TLS needs both a client certificate and its key (tls_cert and tls_key)")
+    if tls or tls_ca is not None or tls_cert is not None:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=_read(tls_ca, "TLS CA file"),
+            private_key=_read(tls_key, "TLS client key"),
+            certificate_chain=_read(tls_cert, "TLS client certificate"),
+        )
+        if server_name:
+            opts.append(("grpc.ssl_target_name_override", server_name))
+        channel = grpc.secure_channel(target, creds, options=opts)
+    else:
+        channel = grpc.insecure_channel(target, options=opts)
+    if token:
+        channel = grpc.intercept_channel(channel, BearerToken(token))
+    return channel
+
+
 # ---- client ------------------------------------------------------------------------------------
 
 
 class HotjoinClient:
     """Blocking client of one hotjoin server; thread-safe (one gRPC channel)."""
 
-    def __init__(self, target: str = "127.0.0.1:50051", timeout: float | None = 60.0) -> None:
+    def __init__(self, target: str = "127.0.0.1:50051", timeout: float | None = 60.0, *,
+                 token: str | None = None, tls: bool = False, tls_ca: str | Path | None = None,
+                 tls_cert: str | Path | None = None, tls_key: str | Path | None = None,
+                 server_name: str | None = None) -> None:
         self.target = target
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.channel = make_channel(target, token=token, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert,
+                                    tls_key=tls_key, server_name=server_name)
         self.topics = rpc.TopicServiceStub(self.channel)
         self.subscriptions = rpc.SubscriptionServiceStub(self.channel)
         self.publishing = rpc.PublishServiceStub(self.channel)

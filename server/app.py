@@ -3,14 +3,22 @@
 ``HotjoinServer`` is what ``hotjoin serve`` runs and what the end-to-end tests start in-process
 (``port=0`` picks a free port). Listen streams each hold one worker thread while open, so
 ``max_workers`` bounds publishers + listeners served at once.
+
+Security (server/SECURITY.md): loopback by default; ``tls=TlsFiles(...)`` serves TLS (mutual
+TLS with a client CA); ``auth_file`` turns on bearer-token authentication and per-topic rights
+(``reload_auth`` re-reads it, on SIGHUP in ``hotjoin serve``); ``limits`` sets the quotas.
+Binding a non-loopback address without both TLS and auth is refused unless ``allow_insecure``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
+import socket
 import threading
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +27,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from matcher import Engine
-from server import metrics
+from server import audit, metrics
+from server.auth import Authenticator, AuthFileError
+from server.interceptor import GuardInterceptor
+from server.quotas import Limits, Quotas
 from server.registry import TopicRegistry
 from server.service import add_services
 from server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
@@ -32,6 +43,39 @@ GRPC_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
 ]
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of the server's TLS: certificate chain and key; with ``client_ca``, clients
+    must present a certificate signed by it (mutual TLS)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def credentials(self) -> grpc.ServerCredentials:
+        try:
+            cert, key = self.cert.read_bytes(), self.key.read_bytes()
+            ca = self.client_ca.read_bytes() if self.client_ca is not None else None
+        except OSError as e:
+            raise ValueError(f"cannot read TLS file {e.filename}: {e.strerror}") from None
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                           require_client_auth=ca is not None)
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address ``host`` resolves to is a loopback address."""
+    h = host.strip("[]")
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(h, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
 
 
 class HotjoinServer:
@@ -51,47 +95,98 @@ class HotjoinServer:
         compact_ratio: float = COMPACT_RATIO,
         compact_all: bool = False,
         checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
+        tls: TlsFiles | None = None,
+        auth_file: Path | None = None,
+        limits: Limits | None = None,
+        audit_log: Path | None = None,
+        allow_insecure: bool = False,
+        metrics_host: str | None = None,
     ) -> None:
+        self.tls = tls
+        creds = tls.credentials() if tls is not None else None  # fail before opening any topic
+        self.authenticator = Authenticator(auth_file) if auth_file is not None else None
+        quota_limits = (limits or Limits.for_workers(max_workers)).validate()
+        insecure = [w for w, off in (("TLS", tls is None), ("authentication", auth_file is None)) if off]
+        if insecure and not is_loopback(host):
+            what = " and ".join(insecure)
+            if not allow_insecure:
+                raise ValueError(
+                    f"refusing to listen on non-loopback address {host!r} without {what}: pass "
+                    "--tls-cert/--tls-key and --auth-file, or --allow-insecure to accept the risk")
+            log.warning("!!! INSECURE: listening on %s without %s: anyone who can reach this "
+                        "address can %s. See server/SECURITY.md. !!!", host, what,
+                        "read and change every topic" if auth_file is None else "read the traffic, tokens included")
         self.registry = TopicRegistry(
             data_dir, engine_factory, buffer_capacity=buffer_capacity, sync=sync,
             compact_min_bytes=compact_min_bytes, compact_ratio=compact_ratio, compact_all=compact_all,
             checkpoint_min_ops=checkpoint_min_ops,
         )
         self.host = host
+        self.quotas = Quotas(quota_limits, owned=self.registry.owned)
+        transport_max = max(MAX_MESSAGE_BYTES, self.quotas.limits.message_bytes)
+        options = [(k, transport_max if k.startswith("grpc.max_") else v) for k, v in GRPC_OPTIONS]
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="hotjoin-rpc"),
-            options=GRPC_OPTIONS,
+            options=options,
+            interceptors=[GuardInterceptor(self.authenticator, self.quotas)],
         )
-        names = add_services(self._grpc, self.registry)
+        names = add_services(self._grpc, self.registry, self.quotas)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
         reflection.enable_server_reflection(
             (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc
         )
         self._service_names = names
-        self.port = self._grpc.add_insecure_port(f"{host}:{port}")
+        address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+        if creds is None:
+            self.port = self._grpc.add_insecure_port(address)
+        else:
+            self.port = self._grpc.add_secure_port(address, creds)
         if self.port == 0:
             raise OSError(f"cannot listen on {host}:{port}")
         self._collector = metrics.EngineCollector(self.registry.stats)
         self._metrics_port = metrics_port
+        self._metrics_host = metrics_host or host
         self._metrics_server: Any = None
         self.metrics_port: int | None = None
         self._stopped = threading.Event()
+        self._audit_file = audit.AuditFile(audit_log) if audit_log is not None else None
 
     @property
     def target(self) -> str:
-        return f"{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"{host}:{self.port}"
 
     def start(self) -> HotjoinServer:
         metrics.REGISTRY.register(self._collector)
         if self._metrics_port is not None:
-            self._metrics_server = metrics.serve_metrics(self._metrics_port, self.host)
+            self._metrics_server = metrics.serve_metrics(self._metrics_port, self._metrics_host)
             self.metrics_port = self._metrics_server.server_port
         self._grpc.start()
         for name in ("", *self._service_names):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("hotjoin serving on %s (metrics: %s)", self.target, self.metrics_port)
+        log.info("hotjoin serving on %s (metrics: %s, TLS: %s, auth: %s)", self.target, self.metrics_port,
+                 "off" if self.tls is None else ("mutual" if self.tls.client_ca else "on"),
+                 "off" if self.authenticator is None else
+                 f"{len(self.authenticator.principals)} principals from {self.authenticator.path}")
         return self
+
+    def reload_auth(self) -> bool:
+        """Re-read the auth file (SIGHUP); a bad file is logged and the current one kept."""
+        if self.authenticator is None:
+            log.info("reload requested, but the server runs without --auth-file")
+            return False
+        try:
+            table = self.authenticator.reload()
+        except AuthFileError as e:
+            metrics.AUTH_RELOADS.labels("error").inc()
+            audit.record("auth.reload", None, "error", reason=str(e))
+            log.error("auth file reload failed, keeping the previous one: %s", e)
+            return False
+        metrics.AUTH_RELOADS.labels("ok").inc()
+        audit.record("auth.reload", None, "ok", principals=len(table.principals))
+        log.info("auth file %s reloaded: %d principals", self.authenticator.path, len(table.principals))
+        return True
 
     def stop(self, grace: float = 1.0) -> None:
         """Stop accepting RPCs, end streams, close topics (their logs are already durable)."""
@@ -106,6 +201,8 @@ class HotjoinServer:
             self._metrics_server.server_close()
         with contextlib.suppress(KeyError):
             metrics.REGISTRY.unregister(self._collector)
+        if self._audit_file is not None:
+            self._audit_file.close()
 
     def wait(self) -> None:
         self._stopped.wait()

@@ -174,6 +174,7 @@ class DeliveryHub:
         self._total = np.zeros(0, dtype=np.int64)
         self._ptotal = np.zeros(0, dtype=np.int64)
         self._subscriber_of: list[str] = []
+        self._owner_of: list[str] = []  # owner principal per id ("" without auth)
         self._by_subscriber: dict[str, array[int]] = {}
         self._subscriber_listeners: dict[str, list[Listener]] = {}
         self._ring: list[Chunk] = []
@@ -201,13 +202,17 @@ class DeliveryHub:
 
     # ---- subscriptions ----------------------------------------------------------------------
 
-    def add_subscription(self, sid: int, subscriber: str, registered_seq: int) -> None:
+    def add_subscription(self, sid: int, subscriber: str, registered_seq: int, owner: str = "") -> None:
         """Create q's buffer and attach the listeners of its subscriber (they see it from now)."""
-        self.add_subscriptions([(sid, subscriber, registered_seq)])
+        self.add_subscriptions([(sid, subscriber, registered_seq, owner)])
 
-    def add_subscriptions(self, items: Iterable[tuple[int, str, int]]) -> None:
+    def add_subscriptions(self, items: Iterable[tuple[int, str, int] | tuple[int, str, int, str]]) -> None:
+        """``(sid, subscriber, registered_seq[, owner])`` each; a subscriber's listeners that are
+        restricted to an owner attach only that owner's subscriptions."""
         with self._lock:
-            for sid, subscriber, registered_seq in items:
+            for item in items:
+                sid, subscriber, registered_seq = item[0], item[1], item[2]
+                owner = item[3] if len(item) > 3 else ""  # type: ignore[misc]
                 self._ensure(sid + 1)
                 self._exists[sid] = True
                 self._registered[sid] = registered_seq
@@ -217,9 +222,14 @@ class DeliveryHub:
                 if len(self._subscriber_of) <= sid:
                     self._subscriber_of.extend([""] * (sid + 1 - len(self._subscriber_of)))
                 self._subscriber_of[sid] = subscriber
+                if owner:  # ids are never reused: an unset slot means ""
+                    if len(self._owner_of) <= sid:
+                        self._owner_of.extend([""] * (sid + 1 - len(self._owner_of)))
+                    self._owner_of[sid] = owner
                 self._by_subscriber.setdefault(subscriber, array("q")).append(sid)
                 for lis in self._subscriber_listeners.get(subscriber, ()):
-                    lis._attach(sid, registered_seq - 1)
+                    if lis.owner is None or lis.owner == owner:
+                        lis._attach(sid, registered_seq - 1)
 
     def remove_subscription(self, sid: int, seq: int) -> None:
         """Mark q unsubscribed at ``seq``: listeners get an ``Unsubscribed`` after its messages."""
@@ -242,6 +252,10 @@ class DeliveryHub:
 
     def has(self, sid: int) -> bool:
         return 0 <= sid < self.size and bool(self._exists[sid])
+
+    def owner_of(self, sid: int) -> str:
+        """The owner principal of subscription ``sid`` ("" without auth or when unknown)."""
+        return self._owner_of[sid] if 0 <= sid < len(self._owner_of) else ""
 
     # ---- publishing side ----------------------------------------------------------------------
 
@@ -321,17 +335,25 @@ class DeliveryHub:
         from_latest: bool,
         current_seq: int,
         max_batch: int = 4096,
+        owner: str | None = None,
     ) -> Listener:
         """Attach a listener to ``subscription_ids`` and (when set) every subscription of
-        ``subscriber``; raises ``KeyError(sid)`` for an unknown subscription id."""
-        lis = Listener(self, subscriber, current_seq, max_batch)
+        ``subscriber`` — of ``owner`` only, when set, now and later; raises ``KeyError(sid)`` for
+        an unknown subscription id and ``PermissionError(sid)`` for an id of another owner."""
+        lis = Listener(self, subscriber, current_seq, max_batch, owner)
         with self._lock:
             wanted = set(subscription_ids)
             for sid in wanted:
                 if not self.has(sid):
                     raise KeyError(sid)
+                if owner is not None and self.owner_of(sid) != owner:
+                    raise PermissionError(sid)
             if subscriber:
-                wanted.update(self._by_subscriber.get(subscriber, ()))
+                mine = self._by_subscriber.get(subscriber, ())
+                if owner is None:
+                    wanted.update(mine)
+                else:
+                    wanted.update(sid for sid in mine if self.owner_of(sid) == owner)
                 self._subscriber_listeners.setdefault(subscriber, []).append(lis)
             start = current_seq if from_latest else default_after_seq
             lis.cur = np.full(max(self.size, 1), -1, dtype=np.int64)
@@ -481,9 +503,11 @@ def _filter(chunk: Chunk, keep: np.ndarray) -> None:
 class Listener:
     """One Listen stream's view of its subscriptions: cursors (a column) and a ring position."""
 
-    def __init__(self, hub: DeliveryHub, subscriber: str, start_seq: int, max_batch: int) -> None:
+    def __init__(self, hub: DeliveryHub, subscriber: str, start_seq: int, max_batch: int,
+                 owner: str | None = None) -> None:
         self.hub = hub
         self.subscriber = subscriber
+        self.owner = owner  # None: every owner's subscriptions of ``subscriber``
         self.start_seq = start_seq
         self.max_batch = max_batch
         self.cur = np.zeros(0, dtype=np.int64)

@@ -39,3 +39,29 @@ class Unimplemented(ServiceError):
 
 class Unavailable(ServiceError):
     code = "UNAVAILABLE"
+
+
+class Unauthenticated(ServiceError):
+    """No valid credentials (missing, malformed or unknown token); never says which exist."""
+
+    code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(ServiceError):
+    """Valid credentials without the right the request needs; ``right`` names it."""
+
+    code = "PERMISSION_DENIED"
+
+    def __init__(self, message: str, right: str = "") -> None:
+        super().__init__(message)
+        self.right = right
+
+
+class ResourceExhausted(ServiceError):
+    """A quota or limit was exceeded; ``quota`` names it (``server/quotas.py``)."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, quota: str = "") -> None:
+        super().__init__(message)
+        self.quota = quota

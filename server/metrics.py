@@ -110,6 +110,34 @@ COMPACTION_DURATION = Histogram(
     registry=REGISTRY,
 )
 
+# ---- security (server/SECURITY.md): never labelled with token material ----------------------
+AUTH_FAILURES = Counter(
+    "hotjoin_auth_failures_total",
+    "RPCs refused as UNAUTHENTICATED, by reason (missing, malformed, invalid, revoked).",
+    ["reason"],
+    registry=REGISTRY,
+)
+AUTH_DENIALS = Counter(
+    "hotjoin_auth_denials_total",
+    "RPCs refused as PERMISSION_DENIED, by the right that was missing (admin, publish, "
+    "subscribe, any; another principal's subscription counts as admin).",
+    ["right"],
+    registry=REGISTRY,
+)
+AUTH_RELOADS = Counter(
+    "hotjoin_auth_reloads_total",
+    "Reloads of the auth file (SIGHUP), by outcome (ok, error).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+QUOTA_REJECTIONS = Counter(
+    "hotjoin_quota_rejections_total",
+    "Requests refused as RESOURCE_EXHAUSTED, by quota and principal (name from the auth file; "
+    "'anonymous' without one).",
+    ["quota", "principal"],
+    registry=REGISTRY,
+)
+
 
 class EngineCollector(Collector):
     """Per-topic engine gauges, computed from ``stats()`` of every topic at scrape time."""

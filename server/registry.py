@@ -151,6 +151,10 @@ class TopicRegistry:
             shutil.rmtree(trash, ignore_errors=True)
         metrics.forget_topic(name)
 
+    def owned(self, owner: str) -> int:
+        """Live subscriptions of principal ``owner`` over every topic (the subscriptions quota)."""
+        return sum(t.owned(owner) for t in list(self._topics.values()))
+
     def stats(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(name, stats)`` of every open topic (for the metrics collector)."""
         for topic in self.list():

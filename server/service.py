@@ -2,6 +2,13 @@
 
 No ordering, durability or delivery logic lives here (that is ``server/topic.py`` and
 ``server/delivery.py``); a ``ServiceError`` raised below becomes the gRPC status it names.
+
+Every method first authorizes its caller (``server/auth.py``; the interceptor in
+``server/interceptor.py`` has already authenticated it) against the request's topic, then
+applies the caller's quotas (``server/quotas.py``), then does its work. Subscriptions carry
+their owner, so only the owner or an admin of the topic lists, listens to or cancels them.
+Refusals are counted and audited in ``_refused``; successful topic and subscription changes
+are audited where they happen (``server/audit.py``).
 """
 
 from __future__ import annotations
@@ -16,11 +23,15 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
+from server import audit, metrics
+from server.auth import AuthFailure, Principal
 from server.convert import SIDE_TO_PB
 from server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
-from server.errors import InvalidArgument, ServiceError
+from server.errors import InvalidArgument, PermissionDenied, ServiceError
+from server.interceptor import peer_of, session_of
 from server.pb import hotjoin_pb2 as pb
 from server.pb import hotjoin_pb2_grpc as rpc
+from server.quotas import Quotas
 from server.registry import TopicRegistry
 from server.topic import Status, Topic
 
@@ -38,6 +49,51 @@ _STATUS = {
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Audit action of each RPC; the topic and subscription changes are audited whatever the outcome.
+ACTIONS = {
+    "CreateTopic": "topic.create", "GetTopic": "topic.get", "ListTopics": "topic.list",
+    "DeleteTopic": "topic.delete", "Subscribe": "subscription.create",
+    "SubscribeMany": "subscription.create", "SubscribeStream": "subscription.create",
+    "Unsubscribe": "subscription.delete", "ListSubscriptions": "subscription.list",
+    "Publish": "publish", "PublishStream": "publish", "DeleteEvents": "events.delete",
+    "Listen": "listen", "GetTopicStats": "stats",
+}
+CHANGES = frozenset({"CreateTopic", "DeleteTopic", "Subscribe", "SubscribeMany", "SubscribeStream",
+                     "Unsubscribe"})
+
+
+def _principal(context: Any) -> Principal:
+    """The caller, as the auth file says now (UNAUTHENTICATED once its token was removed)."""
+    return session_of(context).current()
+
+
+def _topic_of(request: Any) -> str | None:
+    for name in ("topic", "name"):
+        v = getattr(request, name, None)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def _refused(method: str, request: Any, context: Any, e: ServiceError) -> None:
+    """Count and audit a refusal: every auth failure and denial, and any failed change."""
+    if isinstance(e, PermissionDenied):
+        metrics.AUTH_DENIALS.labels(e.right or "unknown").inc()
+        outcome = "denied"
+    elif isinstance(e, AuthFailure):
+        metrics.AUTH_FAILURES.labels(e.reason).inc()
+        outcome = "unauthenticated"
+    elif method in CHANGES:
+        outcome = "error"
+    else:
+        return
+    audit.record(ACTIONS.get(method, method), session_of(context).principal.label, outcome,
+                 topic=_topic_of(request), code=e.code, reason=e.message, peer=peer_of(context))
+
+
+def _changed(context: Any, p: Principal, action: str, **fields: Any) -> None:
+    audit.record(action, p.label, "ok", peer=peer_of(context), **fields)
+
 
 def _unary(fn: F) -> F:
     """Turn a ``ServiceError`` of a unary handler into its gRPC status."""
@@ -47,6 +103,7 @@ def _unary(fn: F) -> F:
         try:
             return fn(self, request, context)
         except ServiceError as e:
+            _refused(fn.__name__, request, context, e)
             context.abort(grpc.StatusCode[e.code], e.message)
 
     return wrapper  # type: ignore[return-value]
@@ -60,6 +117,7 @@ def _streaming(fn: F) -> F:
         try:
             yield from fn(self, request, context)
         except ServiceError as e:
+            _refused(fn.__name__, request, context, e)
             context.abort(grpc.StatusCode[e.code], e.message)
 
     return wrapper  # type: ignore[return-value]
@@ -159,69 +217,107 @@ class TopicService(rpc.TopicServiceServicer):
 
     @_unary
     def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.ServicerContext) -> pb.Topic:
+        p = _principal(context)
+        p.require(request.name, "admin", "create a topic")
         retention = request.retention if request.HasField("retention") else None
         topic = self.registry.create(request.name, request.lateness, retention, dict(request.strategy))
+        _changed(context, p, "topic.create", topic=request.name)
         return encode_topic(topic)
 
     @_unary
     def GetTopic(self, request: pb.GetTopicRequest, context: grpc.ServicerContext) -> pb.Topic:
+        _principal(context).require_any(request.name, "read a topic")
         return encode_topic(self.registry.get(request.name))
 
     @_unary
     def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.ServicerContext) -> pb.ListTopicsResponse:
-        return pb.ListTopicsResponse(topics=[encode_topic(t) for t in self.registry.list()])
+        p = _principal(context)
+        return pb.ListTopicsResponse(topics=[encode_topic(t) for t in self.registry.list() if p.may_see(t.name)])
 
     @_unary
     def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext) -> pb.DeleteTopicResponse:
+        p = _principal(context)
+        p.require(request.name, "admin", "delete a topic")
         self.registry.delete(request.name)
+        _changed(context, p, "topic.delete", topic=request.name)
         return pb.DeleteTopicResponse()
 
 
 class SubscriptionService(rpc.SubscriptionServiceServicer):
-    def __init__(self, registry: TopicRegistry) -> None:
+    def __init__(self, registry: TopicRegistry, quotas: Quotas) -> None:
         self.registry = registry
+        self.quotas = quotas
+
+    def _subscribe(self, context: Any, p: Principal, name: str,
+                   specs: Any) -> list[tuple[int, int]]:
+        """Register ``specs`` owned by ``p`` within its subscriptions quota; audited."""
+        topic = self.registry.get(name)
+        with self.quotas.subscriptions(p, len(specs)):
+            out = topic.subscribe(specs, time.time_ns(), owner=p.owner)
+        if out:
+            _changed(context, p, "subscription.create", topic=name, first_id=out[0][0], count=len(out))
+        return out
 
     @_unary
     def Subscribe(self, request: pb.SubscribeRequest, context: grpc.ServicerContext) -> pb.Subscription:
-        topic = self.registry.get(request.topic)
+        p = _principal(context)
+        p.require(request.topic, "subscribe", "subscribe")
+        self.registry.get(request.topic)
         if not request.HasField("spec"):
             raise InvalidArgument("spec is required")
-        [(sid, seq)] = topic.subscribe([request.spec], time.time_ns())
+        [(sid, seq)] = self._subscribe(context, p, request.topic, [request.spec])
         return pb.Subscription(subscription_id=sid, spec=request.spec, registered_seq=seq)
 
     @_unary
     def SubscribeMany(
         self, request: pb.SubscribeManyRequest, context: grpc.ServicerContext
     ) -> pb.SubscribeManyResponse:
-        topic = self.registry.get(request.topic)
-        return _subscribed(topic.subscribe(request.specs, time.time_ns()))
+        p = _principal(context)
+        p.require(request.topic, "subscribe", "subscribe")
+        return _subscribed(self._subscribe(context, p, request.topic, request.specs))
 
     @_unary
     def SubscribeStream(
         self, request_iterator: Iterator[pb.SubscribeManyRequest], context: grpc.ServicerContext
     ) -> pb.SubscribeManyResponse:
-        name = ""
-        specs: list[pb.SubscriptionSpec] = []
-        for req in request_iterator:
-            if req.topic and name and req.topic != name:
-                raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {name!r}")
-            name = name or req.topic
-            specs.extend(req.specs)
-        topic = self.registry.get(name)
-        return _subscribed(topic.subscribe(specs, time.time_ns()))
+        session = session_of(context)
+        p = session.current()
+        with self.quotas.hold(p, "streams"):
+            name = ""
+            specs: list[pb.SubscriptionSpec] = []
+            for req in request_iterator:
+                if req.topic and name and req.topic != name:
+                    raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {name!r}")
+                if req.topic and not name:  # refuse early, before buffering a large stream
+                    p.require(req.topic, "subscribe", "subscribe")
+                name = name or req.topic
+                specs.extend(req.specs)
+                self.quotas.check_subscriptions(p, len(specs))
+            p = session.current()
+            p.require(name, "subscribe", "subscribe")
+            return _subscribed(self._subscribe(context, p, name, specs))
 
     @_unary
     def Unsubscribe(self, request: pb.UnsubscribeRequest, context: grpc.ServicerContext) -> pb.UnsubscribeResponse:
+        p = _principal(context)
+        p.require(request.topic, "subscribe", "cancel a subscription")
         topic = self.registry.get(request.topic)
-        return pb.UnsubscribeResponse(seq=topic.unsubscribe(request.subscription_id))
+        owner = None if p.is_admin(request.topic) else p.owner
+        seq = topic.unsubscribe(request.subscription_id, owner=owner)
+        _changed(context, p, "subscription.delete", topic=request.topic,
+                 subscription_id=request.subscription_id)
+        return pb.UnsubscribeResponse(seq=seq)
 
     @_unary
     def ListSubscriptions(
         self, request: pb.ListSubscriptionsRequest, context: grpc.ServicerContext
     ) -> pb.ListSubscriptionsResponse:
+        p = _principal(context)
+        p.require(request.topic, "subscribe", "list subscriptions")
         topic = self.registry.get(request.topic)
         after = request.after_id if request.HasField("after_id") else None
-        page, more = topic.list_subscriptions(request.subscriber, after, request.page_size)
+        owner = None if p.is_admin(request.topic) else p.owner
+        page, more = topic.list_subscriptions(request.subscriber, after, request.page_size, owner=owner)
         return pb.ListSubscriptionsResponse(
             subscriptions=[pb.Subscription(subscription_id=i, spec=s, registered_seq=q) for i, s, q in page],
             more=more,
@@ -237,22 +333,40 @@ def _subscribed(out: list[tuple[int, int]]) -> pb.SubscribeManyResponse:
 
 
 class PublishService(rpc.PublishServiceServicer):
-    def __init__(self, registry: TopicRegistry) -> None:
+    def __init__(self, registry: TopicRegistry, quotas: Quotas) -> None:
         self.registry = registry
+        self.quotas = quotas
 
-    def _publish(self, topic: Topic, events: Any) -> pb.PublishResponse:
-        return _response(topic.publish(events, time.time_ns()))
+    def _admit(self, p: Principal, topic: str, n: int, action: str) -> Topic:
+        """Authorize a write of ``n`` events to ``topic`` and charge them to the caller's quotas."""
+        p.require(topic, "publish", action)
+        t = self.registry.get(topic)
+        self._charge(p, n)
+        return t
+
+    def _charge(self, p: Principal, n: int) -> None:
+        self.quotas.check_batch(p, n)
+        self.quotas.take_publish(p, n)
 
     @_unary
     def Publish(self, request: pb.PublishRequest, context: grpc.ServicerContext) -> pb.PublishResponse:
-        return self._publish(self.registry.get(request.topic), request.events)
+        topic = self._admit(_principal(context), request.topic, len(request.events), "publish")
+        return _response(topic.publish(request.events, time.time_ns()))
 
     @_streaming
     def PublishStream(
         self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
     ) -> Iterator[pb.PublishResponse]:
+        session = session_of(context)
+        with self.quotas.hold(session.current(), "streams"):
+            yield from self._publish_stream(session, request_iterator, context)
+
+    def _publish_stream(
+        self, session: Any, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
+    ) -> Iterator[pb.PublishResponse]:
         # A reader thread applies batch k+1 (engine + log write) while batch k waits for its
         # sync; acknowledgements still go out in request order, each once its batch is durable.
+        # Each batch is authorized and charged to the caller's quotas before it is applied.
         done: queue.Queue[Any] = queue.Queue(maxsize=PUBLISH_PIPELINE)
         stop = threading.Event()
 
@@ -271,10 +385,14 @@ class PublishService(rpc.PublishServiceServicer):
                 for req in request_iterator:
                     if stop.is_set():
                         return
-                    if topic is None:
-                        topic = self.registry.get(req.topic)
-                    elif req.topic and req.topic != topic.name:
+                    if topic is not None and req.topic and req.topic != topic.name:
                         raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
+                    p = session.current()
+                    if topic is None:
+                        topic = self._admit(p, req.topic, len(req.events), "publish")
+                    else:  # every batch: rights may have been revoked by a reload meanwhile
+                        p.require(topic.name, "publish", "publish")
+                        self._charge(p, len(req.events))
                     received = time.time_ns()
                     statuses, token = topic.publish_begin(req.events, received)
                     if not put((topic, statuses, token, received)):
@@ -309,7 +427,7 @@ class PublishService(rpc.PublishServiceServicer):
 
     @_unary
     def DeleteEvents(self, request: pb.DeleteEventsRequest, context: grpc.ServicerContext) -> pb.DeleteEventsResponse:
-        topic = self.registry.get(request.topic)
+        topic = self._admit(_principal(context), request.topic, len(request.events), "delete events")
         return pb.DeleteEventsResponse(statuses=encode_statuses(topic.delete(request.events, time.time_ns())))
 
 
@@ -319,26 +437,38 @@ def _response(statuses: list[Status]) -> pb.PublishResponse:
 
 
 class ListenService(rpc.ListenServiceServicer):
-    def __init__(self, registry: TopicRegistry) -> None:
+    def __init__(self, registry: TopicRegistry, quotas: Quotas) -> None:
         self.registry = registry
+        self.quotas = quotas
 
     @_streaming
     def Listen(self, request: pb.ListenRequest, context: grpc.ServicerContext) -> Iterator[pb.ListenResponse]:
+        session = session_of(context)
+        p = session.current()
+        p.require(request.topic, "subscribe", "listen")
         topic = self.registry.get(request.topic)
+        admin = p.is_admin(topic.name)
         cursors = {c.subscription_id: c.after_seq for c in request.cursors}
-        lis = topic.listen(
-            request.subscriber, list(request.subscription_ids), cursors,
-            request.default_after_seq, request.from_latest,
-        )
-        context.add_callback(lis.wake.set)
-        try:
-            while context.is_active():
-                items = lis.next_batch(LISTEN_POLL_SECONDS)
-                if lis.closed:
-                    context.abort(grpc.StatusCode[topic.hub.close_code or "UNAVAILABLE"], topic.hub.close_message)
-                yield from encode_items(items, request.batch)
-        finally:
-            lis.close()
+        with self.quotas.hold(p, "listeners"):
+            lis = topic.listen(
+                request.subscriber, list(request.subscription_ids), cursors,
+                request.default_after_seq, request.from_latest, owner=None if admin else p.owner,
+            )
+            context.add_callback(lis.wake.set)
+            try:
+                while context.is_active():
+                    items = lis.next_batch(LISTEN_POLL_SECONDS)
+                    if lis.closed:
+                        context.abort(grpc.StatusCode[topic.hub.close_code or "UNAVAILABLE"], topic.hub.close_message)
+                    now = session.current()  # the auth file was reloaded: rights may be gone
+                    if now is not p:
+                        now.require(topic.name, "subscribe", "listen")
+                        if admin:
+                            now.require(topic.name, "admin", "listen to other principals' subscriptions")
+                        p = now
+                    yield from encode_items(items, request.batch)
+            finally:
+                lis.close()
 
 
 class StatsService(rpc.StatsServiceServicer):
@@ -347,6 +477,7 @@ class StatsService(rpc.StatsServiceServicer):
 
     @_unary
     def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.ServicerContext) -> pb.TopicStats:
+        _principal(context).require_any(request.topic, "read topic stats")
         topic = self.registry.get(request.topic)
         st = topic.stats()
         out = pb.TopicStats(topic=topic.name, seq=st["seq"], listeners=st["listeners"])
@@ -357,11 +488,12 @@ class StatsService(rpc.StatsServiceServicer):
         return out
 
 
-def add_services(server: grpc.Server, registry: TopicRegistry) -> list[str]:
+def add_services(server: grpc.Server, registry: TopicRegistry, quotas: Quotas | None = None) -> list[str]:
     """Register every hotjoin servicer on ``server``; returns their full service names."""
+    q = quotas or Quotas(owned=registry.owned)
     rpc.add_TopicServiceServicer_to_server(TopicService(registry), server)
-    rpc.add_SubscriptionServiceServicer_to_server(SubscriptionService(registry), server)
-    rpc.add_PublishServiceServicer_to_server(PublishService(registry), server)
-    rpc.add_ListenServiceServicer_to_server(ListenService(registry), server)
+    rpc.add_SubscriptionServiceServicer_to_server(SubscriptionService(registry, q), server)
+    rpc.add_PublishServiceServicer_to_server(PublishService(registry, q), server)
+    rpc.add_ListenServiceServicer_to_server(ListenService(registry, q), server)
     rpc.add_StatsServiceServicer_to_server(StatsService(registry), server)
     return [s.full_name for s in pb.DESCRIPTOR.services_by_name.values()]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,13 +43,15 @@ class Tuples:
 
 @dataclass
 class State:
-    """What a snapshot holds: the clock, the next subscription id, subscriptions and tuples."""
+    """What a snapshot holds: the clock, the next subscription id, subscriptions (and their
+    owners, only the non-empty ones) and tuples."""
 
     seq: int
     max_time: int | None
     next_sid: int
     subs: list[tuple[int, Subscription, SubMeta]]
     tuples: list[Tuples]
+    owners: dict[int, str] = field(default_factory=dict)
 
     @property
     def n_ops(self) -> int:
@@ -97,19 +99,23 @@ def set_next_subscription_id(engine: Any, n: int) -> None:
         engine.set_next_subscription_id(n)
 
 
-def capture(engine: Any, meta: dict[int, SubMeta], lateness: int) -> State:
-    """Copy a topic's state (call with the topic lock held)."""
+def capture(engine: Any, meta: dict[int, SubMeta], lateness: int,
+            owners: dict[int, str] | None = None) -> State:
+    """Copy a topic's state (call with the topic lock held); ``owners``: sid -> owner principal."""
     w = engine.watermark
     subs = [(sid, engine.subscription(sid), m) for sid, m in meta.items()]
     return State(int(engine.seq), None if w is None else int(w) + lateness,
-                 next_subscription_id(engine), subs, [_tuples(engine, "R"), _tuples(engine, "S")])
+                 next_subscription_id(engine), subs, [_tuples(engine, "R"), _tuples(engine, "S")],
+                 dict(owners or {}))
 
 
 def _ops(state: State) -> Iterator[pb.LogOp]:
     """Snapshot ops: subscriptions by id, then tuples (seq order is not needed to restore)."""
+    owners = state.owners
     for sid, sub, m in sorted(state.subs, key=lambda x: x[0]):
         yield pb.LogOp(seq=m.registered_seq,
-                       subscribe=pb.SubscribeOp(subscription_id=sid, spec=encode_spec(sub, m)))
+                       subscribe=pb.SubscribeOp(subscription_id=sid, spec=encode_spec(sub, m),
+                                                owner=owners.get(sid, "")))
     for t in state.tuples:
         side = SIDE_TO_PB[t.side]
         for i, k, v, tm, s, p in zip(t.ids, t.keys.tolist(), t.values.tolist(), t.times.tolist(),
@@ -138,7 +144,8 @@ def restore(engine: Any, header: dict[str, Any], batches: Iterator[pb.LogBatch],
             register: Any) -> None:
     """Rebuild ``engine`` from the snapshot frames of a compacted log.
 
-    ``register(sid, meta)`` records each subscription's server-side metadata.
+    ``register(sid, meta, owner)`` records each subscription's server-side metadata and owner
+    ("" in logs written before owners were recorded).
     """
     from server.convert import decode_event, decode_spec
 
@@ -151,7 +158,7 @@ def restore(engine: Any, header: dict[str, Any], batches: Iterator[pb.LogBatch],
                 sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
                 sid = int(op.subscribe.subscription_id)
                 engine.restore_subscription(sid, sub, int(op.seq), snap)
-                register(sid, SubMeta(affected, snap, subscriber, int(op.seq)))
+                register(sid, SubMeta(affected, snap, subscriber, int(op.seq)), op.subscribe.owner)
             else:
                 e = op.publish
                 events.append(decode_event(e, e.id, e.time))

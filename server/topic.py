@@ -64,7 +64,14 @@ from server.convert import (
     encode_spec,
 )
 from server.delivery import Chunk, DeliveryHub, Item, Listener, MatchBlock, observe_many
-from server.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
+from server.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+    Unimplemented,
+)
 from server.log import LogCorruptError, OpLog, _fsync_dir, frame, read_batches, read_log, write_all
 from server.pb import hotjoin_pb2 as pb
 
@@ -121,6 +128,10 @@ class Topic:
         )
         self._lock = threading.Lock()
         self._meta: dict[int, SubMeta] = {}
+        # Owner principal of each subscription (server/SECURITY.md); only non-empty owners are
+        # kept, so a server without --auth-file pays nothing per subscription.
+        self._owners: dict[int, str] = {}
+        self._owner_counts: collections.Counter[str] = collections.Counter()
         self._affected = np.zeros(1024, dtype=bool)
         self._n_pairs = 0
         self._next_sid = 0
@@ -173,8 +184,9 @@ class Topic:
             on_gap=self._m_gaps.inc,
             on_deliver=self._observe_delivery,
         )
+        owners = self._owners
         self.hub.add_subscriptions(
-            (sid, m.subscriber, m.registered_seq) for sid, m in self._meta.items()
+            (sid, m.subscriber, m.registered_seq, owners.get(sid, "")) for sid, m in self._meta.items()
         )
         if self._checkpoints:
             self._ckpt_ops_at = self._log_ops
@@ -297,8 +309,10 @@ class Topic:
 
     # ---- subscriptions ----------------------------------------------------------------------
 
-    def subscribe(self, specs: Sequence[pb.SubscriptionSpec], received_ns: int) -> list[tuple[int, int]]:
-        """Register ``specs`` in order, all or nothing; returns ``(id, registered_seq)`` each."""
+    def subscribe(self, specs: Sequence[pb.SubscriptionSpec], received_ns: int,
+                  owner: str = "") -> list[tuple[int, int]]:
+        """Register ``specs`` in order, all or nothing, owned by principal ``owner`` ("" without
+        auth); returns ``(id, registered_seq)`` each."""
         _check_batch(len(specs), MAX_SUBSCRIBE_BATCH, "subscriptions")
         decoded: list[tuple[Subscription, bool, bool, str]] = []
         for i, spec in enumerate(specs):
@@ -336,18 +350,18 @@ class Topic:
             for k, sid in enumerate(ids):
                 sub, affected, snap, subscriber = decoded[k]
                 reg = seq0 + 1 + k
-                self._register_meta(sid, SubMeta(affected, snap, subscriber, reg))
+                self._register_meta(sid, SubMeta(affected, snap, subscriber, reg), owner)
                 ops.append(
                     pb.LogOp(
                         seq=reg,
-                        subscribe=pb.SubscribeOp(subscription_id=sid, spec=specs[k]),
+                        subscribe=pb.SubscribeOp(subscription_id=sid, spec=specs[k], owner=owner),
                         received_unix_nanos=received_ns,
                     )
                 )
                 out.append((sid, reg))
             token = 0
             if ops:
-                adds = [(sid, self._meta[sid].subscriber, reg) for sid, reg in out]
+                adds = [(sid, self._meta[sid].subscriber, reg, owner) for sid, reg in out]
                 parts: list[Any] = []
                 for sid, reg in out:
                     if self._meta[sid].snapshot:
@@ -369,10 +383,13 @@ class Topic:
             raise InvalidArgument(f"{cause}{applied}")
         return out
 
-    def unsubscribe(self, sid: int) -> int:
-        """Remove subscription ``sid``; returns the operation's seq."""
+    def unsubscribe(self, sid: int, owner: str | None = None) -> int:
+        """Remove subscription ``sid``; returns the operation's seq. With ``owner`` set, only a
+        subscription of that owner may be removed (``PermissionDenied`` otherwise)."""
         with self._lock:
             self._check_open()
+            if owner is not None and sid in self._meta:
+                self._check_owner(sid, owner, "cancel")
             try:
                 self.engine.unsubscribe(sid)
             except UnknownSubscriptionError:
@@ -386,10 +403,17 @@ class Topic:
         return seq
 
     def list_subscriptions(
-        self, subscriber: str, after_id: int | None, page_size: int
+        self, subscriber: str, after_id: int | None, page_size: int, owner: str | None = None
     ) -> tuple[list[tuple[int, pb.SubscriptionSpec, int]], bool]:
-        """A page of live subscriptions with id > after_id: ``[(id, spec, registered_seq)], more``."""
+        """A page of live subscriptions with id > after_id: ``[(id, spec, registered_seq)], more``;
+        with ``owner`` set only that owner's subscriptions."""
         size = min(page_size or LIST_PAGE_MAX, LIST_PAGE_MAX)
+        owners = self._owners
+
+        def wanted(sid: int) -> bool:
+            return ((not subscriber or self._meta[sid].subscriber == subscriber)
+                    and (owner is None or owners.get(sid, "") == owner))
+
         with self._lock:
             self._check_open()
             ids = list(self._meta)
@@ -397,15 +421,32 @@ class Topic:
             page: list[tuple[int, pb.SubscriptionSpec, int]] = []
             while i < len(ids) and len(page) < size:
                 sid = ids[i]
-                meta = self._meta[sid]
-                if not subscriber or meta.subscriber == subscriber:
+                if wanted(sid):
+                    meta = self._meta[sid]
                     spec = encode_spec(self.engine.subscription(sid), meta)
                     page.append((sid, spec, meta.registered_seq))
                 i += 1
-            more = any(
-                not subscriber or self._meta[s].subscriber == subscriber for s in ids[i:]
-            )
+            more = any(wanted(s) for s in ids[i:])
         return page, more
+
+    def owned(self, owner: str) -> int:
+        """Live subscriptions of ``owner`` on this topic (O(1); for the subscriptions quota)."""
+        return self._owner_counts[owner]
+
+    def owner_of(self, sid: int) -> str | None:
+        """The owner of live subscription ``sid`` ("" without auth), None when it does not exist."""
+        if sid not in self._meta:
+            return None
+        return self._owners.get(sid, "")
+
+    def _check_owner(self, sid: int, owner: str, action: str) -> None:
+        if self._owners.get(sid, "") != owner:
+            self._deny(sid, action)
+
+    def _deny(self, sid: int, action: str) -> None:
+        raise PermissionDenied(
+            f"subscription {sid} of topic {self.name!r} belongs to another principal; "
+            f"to {action} it needs the 'admin' right on the topic", "admin")
 
     # ---- listening ----------------------------------------------------------------------------
 
@@ -416,9 +457,12 @@ class Topic:
         cursors: Mapping[int, int],
         default_after_seq: int,
         from_latest: bool,
+        owner: str | None = None,
     ) -> Listener:
         """Open a listener; unknown ids fail with ``NotFound``, nothing to listen to with
-        ``InvalidArgument``."""
+        ``InvalidArgument``. With ``owner`` set the listener sees only that owner's subscriptions:
+        ids of another owner fail with ``PermissionDenied`` and listening by subscriber name
+        attaches only the owner's subscriptions of that name."""
         if not subscriber and not subscription_ids:
             raise InvalidArgument("listen needs a subscriber or at least one subscription id")
         with self._lock:
@@ -426,13 +470,21 @@ class Topic:
             for sid in (*subscription_ids, *cursors):
                 if sid not in self._meta and not self.hub.has(sid):
                     raise NotFound(f"topic {self.name!r} has no subscription {sid}")
+                if owner is not None:  # a live one, or one unsubscribed but still draining
+                    theirs = self.owner_of(sid)
+                    if (self.hub.owner_of(sid) if theirs is None else theirs) != owner:
+                        self._deny(sid, "listen to")
             try:
                 return self.hub.listen(
                     subscriber, list(subscription_ids), dict(cursors), default_after_seq,
-                    from_latest, self.engine.seq,
+                    from_latest, self.engine.seq, owner=owner,
                 )
             except KeyError as x:
                 raise NotFound(f"topic {self.name!r} has no subscription {x.args[0]}") from None
+            except PermissionError as x:
+                raise PermissionDenied(
+                    f"subscription {x.args[0]} of topic {self.name!r} belongs to another principal",
+                    "admin") from None
 
     # ---- info -------------------------------------------------------------------------------
 
@@ -520,7 +572,8 @@ class Topic:
         assert self._log is not None and self.directory is not None
         t0 = time.perf_counter()
         state = {"engine": self.engine, "meta": self._meta, "affected": self._affected,
-                 "n_pairs": self._n_pairs, "next_sid": self._next_sid, "log_ops": self._log_ops}
+                 "n_pairs": self._n_pairs, "next_sid": self._next_sid, "log_ops": self._log_ops,
+                 "owners": self._owners}
         seq, offset = self.engine.seq, self._log.size
         try:
             payload = checkpoint.dumps(state)
@@ -577,6 +630,9 @@ class Topic:
             seq, offset, state = got
             self.engine = state["engine"]
             self._meta = state["meta"]
+            self._owners = state.get("owners", {})  # checkpoints older than owners: none recorded
+            self._owner_counts = collections.Counter(self._owners.values())
+            self._owner_counts[""] = len(self._meta) - len(self._owners)
             self._affected = state["affected"]
             self._n_pairs = state["n_pairs"]
             self._next_sid = state["next_sid"]
@@ -590,6 +646,8 @@ class Topic:
             self.engine = self._engine_factory(lateness=self.lateness, retention=self.retention,
                                                strategy=self.strategy or "auto")
             self._meta = {}
+            self._owners = {}
+            self._owner_counts = collections.Counter()
             self._affected = np.zeros(1024, dtype=bool)
             self._n_pairs = 0
             self._next_sid = 0
@@ -662,7 +720,7 @@ class Topic:
             with self._lock:
                 if self._closed:
                     return False
-                state = snapshot.capture(self.engine, self._meta, self.lateness)
+                state = snapshot.capture(self.engine, self._meta, self.lateness, self._owners)
                 offset, ops_at = self._log.size, self._log_ops
             head = snapshot.snapshot_bytes(state)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -705,8 +763,11 @@ class Topic:
             eid = f"{base}.{k}"
         return eid
 
-    def _register_meta(self, sid: int, meta: SubMeta) -> None:
+    def _register_meta(self, sid: int, meta: SubMeta, owner: str = "") -> None:
         self._meta[sid] = meta
+        if owner:
+            self._owners[sid] = owner
+        self._owner_counts[owner] += 1
         self._next_sid = max(self._next_sid, sid + 1)
         if sid >= len(self._affected):
             grown = np.zeros(max(2 * len(self._affected), sid + 1), dtype=bool)
@@ -718,6 +779,10 @@ class Topic:
 
     def _unregister_meta(self, sid: int) -> None:
         meta = self._meta.pop(sid)
+        owner = self._owners.pop(sid, "")
+        self._owner_counts[owner] -= 1
+        if self._owner_counts[owner] <= 0:
+            del self._owner_counts[owner]
         if not meta.affected:
             self._n_pairs -= 1
 
@@ -780,7 +845,7 @@ class Topic:
         """Rebuild engine state and subscription metadata by replaying the log (no matching)."""
         engine = self.engine
         events: list[Event] = []
-        subs: list[tuple[pb.LogOp, Subscription, SubMeta]] = []
+        subs: list[tuple[pb.LogOp, Subscription, SubMeta]] = []  # op.subscribe.owner: "" in old logs
         last_seq = 0
         # Without retention a run of logged publishes leaves exactly its tuples stored (each was
         # accepted when logged: new id, not late), so the run is loaded as columns at once.
@@ -820,7 +885,7 @@ class Topic:
                         raise LogCorruptError(
                             f"replay gave subscription id {sid}, log says {op.subscribe.subscription_id}"
                         )
-                    self._register_meta(sid, meta)
+                    self._register_meta(sid, meta, op.subscribe.owner)
                 i = j
             subs.clear()
 

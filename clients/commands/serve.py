@@ -1,4 +1,5 @@
-"""``hotjoin serve``: run the gRPC server (SPEC §4) until SIGINT/SIGTERM."""
+"""``hotjoin serve``: run the gRPC server (SPEC §4) until SIGINT/SIGTERM; SIGHUP reloads the
+auth file. Security options (TLS, auth, quotas, audit log) are described in server/SECURITY.md."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ def register(sub: Any) -> None:
                        description="Serve the hotjoin gRPC API on loopback with embedded persistence.")
     p.add_argument("--data-dir", type=Path, default=Path("hotjoin-data"),
                    help="directory of the topics' logs (default: ./hotjoin-data)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1, loopback only; any other address needs "
+                        "TLS and --auth-file, or --allow-insecure)")
     p.add_argument("--port", type=int, default=50051, help="gRPC port (default 50051)")
     p.add_argument("--metrics-port", type=int, default=9464,
                    help="Prometheus /metrics port (default 9464; -1 disables)")
@@ -34,27 +37,85 @@ def register(sub: Any) -> None:
                    help="checkpoint a topic whose log is not compacted once this many operations "
                         "(and half as many as its live records) were logged since the last one, so a restart "
                         "replays only the tail (default 200000; 0 disables)")
+    s = p.add_argument_group("security (server/SECURITY.md)")
+    s.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate chain (PEM)")
+    s.add_argument("--tls-key", type=Path, help="the private key of --tls-cert (PEM)")
+    s.add_argument("--tls-client-ca", type=Path,
+                   help="mutual TLS: require client certificates signed by this CA (PEM)")
+    s.add_argument("--auth-file", type=Path,
+                   help="principals, token hashes and per-topic rights (TOML or .json); turns on "
+                        "authentication for every RPC but health checking; SIGHUP reloads it")
+    s.add_argument("--audit-log", type=Path,
+                   help="append the audit trail (JSON lines) to this file instead of the log")
+    s.add_argument("--allow-insecure", action="store_true",
+                   help="allow a non-loopback --host without TLS and/or --auth-file (logs a warning)")
+    s.add_argument("--metrics-host", default=None,
+                   help="address of the /metrics endpoint, which has no authentication (default: --host)")
+    q = p.add_argument_group("quotas, per principal (0 disables a limit; server/SECURITY.md)")
+    q.add_argument("--max-message-bytes", type=int, default=64 << 20,
+                   help="largest request message (default 64 MiB)")
+    q.add_argument("--max-batch-events", type=int, default=10_000,
+                   help="events per publish/delete request or stream message (default and maximum 10000)")
+    q.add_argument("--max-subscriptions", type=int, default=0,
+                   help="live subscriptions a principal may own over all topics (default 0: unlimited)")
+    q.add_argument("--max-listeners", type=int, default=None,
+                   help="open Listen streams per principal (default: --max-workers / 2)")
+    q.add_argument("--max-streams", type=int, default=None,
+                   help="open PublishStream/SubscribeStream calls per principal (default: --max-workers / 4)")
+    q.add_argument("--publish-rate", type=float, default=0.0,
+                   help="events per second a principal may publish or delete (default 0: unlimited)")
+    q.add_argument("--publish-burst", type=float, default=0.0,
+                   help="token-bucket size in events (default: max(rate, --max-batch-events))")
     p.set_defaults(func=run)
+
+
+def limits_of(args: argparse.Namespace) -> Any:
+    """The ``Limits`` the quota options describe."""
+    from server.quotas import Limits
+
+    kw: dict[str, Any] = dict(
+        message_bytes=args.max_message_bytes, batch_events=args.max_batch_events,
+        subscriptions=args.max_subscriptions, publish_rate=args.publish_rate,
+        publish_burst=args.publish_burst)
+    if args.max_listeners is not None:
+        kw["listeners"] = args.max_listeners
+    if args.max_streams is not None:
+        kw["streams"] = args.max_streams
+    return Limits.for_workers(args.max_workers, **kw)
 
 
 def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     """Start the server and block until a signal stops it."""
-    from server.app import HotjoinServer
+    from clients.cli import CliError
+    from server.app import HotjoinServer, TlsFiles
+    from server.auth import AuthFileError
+    from server.errors import InvalidArgument
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     kwargs: dict[str, Any] = {}
     if engine_factory is not None:
         kwargs["engine_factory"] = engine_factory
-    srv = HotjoinServer(
-        data_dir=args.data_dir, host=args.host, port=args.port,
-        metrics_port=None if args.metrics_port < 0 else args.metrics_port,
-        max_workers=args.max_workers, buffer_capacity=args.buffer,
-        compact_min_bytes=args.compact_min_bytes, compact_ratio=args.compact_ratio,
-        compact_all=args.compact_all, checkpoint_min_ops=args.checkpoint_min_ops, **kwargs,
-    ).start()
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise CliError("TLS needs both --tls-cert and --tls-key")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise CliError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+    tls = None if args.tls_cert is None else TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
+    try:
+        srv = HotjoinServer(
+            data_dir=args.data_dir, host=args.host, port=args.port,
+            metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+            max_workers=args.max_workers, buffer_capacity=args.buffer,
+            compact_min_bytes=args.compact_min_bytes, compact_ratio=args.compact_ratio,
+            compact_all=args.compact_all, checkpoint_min_ops=args.checkpoint_min_ops,
+            tls=tls, auth_file=args.auth_file, limits=limits_of(args), audit_log=args.audit_log,
+            allow_insecure=args.allow_insecure, metrics_host=args.metrics_host, **kwargs,
+        ).start()
+    except (AuthFileError, InvalidArgument, ValueError) as e:
+        raise CliError(str(e)) from None
     print(f"hotjoin serving on {srv.target} (data {args.data_dir}, metrics port {srv.metrics_port})",
           flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: srv.stop(1.0))
+    signal.signal(signal.SIGHUP, lambda *_: srv.reload_auth())
     srv.wait()
     return 0

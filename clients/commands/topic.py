@@ -24,8 +24,8 @@ def register(sub: Any) -> None:
     g.add_argument("name")
     d = tsub.add_parser("delete", help="delete a topic and its data")
     d.add_argument("name")
-    for action in (c, ls, g, d):  # --target is accepted after the action too
-        action.add_argument("--target", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    for action in (c, ls, g, d):  # --target and the security options are accepted after the action too
+        add_target(action, hidden=True)
     p.set_defaults(func=rpc_errors(run))
 
 

@@ -484,12 +484,14 @@ class TopicStats(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ...) -> None: ...
 
 class SubscribeOp(_message.Message):
-    __slots__ = ("subscription_id", "spec")
+    __slots__ = ("subscription_id", "spec", "owner")
     SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     subscription_id: int
     spec: SubscriptionSpec
-    def __init__(self, subscription_id: _Optional[int] = ..., spec: _Optional[_Union[SubscriptionSpec, _Mapping]] = ...) -> None: ...
+    owner: str
+    def __init__(self, subscription_id: _Optional[int] = ..., spec: _Optional[_Union[SubscriptionSpec, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class LogOp(_message.Message):
     __slots__ = ("seq", "publish", "delete", "subscribe", "unsubscribe", "received_unix_nanos")

@@ -1,0 +1,144 @@
+"""The gRPC side of authentication and message-size limits: one server interceptor.
+
+For every RPC but standard health checking it (1) authenticates the ``authorization: Bearer``
+metadata when the server has an auth file — a missing, malformed or unknown token is answered
+UNAUTHENTICATED before the request is even parsed, counted in ``hotjoin_auth_failures_total``
+and audited — and (2) wraps the method handler so that each request message's size *as received*
+is checked against the caller's ``message_bytes`` quota before it is parsed, and the servicer sees
+a context carrying the caller's ``Session`` (``session_of``). Authorization needs the request's
+topic, so it happens in the servicers (``server/service.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from server import audit, metrics
+from server.auth import ANONYMOUS, Authenticator, AuthFailure, Session
+from server.errors import ResourceExhausted
+from server.quotas import Quotas
+
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
+
+
+class SessionContext:
+    """A servicer context with the caller's ``session`` attached; everything else is delegated."""
+
+    __slots__ = ("_ctx", "session")
+
+    def __init__(self, ctx: grpc.ServicerContext, session: Session) -> None:
+        self._ctx = ctx
+        self.session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+_UNRESTRICTED = Session(ANONYMOUS)
+
+
+def session_of(context: Any) -> Session:
+    """The caller of the RPC (an unrestricted anonymous session when no interceptor ran)."""
+    s = getattr(context, "session", None)
+    return s if isinstance(s, Session) else _UNRESTRICTED
+
+
+def peer_of(context: Any) -> str | None:
+    try:
+        return str(context.peer())
+    except Exception:  # a test double without peer()
+        return None
+
+
+def _same_kind(handler: grpc.RpcMethodHandler, behavior: Callable[..., Any],
+               deserializer: Callable[[bytes], Any] | None) -> grpc.RpcMethodHandler:
+    """A handler of ``handler``'s cardinality running ``behavior``."""
+    ser = handler.response_serializer
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(behavior, deserializer, ser)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(behavior, deserializer, ser)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(behavior, deserializer, ser)
+    return grpc.unary_unary_rpc_method_handler(behavior, deserializer, ser)
+
+
+_UNREAD = object()  # stands for a request that is refused unread (None means "parse failed")
+
+
+def _discard(_data: bytes) -> object:
+    return _UNREAD
+
+
+class GuardInterceptor(grpc.ServerInterceptor):
+    """Authentication (when ``authenticator`` is set) and message-size quotas for every RPC but
+    health checking."""
+
+    def __init__(self, authenticator: Authenticator | None, quotas: Quotas) -> None:
+        self.authenticator = authenticator
+        self.quotas = quotas
+
+    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
+                          handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(HEALTH_PREFIX):
+            return handler
+        if self.authenticator is None:
+            session = _UNRESTRICTED
+        else:
+            try:
+                principal, digest = self.authenticator.authenticate(
+                    handler_call_details.invocation_metadata)
+            except AuthFailure as e:
+                return _refusal(handler, e, method)
+            session = Session(principal, self.authenticator, digest)
+        return self._wrap(handler, session)
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, session: Session) -> grpc.RpcMethodHandler:
+        quotas, principal = self.quotas, session.principal
+        limit = quotas.message_limit(principal)
+        parse = handler.request_deserializer or (lambda b: b)
+
+        def measured(data: bytes) -> tuple[int, Any]:
+            n = len(data)
+            return n, (_UNREAD if limit and n > limit else parse(data))
+
+        def checked(pair: tuple[int, Any]) -> Any:
+            n, req = pair
+            if limit and n > limit:
+                quotas.check_message(principal, n)  # raises ResourceExhausted, counted
+            return req
+
+        if handler.request_streaming:
+            inner = handler.stream_stream if handler.response_streaming else handler.stream_unary
+
+            def streaming(it: Iterator[tuple[int, Any]], context: grpc.ServicerContext) -> Any:
+                return inner((checked(p) for p in it), SessionContext(context, session))
+
+            return _same_kind(handler, streaming, measured)
+        inner = handler.unary_stream if handler.response_streaming else handler.unary_unary
+
+        def unary(pair: tuple[int, Any], context: grpc.ServicerContext) -> Any:
+            try:
+                req = checked(pair)
+            except ResourceExhausted as e:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, e.message)
+            return inner(req, SessionContext(context, session))
+
+        return _same_kind(handler, unary, measured)
+
+
+def _refusal(handler: grpc.RpcMethodHandler, err: AuthFailure, method: str) -> grpc.RpcMethodHandler:
+    """A handler that answers UNAUTHENTICATED without reading the request."""
+
+    def refuse(_request: Any, context: grpc.ServicerContext) -> Any:
+        metrics.AUTH_FAILURES.labels(err.reason).inc()
+        audit.record("authenticate", None, "unauthenticated", method=method, reason=err.reason,
+                     peer=peer_of(context))
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, err.message)
+
+    return _same_kind(handler, refuse, _discard)
