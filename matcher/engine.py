@@ -39,6 +39,7 @@ from .model import (
     check_side,
     empty_matches,
 )
+from .router import DYNAMIC_NAMES, BandDynamic, SelectDynamic, WindowDynamic
 from .select_join import (
     SELECT_STRATEGIES,
     SelectStrategy,
@@ -53,11 +54,12 @@ from .window_join import (
     run_window_select_first,
 )
 
-DEFAULT_STRATEGY = {"band": "BJ-Hotspot", "select": "SJ-Hotspot", "window": "WJ-Hotspot"}
+DEFAULT_STRATEGY = dict(DYNAMIC_NAMES)
+"""``"auto"``: the cost-based router of §4 (:mod:`matcher.router`) for every kind."""
 STRATEGIES = {
-    "band": BAND_STRATEGIES,
-    "select": SELECT_STRATEGIES,
-    "window": WINDOW_STRATEGIES,
+    "band": BAND_STRATEGIES + (DYNAMIC_NAMES["band"],),
+    "select": SELECT_STRATEGIES + (DYNAMIC_NAMES["select"],),
+    "window": WINDOW_STRATEGIES + (DYNAMIC_NAMES["window"],),
 }
 _OTHER: dict[str, Side] = {"R": "S", "S": "R"}
 _NO_FILTER_SEQ = np.iinfo(np.int64).max
@@ -99,8 +101,9 @@ class Engine:
         self.tables: dict[Side, BaseTable] = {"R": BaseTable("R"), "S": BaseTable("S")}
         self.cols = SubscriptionColumns()
         self.subs: dict[int, Subscription] = {}
-        self.band: BandStrategy = make_band_strategy(self.strategy_names["band"], self.cols,
-                                                     self.options)
+        self.band: BandStrategy = (
+            BandDynamic(self.cols, self.options) if self.strategy_names["band"] == "BJ-Dynamic"
+            else make_band_strategy(self.strategy_names["band"], self.cols, self.options))
         # select / window indexes are built on the first subscription of their kind, so a
         # kind without subscriptions costs nothing per event (nor does the per-key index)
         self.select: SelectStrategy | None = None
@@ -127,14 +130,17 @@ class Engine:
         if isinstance(sub, SelectJoin):
             if self.select is None:
                 self._enable_key_indexes()
-                self.select = make_select_strategy(self.strategy_names["select"], self.cols,
-                                                   self.options)
+                name = self.strategy_names["select"]
+                self.select = (SelectDynamic(self.cols, self.options) if name == "SJ-Dynamic"
+                               else make_select_strategy(name, self.cols, self.options))
             return self.select
         if isinstance(sub, WindowJoin):
             if self.window is None:
                 self._enable_key_indexes()
-                self.window = make_window_strategy(self.strategy_names["window"], self.cols,
-                                                   self.options, self.tables)
+                name = self.strategy_names["window"]
+                self.window = (
+                    WindowDynamic(self.cols, self.options, self.tables) if name == "WJ-Dynamic"
+                    else make_window_strategy(name, self.cols, self.options, self.tables))
             return self.window
         raise ValueError(f"not a subscription: {type(sub).__name__}")
 
@@ -382,6 +388,25 @@ class Engine:
         self._seq = int(seq)
         self._max_time = None if max_time is None else int(max_time)
 
+    def advance_clock(self, seq: int, max_time: int | None) -> None:
+        """Make the next operation take ``seq``; raise the largest event time to ``max_time``.
+
+        For a shard of the Spark replay (``ops/replay``), which sees only part of a topic's log:
+        given the topic-wide clock before each of its operations, lateness, retention and pair
+        formation behave exactly as online. Retention drops what the new watermark expires, as
+        ``_advance`` does; a ``max_time`` below the current one changes nothing. O(expired log n).
+        """
+        seq = int(seq)
+        if seq <= self._seq:
+            raise ValueError(f"advance_clock: seq {seq} is not after the last seq {self._seq}")
+        self._seq = seq - 1
+        if max_time is not None and (self._max_time is None or max_time > self._max_time):
+            self._max_time = int(max_time)
+            if self.retention is not None:
+                limit = self._max_time - self.lateness - self.retention
+                for t in self.tables.values():
+                    t.expire_before(limit)
+
     def restore_subscription(self, sid: int, sub: Subscription, reg_seq: int,
                              snapshot: bool = False) -> None:
         """Re-create subscription ``sid`` as registered at ``reg_seq`` (compacted logs).
@@ -446,6 +471,8 @@ class Engine:
                     for k, st in (("band", band), ("select", select), ("window", window))},
             "hotspots": {k: int(st.get("hotspots", 0))
                          for k, st in (("band", band), ("select", select), ("window", window))},
+            "decisions": {name: int(n) for st in (band, select, window)
+                          for name, n in st.get("decisions", {}).items()},
             "band": band,
             "select": select,
             "window": window,

@@ -44,6 +44,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         k.add_argument("--plots", dest="plot_dir", default=None,
                        help="write one PNG per figure into this directory")
         k.set_defaults(func=fn)
+    from matcher.bench import router
+
+    rt = kinds.add_parser("router", help="cost-based router: Figs. 12-20 of paper 004 (Dynamic "
+                          "against every static strategy and Optimum)")
+    router.add_arguments(rt)
+    rt.add_argument("--json", dest="json_path", help="write all records as JSON to this path")
+    rt.add_argument("--plots", dest="plot_dir", default=None,
+                    help="write the throughput, decision and optimal-share PNGs here")
+    rt.set_defaults(func=_run_router)
     from matcher.bench import memory
 
     m = kinds.add_parser("memory", help="resident memory of mixed subscriptions plus stored "
@@ -51,6 +60,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     memory.add_arguments(m)
     m.add_argument("--json", dest="json_path", help="write the result as JSON to this path")
     m.set_defaults(func=_run_memory)
+    from matcher.bench import histogram
+
+    h = kinds.add_parser("histogram", help="interval histograms: Fig. 25 of paper 004 "
+                         "(HIST-EQW, HIST-SSI, HIST-OPT*)")
+    histogram.add_arguments(h)
+    h.add_argument("--json", dest="json_path", help="write all records as JSON to this path")
+    h.add_argument("--plots", dest="plot_dir", default=None, help="write the Fig. 25 PNG here")
+    h.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
+    h.set_defaults(func=_run_histogram)
 
     s = kinds.add_parser("serve", help="load test of the gRPC server (separate processes, loopback)")
     s.add_argument("--subscriptions", default="100000",
@@ -90,6 +108,16 @@ def _run_storage(args: argparse.Namespace) -> int:
               "per insert")
     if args.json_path:
         write_json(args.json_path, res)
+    return 0
+
+
+def _run_histogram(args: argparse.Namespace) -> int:
+    from matcher.bench import histogram
+
+    res = _run_figures("histogram", args, histogram.record_line)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(histogram.to_markdown(res))
     return 0
 
 
@@ -182,4 +210,18 @@ def _run_memory(args: argparse.Namespace) -> int:
     res = memory.run(cfg, args.json_path)
     print(memory.format_result(res))
     sys.stdout.flush()
+    return 0
+
+
+def _run_router(args: argparse.Namespace) -> int:
+    from matcher.bench import router
+
+    res = _run_figures("router", args, lambda r: (
+        f"fig {r['figure']:<6} x={r['x']:<8g} Dynamic/best static "
+        f"{r['dynamic_over_best_static']:5.2f} ({r['best_static']}), Optimum/Dynamic "
+        f"{r['optimum_over_dynamic']:5.2f}, optimal {r['optimal_share']:4.0%}, "
+        + ", ".join(f"{k} {v:,.0f}/s" for k, v in r["throughput"].items())))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(router.to_markdown(res))
     return 0

@@ -1,0 +1,343 @@
+"""Profiling every strategy per tuple and fitting the cost constants (paper 004 §5.4, Table II).
+
+``time_members`` is the measuring core shared by ``hotjoin calibrate`` and ``hotjoin bench
+router``: for each incoming tuple it records every member strategy's feature vector
+(:mod:`matcher.cost_model`), the router's choice, and the time of each member run alone on that
+tuple (``force``), members in a rotating order so cache warmth favours none. From those the
+benchmark derives the static strategies, Dynamic and ``*-Optimum`` (the fastest member per
+tuple), and calibration fits ``time ≈ Σ c_j f_j + c_k k`` per strategy by least squares
+(``fit``), keeping constants non-negative by dropping a feature that fits negative and refitting
+(an active-set NNLS; a negative cost would make the router prefer a strategy for doing *more*).
+95% intervals are ±1.96 standard errors (every fit has hundreds of residual degrees of freedom).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .cost_model import FEATURES, CostProfile
+from .engine import Engine
+from .model import BandJoin, Range, SelectJoin, WindowJoin
+from .router import DEFAULT_MEMBERS
+from .select_join import partner_group
+from .window_join import partners_of
+
+VALUE_DOMAIN = 1_000_000.0
+ALL_MEMBERS = {"select": DEFAULT_MEMBERS["select"] + ("SJ-SSI",),
+               "band": DEFAULT_MEMBERS["band"], "window": DEFAULT_MEMBERS["window"]}
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+@dataclass
+class MemberTimes:
+    """Per tuple: each member's time (ns) and features, the router's choice, and its own time."""
+
+    members: tuple[str, ...]
+    ns: np.ndarray            # (tuples, members) time of each member alone
+    dynamic_ns: np.ndarray    # (tuples,) time of the routed run (features + choice + member)
+    choice: np.ndarray        # (tuples,) index of the member the router ran
+    affected: np.ndarray      # (tuples,) affected subscriptions (identify mode)
+    features: list[np.ndarray]  # per member: (tuples, len(FEATURES[member]))
+
+
+def _strategy(e: Engine, kind: str) -> Any:
+    return {"band": e.band, "select": e.select, "window": e.window}[kind]
+
+
+def _features(e: Engine, kind: str, side: str, key: float, value: float,
+              t: int) -> list[list[float]] | None:
+    ix = _strategy(e, kind)
+    table = e.tables["S" if side == "R" else "R"]
+    dirn = 1 if side == "R" else -1
+    if kind == "band":
+        return ix.features(table) if len(table) else None
+    if kind == "select":
+        size = partner_group(table, key)[2]
+        return ix.features(dirn, value, table, size) if size else None
+    p = partners_of(table, key)
+    return None if p is None else ix.features(dirn, key, value, t, table, p)
+
+
+def warm_up(e: Engine, kind: str, keys: np.ndarray, values: np.ndarray, n: int = 10) -> None:
+    """Run every member and the router on the first ``n`` tuples (JIT compiles, caches)."""
+    ix = _strategy(e, kind)
+    for name in (*ix.member_names, None):
+        ix.force(name)
+        for k, v in zip(keys[:n].tolist(), values[:n].tolist(), strict=True):
+            e.probe("R", k, v)
+    ix.force(None)
+
+
+def time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
+                 times: np.ndarray | None = None, progress: Any = None) -> MemberTimes:
+    """Run every member and the router on each tuple (``Engine.probe``, identify mode).
+
+    Tuples without partners (no member does any work) are skipped.
+    """
+    gc_was = gc.isenabled()
+    gc.disable()  # a collection inside one member's timing is not that member's cost
+    try:
+        return _time_members(e, kind, side, keys, values, times, progress)
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
+                  times: np.ndarray | None, progress: Any) -> MemberTimes:
+    ix = _strategy(e, kind)
+    names: tuple[str, ...] = tuple(ix.member_names)
+    nm = len(names)
+    rows_ns, rows_dyn, rows_choice, rows_k = [], [], [], []
+    feats: list[list[list[float]]] = [[] for _ in names]
+    clock = time.perf_counter_ns
+    t_default = 0 if e._max_time is None else e._max_time
+    ks, vs = keys.tolist(), values.tolist()
+    ts = times.tolist() if times is not None else [t_default] * len(ks)
+    for i, (k, v, t) in enumerate(zip(ks, vs, ts, strict=True)):
+        f = _features(e, kind, side, k, v, t)
+        if f is None:
+            continue
+        row = [0] * nm
+        dyn = 0
+        choice = -1
+        aff = 0
+        order = list(range(nm + 1))
+        r = i % (nm + 1)
+        order = order[r:] + order[:r]
+        for j in order:
+            if j == nm:  # the router itself
+                ix.force(None)
+                t0 = clock()
+                e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
+                dyn = clock() - t0
+                choice = ix.last
+            else:
+                ix.force(names[j])
+                t0 = clock()
+                aff = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
+                row[j] = clock() - t0
+        ix.force(None)
+        rows_ns.append(row)
+        rows_dyn.append(dyn)
+        rows_choice.append(choice)
+        rows_k.append(aff)
+        for j in range(nm):
+            feats[j].append(f[j])
+        if progress is not None and i % 50 == 0:
+            progress(i, len(ks))
+    return MemberTimes(
+        names, np.array(rows_ns, dtype=np.float64).reshape(-1, nm),
+        np.array(rows_dyn, dtype=np.float64), np.array(rows_choice, dtype=np.int64),
+        np.array(rows_k, dtype=np.float64),
+        [np.array(fj, dtype=np.float64).reshape(-1, len(FEATURES[n]))
+         for fj, n in zip(feats, names, strict=True)])
+
+
+# -- fitting ----------------------------------------------------------------------------------
+
+
+def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative least squares ``y ≈ x c`` (active set) and ±1.96·SE per constant.
+
+    A column that would fit negative is fixed at 0 and the rest refitted; constants fixed at 0
+    get a zero-width interval. Columns that never vary from 0 are fixed at 0 too.
+    """
+    n, p = x.shape
+    free = [j for j in range(p) if np.any(x[:, j] != 0)]
+    coef = np.zeros(p)
+    se = np.zeros(p)
+    while free:
+        xf = x[:, free]
+        c, *_ = np.linalg.lstsq(xf, y, rcond=None)
+        if (c >= 0).all():
+            coef[:] = 0
+            coef[free] = c
+            dof = max(n - len(free), 1)
+            resid = y - xf @ c
+            s2 = float(resid @ resid) / dof
+            cov = s2 * np.linalg.pinv(xf.T @ xf)
+            se[:] = 0
+            se[free] = np.sqrt(np.clip(np.diag(cov), 0, None))
+            break
+        free.pop(int(np.argmin(c)))
+    return coef, 1.96 * se
+
+
+def fit_profile(samples: list[MemberTimes], meta: dict[str, Any]) -> tuple[CostProfile,
+                                                                          dict[str, Any]]:
+    """Fit every strategy seen in ``samples``; returns the profile and a per-strategy report."""
+    by: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    for s in samples:
+        for j, name in enumerate(s.members):
+            xs, ys = by.setdefault(name, ([], []))
+            xs.append(np.column_stack([s.features[j], s.affected]))
+            ys.append(s.ns[:, j])
+    coef: dict[str, list[float]] = {}
+    ci: dict[str, list[tuple[float, float]]] = {}
+    report: dict[str, Any] = {}
+    for name, (xs, ys) in by.items():
+        x = np.vstack(xs)
+        y = np.concatenate(ys)
+        keep = y <= np.quantile(y, 0.99)  # a GC pause or a neighbour is not a cost
+        x, y = x[keep], y[keep]
+        c, half = fit(x, y)
+        pred = x @ c
+        r2 = 1.0 - float(((y - pred) ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-9)
+        coef[name] = [float(v) for v in c[:-1]]
+        ci[name] = [(float(v - h), float(v + h)) for v, h in zip(c[:-1], half[:-1], strict=True)]
+        report[name] = {"samples": int(y.shape[0]), "r2": r2, "per_affected_ns": float(c[-1]),
+                        "median_ns": float(np.median(y))}
+    return CostProfile(coef, ci, {**meta, "fit": report}), report
+
+
+# -- workloads --------------------------------------------------------------------------------
+
+
+def _clusters(rng: np.random.Generator, n: int, k: int, reach: float) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+    k = max(1, min(k, n))
+    gap = VALUE_DOMAIN / k
+    reach = min(reach, 0.45 * gap)
+    centres = (np.arange(k) + 0.5) * gap
+    c = centres[rng.permutation(np.arange(n) % k)]
+    return c - rng.uniform(0.0, reach, n), c + rng.uniform(0.0, reach, n)
+
+
+def load(e: Engine, keys: np.ndarray, values: np.ndarray, times: np.ndarray) -> None:
+    """Store S tuples without matching (bulk), then set the clock past them."""
+    e.restore_event_columns("S", [f"s{i}" for i in range(keys.shape[0])], keys, values, times,
+                            np.arange(e.seq + 1, e.seq + 1 + keys.shape[0], dtype=np.int64))
+    e.restore_clock(e.seq + keys.shape[0], int(times.max()) if keys.shape[0] else None)
+
+
+@dataclass
+class Point:
+    """One workload: sizes and the knobs that move the per-tuple quantities."""
+
+    kind: str
+    subscriptions: int
+    s_size: int
+    tau: int = 30
+    join_rate: float = 100.0       # select/window: mean S tuples per key of an R tuple
+    selection_rate: float = 0.1    # select/window: fraction of A ranges a uniform R.A hits
+    hot_fraction: float = 0.5      # select/band: share of subscriptions in 5 big clusters
+    seed: int = 17
+
+    def label(self) -> str:
+        return (f"{self.kind} n={self.subscriptions} |S|={self.s_size} τ={self.tau} "
+                f"join={self.join_rate:g} sel={self.selection_rate:g}")
+
+
+def build(p: Point, options: dict[str, Any] | None = None,
+          members: tuple[str, ...] | None = None) -> tuple[Engine, tuple[np.ndarray, ...]]:
+    """An ``"auto"`` engine for ``p`` with every member of its kind; returns it and R tuples."""
+    rng = np.random.default_rng([p.seed, p.subscriptions, p.s_size, p.tau,
+                                 round(p.join_rate), round(p.selection_rate * 1e4)])
+    opts = {"alpha": 0.001, **(options or {}),
+            "router_members": {p.kind: members or ALL_MEMBERS[p.kind]}}
+    e = Engine(strategy="auto", options=opts)
+    n = p.subscriptions
+    n_hot = round(n * p.hot_fraction)
+    if p.kind == "band":
+        width = 40.0
+        lo1, hi1 = _clusters(rng, n_hot, 5, width)
+        lo2, hi2 = _clusters(rng, n - n_hot, max(1, p.tau), width)
+        lo = np.concatenate([lo1, lo2]) / VALUE_DOMAIN * 2000 - 1000
+        hi = np.concatenate([hi1, hi2]) / VALUE_DOMAIN * 2000 - 1000
+        e.subscribe_many([BandJoin(b=Range(a, b)) for a, b in zip(lo.tolist(), hi.tolist(),
+                                                                   strict=True)])
+        keys = rng.uniform(0, 10_000, p.s_size)
+        load(e, keys, rng.uniform(0, VALUE_DOMAIN, p.s_size),
+             np.arange(p.s_size, dtype=np.int64))
+        r = (rng.uniform(0, 10_000, 400), rng.uniform(0, VALUE_DOMAIN, 400))
+        return e, r
+    n_keys = max(1, round(p.s_size / max(p.join_rate, 1e-9)))
+    parts = [_clusters(rng, n_hot, 5, 5.0), _clusters(rng, n - n_hot, max(1, p.tau), 5.0)]
+    c_lo = np.concatenate([x[0] for x in parts])
+    c_hi = np.concatenate([x[1] for x in parts])
+    mid = rng.uniform(0.0, VALUE_DOMAIN, n)
+    half = p.selection_rate * VALUE_DOMAIN / 2
+    a_lo, a_hi = mid - half, mid + half
+    if p.kind == "select":
+        e.subscribe_many([SelectJoin(a=Range(a, b), c=Range(x, y)) for a, b, x, y in
+                          zip(a_lo.tolist(), a_hi.tolist(), c_lo.tolist(), c_hi.tolist(),
+                              strict=True)])
+    else:
+        w = np.abs(np.rint(rng.normal(p.s_size / 4, p.s_size / 8, n))).astype(np.int64)
+        e.subscribe_many([WindowJoin(a=Range(a, b), c=Range(x, y), w=int(ww))
+                          for a, b, x, y, ww in zip(a_lo.tolist(), a_hi.tolist(),
+                                                    c_lo.tolist(), c_hi.tolist(), w.tolist(),
+                                                    strict=True)])
+    keys = rng.integers(0, n_keys, p.s_size).astype(np.float64)
+    load(e, keys, rng.uniform(0, VALUE_DOMAIN, p.s_size), np.arange(p.s_size, dtype=np.int64))
+    r = (rng.integers(0, n_keys, 400).astype(np.float64), rng.uniform(0, VALUE_DOMAIN, 400))
+    return e, r
+
+
+def grid(kind: str, quick: bool = False) -> list[Point]:
+    """The calibration grid: sizes × the knobs that spread m′, n′, τ (§5.4 varies |Q|, |S|)."""
+    if quick:
+        return [Point(kind, 300, 300, join_rate=10.0), Point(kind, 1000, 1000, tau=100,
+                                                              selection_rate=0.01)]
+    sizes = (10_000, 50_000, 100_000)
+    pts = []
+    for n in sizes:
+        for m in sizes:
+            for jr, sel, tau in ((10.0, 0.01, 300), (300.0, 0.2, 30)):
+                pts.append(Point(kind, n, m, tau=tau, join_rate=jr, selection_rate=sel))
+    return pts
+
+
+def calibrate(kinds: tuple[str, ...], quick: bool, tuples: int,
+              log: Any = None) -> tuple[CostProfile, dict[str, Any]]:
+    """Run the grid for ``kinds`` and fit; ``log(msg)`` receives progress lines."""
+    samples: list[MemberTimes] = []
+    points = [p for k in kinds for p in grid(k, quick)]
+    t0 = time.perf_counter()
+    for i, p in enumerate(points):
+        e, (rk, rv) = build(p)
+        warm_up(e, p.kind, rk, rv)
+        mt = time_members(e, p.kind, "R", rk[:tuples], rv[:tuples])
+        samples.append(mt)
+        if log is not None:
+            med = ", ".join(f"{n} {np.median(mt.ns[:, j]) / 1e3:.1f}"
+                            for j, n in enumerate(mt.members))
+            log(f"[calibrate] {i + 1}/{len(points)} {p.label()}: median µs {med} "
+                f"({time.perf_counter() - t0:.0f}s)")
+        del e
+    meta = {"grid": [p.label() for p in points], "tuples_per_point": tuples,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    from .bench.common import machine
+
+    meta["machine"] = machine()
+    return fit_profile(samples, meta)
+
+
+def table(profile: CostProfile, report: dict[str, Any]) -> str:
+    """Table II's layout: strategy, parameter, value and 95% interval (ns)."""
+    lines = [f"{'strategy':<16} {'term':<26} {'value (ns)':>12}  95% interval"]
+    for name in FEATURES:
+        if name not in report:
+            continue
+        for term, c, (lo, hi) in zip(FEATURES[name], profile.coef[name], profile.ci[name],
+                                     strict=True):
+            lines.append(f"{name:<16} {term:<26} {c:>12.3f}  [{lo:.3f}, {hi:.3f}]")
+        r = report[name]
+        lines.append(f"{'':<16} {'(R², samples)':<26} {r['r2']:>12.3f}  {r['samples']}")
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kinds", default="select,band,window",
+                   help="comma-separated join kinds to profile (default all three)")
+    p.add_argument("--tuples", type=int, default=300, help="incoming tuples per grid point")
+    p.add_argument("--quick", action="store_true", help="a tiny grid: a smoke run in seconds")

@@ -1,0 +1,205 @@
+"""The cost-based router never changes results (paper 004 §4; SPEC §7 ``strategy="auto"``).
+
+``"auto"`` runs SJ-/BJ-/WJ-Dynamic: every member strategy's index is maintained and each tuple
+goes to the cheapest member by the cost model. These tests drive ``"auto"`` with the shipped
+profile and with random cost profiles (so the choice flips from tuple to tuple and every member
+gets used) in lockstep with the oracle, while subscriptions, data and statistics change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
+from matcher.cost_model import BUILTIN_COEF, FEATURES, CostProfile, load_profile
+from matcher.router import DEFAULT_MEMBERS
+
+try:
+    from tests.engine_harness import engine_factory, harness_settings, programs, run_program
+except ImportError:  # pragma: no cover
+    from engine_harness import (  # type: ignore[no-redef]
+        engine_factory,
+        harness_settings,
+        programs,
+        run_program,
+    )
+
+ALL_MEMBERS = {"select": DEFAULT_MEMBERS["select"] + ("SJ-SSI",), "band": DEFAULT_MEMBERS["band"],
+               "window": DEFAULT_MEMBERS["window"]}
+
+
+@st.composite
+def random_profiles(draw: st.DrawFn) -> CostProfile:
+    """Constants spread over six orders of magnitude, so choices differ between tuples."""
+    coef = {name: [draw(st.sampled_from([0.0, 0.01, 1.0, 30.0, 1e3, 1e5])) for _ in feats]
+            for name, feats in FEATURES.items()}
+    return CostProfile(coef)
+
+
+def _options(profile: CostProfile | None, alpha: float = 0.2) -> dict[str, Any]:
+    opts: dict[str, Any] = {"alpha": alpha, "router_members": dict(ALL_MEMBERS)}
+    if profile is not None:
+        opts["cost_profile"] = profile
+    return opts
+
+
+@harness_settings(40)
+@given(program=programs(kinds=("select", "band", "window"), max_ops=40, initial_subs=(2, 8)),
+       profile=random_profiles())
+def test_auto_matches_oracle_random_profiles(program: Any, profile: CostProfile) -> None:
+    run_program(engine_factory("auto", _options(profile)), program)
+
+
+@harness_settings(25)
+@given(program=programs(kinds=("select",), max_ops=40, initial_subs=(4, 14)))
+def test_auto_select_matches_oracle_shipped_profile(program: Any) -> None:
+    run_program(engine_factory("auto", {"alpha": 0.2}), program)
+
+
+@harness_settings(25)
+@given(program=programs(kinds=("window",), max_ops=40, initial_subs=(3, 10)))
+def test_auto_window_matches_oracle_shipped_profile(program: Any) -> None:
+    run_program(engine_factory("auto", {"alpha": 0.2}), program)
+
+
+@harness_settings(25)
+@given(program=programs(kinds=("band",), max_ops=40, initial_subs=(3, 10)))
+def test_auto_band_matches_oracle_shipped_profile(program: Any) -> None:
+    run_program(engine_factory("auto", {"alpha": 0.2}), program)
+
+
+def _alternating_profile(kind: str, cheap_feature_member: str) -> CostProfile:
+    """Every member costs 1000 except ``cheap_feature_member``, whose cost grows with its last
+    feature: it wins on tuples where that feature is small and loses where it is large."""
+    coef = {}
+    for name in DEFAULT_MEMBERS[kind]:
+        c = [0.0] * len(FEATURES[name])
+        c[0] = 1000.0
+        if name == cheap_feature_member:
+            c[0] = 0.0
+            c[-1] = 20.0
+        coef[name] = c
+    return CostProfile(coef)
+
+
+def test_select_choice_varies_per_tuple_and_results_stay_exact() -> None:
+    """SJ-JoinFirst's m'·√|Q| term: keys with one partner go to JoinFirst, crowded keys not."""
+    prof = _alternating_profile("select", "SJ-JoinFirst")
+    e = Engine(strategy="auto", options={"cost_profile": prof})
+    ref = Engine(strategy={"select": "SJ-Vanilla"})
+    rng = np.random.default_rng(1)
+    subs = [SelectJoin(a=Range(float(lo), float(lo + 30)), c=Range(None, float(hi)))
+            for lo, hi in zip(rng.integers(0, 70, 40), rng.integers(0, 100, 40), strict=True)]
+    assert e.subscribe_many(subs) == ref.subscribe_many(subs)
+    for i in range(300):  # key 0 crowded (many partners), keys 1..50 sparse
+        key = 0.0 if i % 3 == 0 else float(rng.integers(1, 50))
+        ev = Event("S", f"s{i}", key, float(rng.integers(0, 100)), i)
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+    for i in range(200):
+        key = 0.0 if i % 2 else float(rng.integers(1, 50))
+        ev = Event("R", f"r{i}", key, float(rng.integers(0, 100)), 300 + i)
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+    dec = e.stats()["decisions"]
+    assert dec["SJ-JoinFirst"] > 0
+    assert sum(v for k, v in dec.items() if k != "SJ-JoinFirst") > 0
+    e.check_invariants()
+
+
+def test_band_choice_follows_table_size() -> None:
+    """Theorem 2: with an empty-ish S, BJ-DOuter (m lg n) is cheapest; as S grows the router
+    moves away from it — and the deliveries match a static strategy throughout."""
+    coef = {"BJ-QOuter": [0.0, 1e6], "BJ-DOuter": [0.0, 10.0], "BJ-MJ": [0.0, 1e6],
+            "BJ-SSI": [5000.0, 0.0], "BJ-Hotspot": [1e9, 0.0, 0.0]}
+    e = Engine(strategy="auto", options={"cost_profile": CostProfile(coef)})
+    ref = Engine(strategy={"band": "BJ-QOuter"})
+    subs = [BandJoin(b=Range(-float(i % 7), float(i % 5))) for i in range(64)]
+    e.subscribe_many(subs)
+    ref.subscribe_many(subs)
+    rng = np.random.default_rng(2)
+    for i in range(600):
+        side = "S" if i % 2 else "R"
+        ev = Event(side, f"{side}{i}", float(rng.integers(0, 200)), 0.0, i)  # type: ignore[arg-type]
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+    dec = e.stats()["decisions"]
+    assert dec["BJ-DOuter"] > 0 and dec["BJ-SSI"] > 0, dec
+    e.check_invariants()
+
+
+def test_window_decisions_counted_and_exact() -> None:
+    e = Engine(strategy="auto")
+    ref = Engine(strategy={"window": "WJ-JoinFirst"})
+    rng = np.random.default_rng(3)
+    subs = [WindowJoin(a=Range(float(lo), float(lo + 40)), c=Range(None, None),
+                       w=int(rng.integers(0, 30))) for lo in rng.integers(0, 60, 50)]
+    e.subscribe_many(subs)
+    ref.subscribe_many(subs)
+    for i in range(400):
+        side = "S" if rng.random() < 0.6 else "R"
+        ev = Event(side, f"{side}{i}", float(rng.integers(0, 4)), float(rng.integers(0, 100)), i)  # type: ignore[arg-type]
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+    st_ = e.stats()
+    assert set(st_["window"]["decisions"]) == set(DEFAULT_MEMBERS["window"])
+    assert sum(st_["window"]["decisions"].values()) > 0
+    assert all(st_["decisions"][k] == v for k, v in st_["window"]["decisions"].items())
+    assert st_["strategies"]["window"] == "WJ-Dynamic"
+
+
+def test_force_pins_a_member() -> None:
+    e = Engine(strategy="auto")
+    e.subscribe(SelectJoin(a=Range(0, 10), c=Range(0, 10)))
+    e.select.force("SJ-Vanilla")  # type: ignore[union-attr]
+    e.publish(Event("S", "s", 1.0, 5.0, 0))
+    e.publish(Event("R", "r", 1.0, 5.0, 1))
+    assert e.select.last == e.select.member_names.index("SJ-Vanilla")  # type: ignore[union-attr]
+    with pytest.raises(ValueError):
+        e.select.force("SJ-Nope")  # type: ignore[union-attr]
+
+
+def test_profile_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user profile overrides the shipped one strategy by strategy; bad files say why."""
+    monkeypatch.delenv("HOTJOIN_PROFILE", raising=False)
+    shipped = load_profile()
+    assert set(shipped.coef) >= set(FEATURES)
+    mine = CostProfile({"BJ-MJ": [1.0, 2.0]}, {"BJ-MJ": [(0.5, 1.5), (1.0, 3.0)]})
+    path = tmp_path / "p.json"
+    mine.save(path)
+    monkeypatch.setenv("HOTJOIN_PROFILE", str(path))
+    merged = load_profile()
+    assert merged.constants("BJ-MJ") == [1.0, 2.0]
+    assert merged.constants("BJ-SSI") == shipped.constants("BJ-SSI")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "hotjoin-cost-profile/1", "coef": {"BJ-MJ": [1.0]}}))
+    with pytest.raises(ValueError, match="BJ-MJ has 1 constants"):
+        CostProfile.load(bad)
+    bad.write_text("{nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        CostProfile.load(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        CostProfile.load(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match=">= 0"):
+        CostProfile({"BJ-MJ": [1.0, -2.0]})
+    assert set(BUILTIN_COEF) == set(FEATURES)
+
+
+def test_unknown_router_member_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="router_members"):
+        Engine(strategy="auto", options={"router_members": {"band": ["BJ-Nope"]}})
+
+
+def test_decisions_reach_engine_stats() -> None:
+    e = Engine()
+    e.subscribe(BandJoin(b=Range(-1, 1)))
+    e.publish(Event("S", "s", 1.0, 0.0, 0))
+    for i in range(5):
+        e.publish(Event("R", f"r{i}", 1.0, 0.0, 1 + i))
+    dec = e.stats()["decisions"]
+    assert sum(dec.values()) == 5
+    assert Counter(dec).most_common(1)[0][1] == 5  # one refresh window: one choice

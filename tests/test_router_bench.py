@@ -1,0 +1,67 @@
+"""Smoke runs of ``hotjoin bench router`` and ``hotjoin calibrate`` (seconds, tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clients.cli import main
+from matcher.calibrate import fit
+from matcher.cost_model import FEATURES, CostProfile
+
+
+def test_bench_router_quick(tmp_path: Path) -> None:
+    out = tmp_path / "router.json"
+    plots = tmp_path / "plots"
+    assert main(["bench", "router", "--quick", "--json", str(out), "--plots", str(plots)]) == 0
+    res = json.loads(out.read_text())
+    figs = {r["figure"] for r in res["records"]}
+    assert figs == {"12", "15", "18", "band", "window"}
+    for r in res["records"]:
+        prefix = r["members"][0][:3]
+        tp = r["throughput"]
+        assert set(tp) == {*r["members"], prefix + "Dynamic", prefix + "Optimum"}
+        assert all(v > 0 for v in tp.values())
+        # Optimum takes the fastest member per tuple: never slower than any static strategy
+        assert tp[prefix + "Optimum"] >= max(tp[m] for m in r["members"]) * (1 - 1e-9)
+        assert sum(r["decisions"].values()) == r["tuples"] > 0
+        assert 0.0 <= r["optimal_share"] <= 1.0
+    assert (plots / "router_fig12_throughput.png").stat().st_size > 0
+    assert (plots / "router_fig15_decisions.png").stat().st_size > 0
+
+
+def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "profile.json"
+    assert main(["calibrate", "--quick", "--kinds", "band,select", "--tuples", "30",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr()
+    assert "BJ-MJ" in text.out and "95% interval" in text.out
+    assert "[calibrate] 1/" in text.err  # progress
+    prof = CostProfile.load(out)
+    assert set(prof.coef) == {n for n in FEATURES if n[:2] in ("BJ", "SJ")}
+    for name, c in prof.coef.items():
+        assert len(c) == len(FEATURES[name]) and all(x >= 0 for x in c)
+        assert all(lo <= x <= hi for x, (lo, hi) in zip(c, prof.ci[name], strict=True))
+
+
+def test_calibrate_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--kinds", "cubes"]) == 2
+    assert "--kinds" in capsys.readouterr().err
+    assert main(["calibrate", "--tuples", "3"]) == 2
+
+
+def test_fit_recovers_constants_and_stays_non_negative() -> None:
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(500), rng.uniform(0, 100, 500), rng.uniform(0, 10, 500)])
+    y = x @ np.array([50.0, 3.0, 0.0]) + rng.normal(0, 1.0, 500)
+    c, half = fit(x, y)
+    assert abs(c[0] - 50) < 1 and abs(c[1] - 3) < 0.05
+    assert (c >= 0).all() and (half >= 0).all()
+    # a feature whose true constant is negative is dropped, never fitted below zero
+    y2 = x @ np.array([50.0, 3.0, -2.0])
+    c2, _ = fit(x, y2)
+    assert c2[2] == 0.0 and (c2 >= 0).all()
