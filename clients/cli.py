@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.listen",
     "clients.commands.stats",
     "clients.commands.export",
+    "clients.commands.replay",
     "clients.commands.calibrate",
 )
 

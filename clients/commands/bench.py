@@ -91,6 +91,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
     s.add_argument("--plots", dest="plot_dir", default=None, help="write latency CDF PNGs here")
     s.set_defaults(func=_run_serve)
+    from ops.replay import bench as replay_bench
+
+    rp = kinds.add_parser("replay", help="Spark bulk replay: events/s on 1 and 2 cores against "
+                          "the single-process engine")
+    replay_bench.add_arguments(rp)
+    rp.set_defaults(func=replay_bench.run_cli)
 
 
 def _run_storage(args: argparse.Namespace) -> int:
