@@ -3,18 +3,19 @@
 ``time_members`` is the measuring core shared by ``hotjoin calibrate`` and ``hotjoin bench
 router``: for each incoming tuple it records every member strategy's feature vector
 (:mod:`matcher.cost_model`), the router's choice, and the time of each member run alone on that
-tuple (``force``), members in a rotating order so cache warmth favours none. From those the
+tuple (``force``), members in a random order per tuple so cache warmth favours none. From those the
 benchmark derives the static strategies, Dynamic and ``*-Optimum`` (the fastest member per
-tuple), and calibration fits ``time ≈ Σ c_j f_j + c_k k`` per strategy by least squares
-(``fit``), keeping constants non-negative by dropping a feature that fits negative and refitting
-(an active-set NNLS; a negative cost would make the router prefer a strategy for doing *more*).
-95% intervals are ±1.96 standard errors (every fit has hundreds of residual degrees of freedom).
+tuple); calibration fits ``time ≈ Σ c_j f_j + c_k k`` per strategy by least squares on relative
+errors (rows scaled by 1/time), keeping constants non-negative by dropping a feature that fits
+negative and refitting (an active-set NNLS: a negative cost would make the router prefer a
+strategy for doing *more*). 95% intervals are ±1.96 standard errors (every fit has hundreds of residual degrees of freedom).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,9 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
     feats: list[list[list[float]]] = [[] for _ in names]
     clock = time.perf_counter_ns
     t_default = 0 if e._max_time is None else e._max_time
+    # a random order per tuple: a run right after one with the same access pattern (e.g. the
+    # router after the member it is about to pick) finds warm caches, so no fixed order is fair
+    rng = np.random.default_rng(7)
     ks, vs = keys.tolist(), values.tolist()
     ts = times.tolist() if times is not None else [t_default] * len(ks)
     for i, (k, v, t) in enumerate(zip(ks, vs, ts, strict=True)):
@@ -110,9 +114,7 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
         dyn = 0
         choice = -1
         aff = 0
-        order = list(range(nm + 1))
-        r = i % (nm + 1)
-        order = order[r:] + order[:r]
+        order = rng.permutation(nm + 1).tolist()
         for j in order:
             if j == nm:  # the router itself
                 ix.force(None)
@@ -189,7 +191,10 @@ def fit_profile(samples: list[MemberTimes], meta: dict[str, Any]) -> tuple[CostP
         y = np.concatenate(ys)
         keep = y <= np.quantile(y, 0.99)  # a GC pause or a neighbour is not a cost
         x, y = x[keep], y[keep]
-        c, half = fit(x, y)
+        # relative least squares: costs span 4 orders of magnitude and the router compares
+        # them, so a 10 µs tuple's error matters as much as a 10 ms tuple's (weights 1/y)
+        w = 1.0 / np.maximum(y, 500.0)
+        c, half = fit(x * w[:, None], y * w)
         pred = x @ c
         r2 = 1.0 - float(((y - pred) ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-9)
         coef[name] = [float(v) for v in c[:-1]]
@@ -226,7 +231,7 @@ class Point:
     kind: str
     subscriptions: int
     s_size: int
-    tau: int = 30
+    tau: int = 30                  # clusters of the non-hot part; 0: clusters of ~2 (scattered)
     join_rate: float = 100.0       # select/window: mean S tuples per key of an R tuple
     selection_rate: float = 0.1    # select/window: fraction of A ranges a uniform R.A hits
     hot_fraction: float = 0.5      # select/band: share of subscriptions in 5 big clusters
@@ -260,8 +265,9 @@ def build(p: Point, options: dict[str, Any] | None = None,
              np.arange(p.s_size, dtype=np.int64))
         r = (rng.uniform(0, 10_000, 400), rng.uniform(0, VALUE_DOMAIN, 400))
         return e, r
-    n_keys = max(1, round(p.s_size / max(p.join_rate, 1e-9)))
-    parts = [_clusters(rng, n_hot, 5, 5.0), _clusters(rng, n - n_hot, max(1, p.tau), 5.0)]
+    # τ ≤ 0: the rest in clusters of ~2 (scattered subscriptions, as in Fig. 9 and bench router)
+    k_rest = max(1, p.tau if p.tau > 0 else (n - n_hot) // 2)
+    parts = [_clusters(rng, n_hot, 5, 5.0), _clusters(rng, n - n_hot, k_rest, 5.0)]
     c_lo = np.concatenate([x[0] for x in parts])
     c_hi = np.concatenate([x[1] for x in parts])
     mid = rng.uniform(0.0, VALUE_DOMAIN, n)
@@ -277,9 +283,11 @@ def build(p: Point, options: dict[str, Any] | None = None,
                           for a, b, x, y, ww in zip(a_lo.tolist(), a_hi.tolist(),
                                                     c_lo.tolist(), c_hi.tolist(), w.tolist(),
                                                     strict=True)])
-    keys = rng.integers(0, n_keys, p.s_size).astype(np.float64)
+    # keys rint(Normal(5000, σ)) as Table I: m′ varies per tuple around the mean join rate
+    sigma = max(0.3, p.s_size / (2.0 * math.sqrt(math.pi) * max(p.join_rate, 1e-9)))
+    keys = np.rint(rng.normal(5000.0, sigma, p.s_size))
     load(e, keys, rng.uniform(0, VALUE_DOMAIN, p.s_size), np.arange(p.s_size, dtype=np.int64))
-    r = (rng.integers(0, n_keys, 400).astype(np.float64), rng.uniform(0, VALUE_DOMAIN, 400))
+    r = (np.rint(rng.normal(5000.0, sigma, 400)), rng.uniform(0, VALUE_DOMAIN, 400))
     return e, r
 
 
@@ -292,7 +300,7 @@ def grid(kind: str, quick: bool = False) -> list[Point]:
     pts = []
     for n in sizes:
         for m in sizes:
-            for jr, sel, tau in ((10.0, 0.01, 300), (300.0, 0.2, 30)):
+            for jr, sel, tau in ((10.0, 0.01, 300), (300.0, 0.2, 30), (100.0, 0.05, 0)):
                 pts.append(Point(kind, n, m, tau=tau, join_rate=jr, selection_rate=sel))
     return pts
 

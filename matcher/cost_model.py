@@ -10,8 +10,10 @@ per tuple (:mod:`matcher.router`) and ``hotjoin calibrate`` fits the constants
 * every formula has a constant term ``1`` (per-call dispatch, the same order of magnitude as a
   probe here: ~1–5 µs against the paper's C++);
 * ``lg x`` is ``log2(x + 2)`` so that empty tables and one-element groups cost something finite;
-* SJ-Hotspot's scattered part is ``min(τ_S, sf·n″) · lg m′``: the code (``select_join.Hotspot``)
-  probes either the scattered stabbing groups or SJ-SelectFirst, whichever is cheaper;
+* SJ-Hotspot's scattered part is ``x (c + c′ lg m′)`` with ``x = min(τ_S, sf·n″)``: the code
+  (``select_join.Hotspot``) probes either the scattered stabbing groups (a root test each, then
+  a search of the m′ partners) or SJ-SelectFirst, whichever is cheaper; n″ is
+  estimated as n′ · |Q_S| / |Q| (one histogram lookup instead of a second histogram, §4.1);
 * BJ-Hotspot's scattered part is ``min(n_s lg m, n_s + m)`` for the same reason (BJ-QOuter or
   BJ-MJ per tuple, ``band_join.Hotspot``);
 * g₂(n) = √n and g₃(n) = n^(2/3), the lower bounds for R-tree stabbing the paper uses for g₂.
@@ -34,7 +36,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "SJ-JoinFirst": ("1", "lg|S|", "m'·√|Q|"),
     "SJ-SelectFirst": ("1", "lg|S|", "lg|Q|", "n'·lg m'"),
     "SJ-Vanilla": ("1", "lg|S|", "|Q|·lg m'"),
-    "SJ-Hotspot": ("1", "lg|S|", "lg|Q_S|", "min(τ_S, sf·n'')·lg m'", "Σ√|Q_i^H|"),
+    "SJ-Hotspot": ("1", "lg|S|", "lg|Q_S|", "min(τ_S, sf·n'')", "min(τ_S, sf·n'')·lg m'",
+                   "Σ√|Q_i^H|"),
     "SJ-SSI": ("1", "lg|S|", "τ·lg m'", "√(|Q|·τ)"),
     # Theorem 2 (band joins)
     "BJ-QOuter": ("1", "n·lg m"),
@@ -144,7 +147,7 @@ BUILTIN_COEF: dict[str, tuple[float, ...]] = {
     "SJ-JoinFirst": (3000.0, 30.0, 8.0),
     "SJ-SelectFirst": (3000.0, 30.0, 40.0, 25.0),
     "SJ-Vanilla": (3000.0, 30.0, 4.0),
-    "SJ-Hotspot": (4000.0, 30.0, 40.0, 4.0, 3.0),
+    "SJ-Hotspot": (4000.0, 30.0, 40.0, 10.0, 4.0, 3.0),
     "SJ-SSI": (3500.0, 30.0, 4.0, 1.0),
     "BJ-QOuter": (3000.0, 2.0),
     "BJ-DOuter": (3000.0, 10.0),

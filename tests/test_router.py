@@ -203,3 +203,47 @@ def test_decisions_reach_engine_stats() -> None:
     dec = e.stats()["decisions"]
     assert sum(dec.values()) == 5
     assert Counter(dec).most_common(1)[0][1] == 5  # one refresh window: one choice
+
+
+def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-tuple fast path (constants folded every PLAN_REFRESH tuples) chooses exactly the
+    argmin of the full cost formulas when the fold is fresh (refresh every tuple here)."""
+    import matcher.router as router
+    from matcher.select_join import partner_group
+    from matcher.window_join import partners_of
+
+    monkeypatch.setattr(router, "PLAN_REFRESH", 0)
+    monkeypatch.setattr(router, "SAMPLE_EVERY", 10**9)
+    rng = np.random.default_rng(5)
+    prof = CostProfile({n: [float(x) for x in rng.choice([0.0, 1.0, 50.0, 2000.0], len(f))]
+                        for n, f in FEATURES.items()})
+    e = Engine(strategy="auto", options={"cost_profile": prof, "alpha": 0.2,
+                                         "router_members": dict(ALL_MEMBERS)})
+    e.subscribe_many([SelectJoin(a=Range(float(x), float(x + 20)), c=Range(float(y), float(y + 5)))
+                      for x, y in zip(rng.integers(0, 80, 60), rng.integers(0, 95, 60),
+                                      strict=True)])
+    e.subscribe_many([WindowJoin(a=Range(float(x), float(x + 30)), c=Range(None, float(y)),
+                                 w=int(w)) for x, y, w in zip(rng.integers(0, 70, 40),
+                                                              rng.integers(0, 100, 40),
+                                                              rng.integers(0, 50, 40),
+                                                              strict=True)])
+    checked = {"select": 0, "window": 0}
+    for i in range(400):
+        side = "S" if i < 250 or i % 2 else "R"
+        key, val = float(rng.integers(0, 6)), float(rng.integers(0, 100))
+        if side == "R":
+            table = e.tables["S"]
+            size = partner_group(table, key)[2]
+            if size:
+                c = e.select.costs(1, val, table, size)  # type: ignore[union-attr]
+            p = partners_of(table, key)
+            if p is not None:
+                cw = e.window.costs(1, key, val, i, table, p)  # type: ignore[union-attr]
+        e.publish(Event(side, f"{side}{i}", key, val, i))  # type: ignore[arg-type]
+        if side == "R" and size:
+            assert c[e.select.last] <= min(c) * (1 + 1e-9) + 1e-9  # type: ignore[union-attr]
+            checked["select"] += 1
+        if side == "R" and p is not None:
+            assert cw[e.window.last] <= min(cw) * (1 + 1e-9) + 1e-9  # type: ignore[union-attr]
+            checked["window"] += 1
+    assert checked["select"] > 50 and checked["window"] > 50

@@ -3,7 +3,7 @@
 Each point builds one ``"auto"`` engine holding every member strategy's index and, for each
 incoming R tuple, times every member alone (``force``), the router (features, choice and the
 chosen member) and records the router's choice (:func:`matcher.calibrate.time_members`). In one
-run, on the same tuples, in a rotating order:
+run, on the same tuples, in a random order per tuple:
 
 * a static strategy's throughput is tuples / Σ its times;
 * **Dynamic**'s is tuples / Σ the routed times (routing overhead included);

@@ -65,6 +65,13 @@ def test_metric_families(served: tuple[HotjoinServer, HotjoinClient]) -> None:
         f'hotjoin_publish_duration_seconds_count{{topic="{TOPIC}"}} 2.0',
     ]:
         assert line in text, line
+    # the router (strategy "auto") decided once per matched band tuple: the six S tuples that
+    # met a stored R tuple ("late" and the duplicate "s" were rejected before matching)
+    decided = [line for line in text.splitlines()
+               if line.startswith("hotjoin_router_decisions_total{") and f'topic="{TOPIC}"' in line]
+    if engine_factory().__name__ == "Engine":
+        assert sum(float(line.rsplit(" ", 1)[1]) for line in decided) == 6.0, decided
+        assert any('strategy="BJ-' in line for line in decided)
     if shutil.which("promtool"):
         lint = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
         assert lint.returncode == 0, lint.stdout.decode() + lint.stderr.decode()
