@@ -106,6 +106,19 @@ class _Routing:
         """Run only member ``name`` from now on (None: route by cost again). Benchmarks."""
         self.forced = None if name is None else self.member_names.index(name)
 
+    def check_invariants(self) -> None:
+        """Every member's own invariants (the engine's tests call this after each operation)."""
+        for m in self.members:  # type: ignore[attr-defined]
+            check = getattr(m, "check_invariants", None)
+            if check is not None:
+                check()
+
+    def memory_bytes(self) -> int:
+        """The shared id list once plus each member's index."""
+        ids = self.ids  # type: ignore[attr-defined]
+        return ids.arr.nbytes + sum(m.memory_bytes() - m.ids.arr.nbytes
+                                    for m in self.members)  # type: ignore[attr-defined]
+
     def routing_stats(self) -> dict[str, Any]:
         return {"decisions": dict(self.decisions), "members": list(self.member_names)}
 
@@ -340,16 +353,6 @@ class SelectDynamic(_Routing, SelectStrategy):
                 st["tau"] = m.stats()["tau"]
         return st
 
-    def check_invariants(self) -> None:
-        for m in self.members:
-            check = getattr(m, "check_invariants", None)
-            if check is not None:
-                check()
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes + sum(m.memory_bytes() - m.ids.arr.nbytes
-                                         for m in self.members)
-
 
 # -- band joins --------------------------------------------------------------------------------
 
@@ -433,14 +436,6 @@ class BandDynamic(_Routing, BandStrategy):
             if m.name == "BJ-Hotspot":
                 st.update(hotspots=ms["hotspots"], scattered=ms["scattered"])
         return st
-
-    def check_invariants(self) -> None:
-        for m in self.members:
-            m.check_invariants()
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes + sum(m.memory_bytes() - m.ids.arr.nbytes
-                                         for m in self.members)
 
 
 # -- window joins ------------------------------------------------------------------------------
@@ -614,7 +609,7 @@ class WindowDynamic(_Routing, WindowStrategy):
         """m_b: the key's partners within w_max of t (two searches of the by-time run)."""
         tv = p.tv[p.tbase: p.tbase + p.tsize]
         w = self.wmax
-        return float(np.searchsorted(tv, t + w, side="right") - np.searchsorted(tv, t - w))
+        return float(tv.searchsorted(t + w, "right") - tv.searchsorted(t - w))
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**WindowStrategy.stats(self), **self.routing_stats(),
@@ -626,16 +621,6 @@ class WindowDynamic(_Routing, WindowStrategy):
             if m.name == "WJ-Hotspot":
                 st.update(hotspots=ms["hotspots"], scattered=ms["scattered"])
         return st
-
-    def check_invariants(self) -> None:
-        for m in self.members:
-            check = getattr(m, "check_invariants", None)
-            if check is not None:
-                check()
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes + sum(m.memory_bytes() - m.ids.arr.nbytes
-                                         for m in self.members)
 
 
 __all__ = ["BandDynamic", "SelectDynamic", "WindowDynamic", "DEFAULT_MEMBERS", "DYNAMIC_NAMES",
