@@ -161,6 +161,21 @@ BUILTIN_COEF: dict[str, tuple[float, ...]] = {
 }
 
 
+_CACHE: dict[tuple[str, int], CostProfile] = {}
+
+
+def _load_cached(path: Path) -> CostProfile:
+    """``CostProfile.load`` once per file version (every "auto" engine asks; topics are many)."""
+    try:
+        key = (str(path), path.stat().st_mtime_ns)
+    except OSError:
+        return CostProfile.load(path)  # raises the clear "does not exist" error
+    prof = _CACHE.get(key)
+    if prof is None:
+        prof = _CACHE[key] = CostProfile.load(path)
+    return prof
+
+
 def load_profile(path: str | Path | None = None) -> CostProfile:
     """The profile the engine uses: ``path`` if given, else ``$HOTJOIN_PROFILE``, else the user's
     (``~/.config/hotjoin/profile.json``), else the shipped default, else the built-ins.
@@ -169,13 +184,13 @@ def load_profile(path: str | Path | None = None) -> CostProfile:
     keep the shipped constants).
     """
     if path is not None:
-        return CostProfile.load(path)
-    base = CostProfile.load(SHIPPED_PROFILE) if SHIPPED_PROFILE.exists() else CostProfile(
+        return _load_cached(Path(path))
+    base = _load_cached(SHIPPED_PROFILE) if SHIPPED_PROFILE.exists() else CostProfile(
         {k: list(v) for k, v in BUILTIN_COEF.items()})
     env = os.environ.get("HOTJOIN_PROFILE")
     user = Path(env) if env else USER_PROFILE
     if env or user.exists():
-        mine = CostProfile.load(user)
+        mine = _load_cached(user)
         coef = {**base.coef, **mine.coef}
         ci = {**base.ci, **mine.ci}
         return CostProfile(coef, ci, {**base.meta, "user": mine.meta}, f"{base.source} + {user}")
