@@ -81,7 +81,9 @@ def time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.n
                  times: np.ndarray | None = None, progress: Any = None) -> MemberTimes:
     """Run every member and the router on each tuple (``Engine.probe``, identify mode).
 
-    Tuples without partners (no member does any work) are skipped.
+    Tuples without partners (no member does any work) are skipped. Every run must report the
+    same number of affected subscriptions (AssertionError otherwise): the benchmark checks the
+    strategies against each other on every tuple it times.
     """
     gc_was = gc.isenabled()
     gc.disable()  # a collection inside one member's timing is not that member's cost
@@ -113,21 +115,25 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
         row = [0] * nm
         dyn = 0
         choice = -1
-        aff = 0
+        counts = [0] * (nm + 1)
         order = rng.permutation(nm + 1).tolist()
         for j in order:
             if j == nm:  # the router itself
                 ix.force(None)
                 t0 = clock()
-                e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
+                counts[j] = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
                 dyn = clock() - t0
                 choice = ix.last
             else:
                 ix.force(names[j])
                 t0 = clock()
-                aff = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
+                counts[j] = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
                 row[j] = clock() - t0
         ix.force(None)
+        if len(set(counts)) != 1:  # every member (and the router) must affect the same set
+            raise AssertionError(f"{kind} tuple {i} (key {k}, value {v}): affected counts "
+                                 f"differ: {dict(zip((*names, 'router'), counts, strict=True))}")
+        aff = counts[0]
         rows_ns.append(row)
         rows_dyn.append(dyn)
         rows_choice.append(choice)

@@ -25,10 +25,11 @@ def test_bench_router_quick(tmp_path: Path) -> None:
         tp = r["throughput"]
         assert set(tp) == {*r["members"], prefix + "Dynamic", prefix + "Optimum"}
         assert all(v > 0 for v in tp.values())
-        # Optimum takes the fastest member per tuple: never slower than any static strategy
-        assert tp[prefix + "Optimum"] >= max(tp[m] for m in r["members"]) * (1 - 1e-9)
         assert sum(r["decisions"].values()) == r["tuples"] > 0
+        assert sum(r["optimum_choices"].values()) == r["tuples"]
         assert 0.0 <= r["optimal_share"] <= 1.0
+    # the quick band workload does real matching work, not empty probes
+    assert all(r["affected_per_tuple"] > 0 for r in res["records"] if r["figure"] == "band")
     assert (plots / "router_fig12_throughput.png").stat().st_size > 0
     assert (plots / "router_fig15_decisions.png").stat().st_size > 0
 
@@ -65,3 +66,31 @@ def test_fit_recovers_constants_and_stays_non_negative() -> None:
     y2 = x @ np.array([50.0, 3.0, -2.0])
     c2, _ = fit(x, y2)
     assert c2[2] == 0.0 and (c2 >= 0).all()
+
+
+def test_time_members_counts_agree_with_a_static_engine() -> None:
+    """The measuring core reports the affected count every member agreed on, per tuple: the
+    same as a plain engine with one static strategy."""
+    from matcher import Engine
+    from matcher.calibrate import ALL_MEMBERS, load, time_members
+    from matcher.model import Range, SelectJoin
+
+    rng = np.random.default_rng(4)
+    lo_a, lo_c = rng.uniform(0, 80, 300), rng.uniform(0, 80, 300)
+    subs = [SelectJoin(a=Range(a, a + 20), c=Range(c, c + 20))
+            for a, c in zip(lo_a.tolist(), lo_c.tolist(), strict=True)]
+    keys = rng.integers(0, 30, 500).astype(np.float64)
+    vals = rng.uniform(0, 100, 500)
+    times = np.arange(500, dtype=np.int64)
+    e = Engine(strategy="auto", options={"alpha": 0.05,
+                                         "router_members": {"select": ALL_MEMBERS["select"]}})
+    ref = Engine(strategy={"select": "SJ-Vanilla"})
+    for eng in (e, ref):
+        eng.subscribe_many(subs)
+        load(eng, keys, vals, times)
+    rk, rv = rng.integers(0, 35, 80).astype(np.float64), rng.uniform(0, 100, 80)
+    mt = time_members(e, "select", "R", rk, rv)
+    expect = [ref.probe("R", k, v) for k, v in zip(rk.tolist(), rv.tolist(), strict=True)
+              if k < 30]  # keys 30..34 have no partner: skipped
+    assert mt.affected.tolist() == expect
+    assert sum(expect) > 0 and len(expect) > 40
