@@ -3,7 +3,8 @@
 ``time_members`` is the measuring core shared by ``hotjoin calibrate`` and ``hotjoin bench
 router``: for each incoming tuple it records every member strategy's feature vector
 (:mod:`matcher.cost_model`), the router's choice, and the time of each member run alone on that
-tuple (``force``), members in a random order per tuple so cache warmth favours none. From those the
+tuple (``force``), each member in a pass of its own over the tuples as a static engine would run
+them (passes in a random order, median over rounds). From those the
 benchmark derives the static strategies, Dynamic and ``*-Optimum`` (the fastest member per
 tuple); calibration fits ``time ≈ Σ c_j f_j + c_k k`` per strategy by least squares on relative
 errors (rows scaled by 1/time), keeping constants non-negative by dropping a feature that fits
@@ -68,84 +69,89 @@ def _features(e: Engine, kind: str, side: str, key: float, value: float,
 
 
 def warm_up(e: Engine, kind: str, keys: np.ndarray, values: np.ndarray, n: int = 10) -> None:
-    """Run every member and the router on the first ``n`` tuples (JIT compiles, caches)."""
+    """Run every member and the router on the first ``n`` tuples (JIT compiles, caches); the
+    router does not learn from these runs (its online calibration is part of what is timed)."""
     ix = _strategy(e, kind)
-    for name in (*ix.member_names, None):
-        ix.force(name)
-        for k, v in zip(keys[:n].tolist(), values[:n].tolist(), strict=True):
-            e.probe("R", k, v)
-    ix.force(None)
+    learn, ix.feedback = ix.feedback, False
+    try:
+        for name in (*ix.member_names, None):
+            ix.force(name)
+            for k, v in zip(keys[:n].tolist(), values[:n].tolist(), strict=True):
+                e.probe("R", k, v)
+    finally:
+        ix.force(None)
+        ix.feedback = learn
 
 
 def time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
-                 times: np.ndarray | None = None, progress: Any = None) -> MemberTimes:
-    """Run every member and the router on each tuple (``Engine.probe``, identify mode).
+                 times: np.ndarray | None = None, progress: Any = None,
+                 rounds: int = 1) -> MemberTimes:
+    """Run every member and the router over the tuples (``Engine.probe``, identify mode).
 
-    Tuples without partners (no member does any work) are skipped. Every run must report the
-    same number of affected subscriptions (AssertionError otherwise): the benchmark checks the
+    Each run is a whole pass over the tuples by one member alone (``force``) or by the router —
+    as a static engine would see the stream, with its own index and code warm in the caches.
+    The passes run in a random order, ``rounds`` times; a tuple's time is its median over the
+    rounds. (Interleaving all runners per tuple instead would make every run a cold one and
+    charge the router's Python-side state cache misses a stream would not have.) Tuples without
+    partners (no member does any work) are skipped. Every run must report the same number of
+    affected subscriptions on every tuple (AssertionError otherwise): the benchmark checks the
     strategies against each other on every tuple it times.
     """
     gc_was = gc.isenabled()
     gc.disable()  # a collection inside one member's timing is not that member's cost
     try:
-        return _time_members(e, kind, side, keys, values, times, progress)
+        return _time_members(e, kind, side, keys, values, times, progress, rounds)
     finally:
         if gc_was:
             gc.enable()
 
 
 def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
-                  times: np.ndarray | None, progress: Any) -> MemberTimes:
+                  times: np.ndarray | None, progress: Any, rounds: int) -> MemberTimes:
     ix = _strategy(e, kind)
     names: tuple[str, ...] = tuple(ix.member_names)
     nm = len(names)
-    rows_ns, rows_dyn, rows_choice, rows_k = [], [], [], []
-    feats: list[list[list[float]]] = [[] for _ in names]
     clock = time.perf_counter_ns
     t_default = 0 if e._max_time is None else e._max_time
-    # a random order per tuple: a run right after one with the same access pattern (e.g. the
-    # router after the member it is about to pick) finds warm caches, so no fixed order is fair
-    rng = np.random.default_rng(7)
     ks, vs = keys.tolist(), values.tolist()
     ts = times.tolist() if times is not None else [t_default] * len(ks)
-    for i, (k, v, t) in enumerate(zip(ks, vs, ts, strict=True)):
+    rows: list[tuple[float, float, int]] = []
+    feats: list[list[list[float]]] = [[] for _ in names]
+    for k, v, t in zip(ks, vs, ts, strict=True):
         f = _features(e, kind, side, k, v, t)
-        if f is None:
-            continue
-        row = [0] * nm
-        dyn = 0
-        choice = -1
-        counts = [0] * (nm + 1)
-        order = rng.permutation(nm + 1).tolist()
-        for j in order:
-            if j == nm:  # the router itself
-                ix.force(None)
+        if f is not None:
+            rows.append((k, v, t))
+            for j in range(nm):
+                feats[j].append(f[j])
+    nt = len(rows)
+    ns = np.zeros((rounds, nm + 1, nt))
+    counts = np.zeros((rounds, nm + 1, nt), dtype=np.int64)
+    choice = np.zeros(nt, dtype=np.int64)
+    rng = np.random.default_rng(7)
+    for r in range(rounds):
+        for step, j in enumerate(rng.permutation(nm + 1).tolist()):
+            ix.force(None if j == nm else names[j])
+            out_t, out_c = ns[r, j], counts[r, j]
+            for x, (k, v, t) in enumerate(rows):
                 t0 = clock()
-                counts[j] = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
-                dyn = clock() - t0
-                choice = ix.last
-            else:
-                ix.force(names[j])
-                t0 = clock()
-                counts[j] = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
-                row[j] = clock() - t0
-        ix.force(None)
-        if len(set(counts)) != 1:  # every member (and the router) must affect the same set
-            raise AssertionError(f"{kind} tuple {i} (key {k}, value {v}): affected counts "
-                                 f"differ: {dict(zip((*names, 'router'), counts, strict=True))}")
-        aff = counts[0]
-        rows_ns.append(row)
-        rows_dyn.append(dyn)
-        rows_choice.append(choice)
-        rows_k.append(aff)
-        for j in range(nm):
-            feats[j].append(f[j])
-        if progress is not None and i % 50 == 0:
-            progress(i, len(ks))
+                out_c[x] = e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
+                out_t[x] = clock() - t0
+                if j == nm:
+                    choice[x] = ix.last
+            if progress is not None:
+                progress(r * (nm + 1) + step + 1, rounds * (nm + 1))
+    ix.force(None)
+    c = counts.reshape(-1, nt)
+    bad = np.flatnonzero((c != c[0]).any(axis=0))
+    if bad.size:  # every member (and the router) must affect the same set
+        x = int(bad[0])
+        k, v, _ = rows[x]
+        raise AssertionError(f"{kind} tuple {x} (key {k}, value {v}): affected counts differ: "
+                             f"{dict(zip((*names, 'router'), counts[0, :, x].tolist(), strict=True))}")
+    med = np.median(ns, axis=0)  # (runners, tuples)
     return MemberTimes(
-        names, np.array(rows_ns, dtype=np.float64).reshape(-1, nm),
-        np.array(rows_dyn, dtype=np.float64), np.array(rows_choice, dtype=np.int64),
-        np.array(rows_k, dtype=np.float64),
+        names, np.ascontiguousarray(med[:nm].T).reshape(-1, nm), med[nm].copy(), choice,
+        counts[0, 0].astype(np.float64),
         [np.array(fj, dtype=np.float64).reshape(-1, len(FEATURES[n]))
          for fj, n in zip(feats, names, strict=True)])
 

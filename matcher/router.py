@@ -25,6 +25,7 @@ Members share one id list; an index is never built twice for the same subscripti
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -45,13 +46,17 @@ from .select_join import (
 from .subscriptions import SubscriptionColumns
 from .window_join import (
     WINDOW_STRATEGIES,
+    Partners,
     WindowStrategy,
     make_window_strategy,
     partners_of,
 )
+from .window_kernels import count_within
 
 BAND_REFRESH = 64
 """Band joins re-evaluate Theorem 2's costs every this many tuples (|S| moves by at most that)."""
+LG_ONE = lg(1.0)
+"""lg m′ for the least m′ a routed tuple can have (one partner): lower bounds use it."""
 PLAN_REFRESH = 64
 """Select and window joins refold the slowly moving quantities (|S|, |Q|, τ, hotspot sizes) into
 per-member constants every this many tuples; per tuple only m′, n′, m_b, m̄_b are read."""
@@ -59,6 +64,22 @@ SAMPLE_EVERY = 256
 """Every this many routed tuples (or n/64 with n subscriptions, whichever is more), the exact
 n′ is counted once (O(n) numpy, ~5 ns per subscription) to score the two histograms; so the
 sampling costs at most ~0.3 µs per tuple on average."""
+
+FEEDBACK_EVERY = 4
+"""Every this many routed tuples the chosen member's run is timed and its correction learned
+(``_Routing._learn``); must be a power of two (the countdown is masked with it)."""
+FEEDBACK_STEP = 1.04
+"""A timed run moves the chosen member's correction factor up or down by this factor: a sign
+step, so the factor tracks the median of measured / predicted and one outlier (a preemption, a
+page fault) moves it by 4 % at most."""
+EXPLORE_EVERY = 64
+"""Every this many timed runs, the cheapest *other* member runs instead if its corrected cost
+is within ``EXPLORE_WITHIN`` of the choice, so a member the model over-predicts gets measured
+too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) ≈ 0.4 %)."""
+EXPLORE_WITHIN = 2.0
+CORRECTION_RANGE = (1.0 / 64.0, 64.0)
+REFOLD_DRIFT = 1.1
+"""A correction that moved by more than this factor since the plan was folded refolds it."""
 
 DEFAULT_MEMBERS = {
     "select": ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-Hotspot"),
@@ -98,9 +119,49 @@ class _Routing:
     def _init_routing(self, options: dict[str, Any]) -> None:
         prof = _profile(options)
         self.coef = [prof.constants(n) for n in self.member_names]
-        self.decisions = dict.fromkeys(self.member_names, 0)
+        self.counts = [0] * len(self.member_names)  # routed tuples per member
         self.forced: int | None = None
         self.last = -1
+        nm = len(self.member_names)
+        self.feedback = bool(options.get("router_feedback", True))
+        self.corr = {1: [1.0] * nm, -1: [1.0] * nm}  # learned measured / modelled, per member
+        self._folded = {1: [1.0] * nm, -1: [1.0] * nm}  # the corrections the plans hold
+        self._countdown = {1: 0, -1: 0}  # tuples until the plan is refolded (< 0: now)
+        self._explore = EXPLORE_EVERY
+        self.explorations = 0
+        self.clock = time.perf_counter_ns
+
+    def _learn(self, d: int, i: int, predicted: float, elapsed: float) -> None:
+        """Online calibration: one sign step of member ``i``'s correction toward the measured
+        / modelled ratio of the run just timed (``predicted`` includes the current correction).
+
+        The fitted profile is the model's scale on the calibration grid; the workload at hand
+        can sit where the fit is poor (e.g. tens of thousands of tiny scattered groups), and
+        the router would keep choosing a member the model under-predicts. Times measure only
+        the member's own call, so the engine's fixed per-tuple cost, the same for every member,
+        drops out of the comparison once the contenders have been measured.
+        """
+        corr = self.corr[d]
+        c = corr[i]
+        c = c * FEEDBACK_STEP if elapsed > predicted else c / FEEDBACK_STEP
+        lo, hi = CORRECTION_RANGE
+        c = lo if c < lo else hi if c > hi else c
+        corr[i] = c
+        f = self._folded[d][i]
+        if c > f * REFOLD_DRIFT or c * REFOLD_DRIFT < f:
+            self._countdown[d] = 0
+
+    def _explore_pick(self, d: int, i: int, costs: list[float]) -> tuple[int, float]:
+        """Member ``i`` or, if its corrected cost is within ``EXPLORE_WITHIN`` of ``i``'s, the
+        cheapest other member, with its corrected predicted cost (``costs``: raw models)."""
+        self._explore = EXPLORE_EVERY
+        corr = self.corr[d]
+        cc = [c * k for c, k in zip(costs, corr, strict=True)]
+        j = min((x for x in range(len(cc)) if x != i), key=cc.__getitem__, default=i)
+        if j != i and cc[j] <= EXPLORE_WITHIN * cc[i]:
+            self.explorations += 1
+            return j, cc[j]
+        return i, cc[i]
 
     def force(self, name: str | None) -> None:
         """Run only member ``name`` from now on (None: route by cost again). Benchmarks."""
@@ -120,7 +181,12 @@ class _Routing:
                                     for m in self.members)  # type: ignore[attr-defined]
 
     def routing_stats(self) -> dict[str, Any]:
-        return {"decisions": dict(self.decisions), "members": list(self.member_names)}
+        return {"decisions": dict(zip(self.member_names, self.counts, strict=True)),
+                "members": list(self.member_names),
+                "corrections": {"R" if d > 0 else "S": dict(zip(self.member_names, c,
+                                                                   strict=True))
+                                for d, c in self.corr.items()},
+                "explorations": self.explorations}
 
 
 class _OwnRanges:
@@ -167,13 +233,27 @@ class _OwnRanges:
 
     def estimate(self, d: int, v: float) -> float:
         """n′(v) for direction ``d``; now and then counts it exactly to score the histograms."""
-        h = self.hist[d]
-        self.count += 1
-        if self.count % max(SAMPLE_EVERY, len(self.ids) // 64) == 0:
+        self.tick(d, v, 1)
+        return self.hist[d].estimate(v)
+
+    def tick(self, d: int, v: float, tuples: int) -> None:
+        """``tuples`` more estimates were asked; every max(SAMPLE_EVERY, n/64) of them the exact
+        n′(v) is counted (O(n) numpy) and scores the two histograms."""
+        self.count += tuples
+        if self.count >= max(SAMPLE_EVERY, len(self.ids) // 64):
+            self.count = 0
             lo, hi = own_other(self.cols, d)[:2]
             q = self.ids.view()
-            h.observe(v, int(np.count_nonzero((lo[q] <= v) & (hi[q] >= v))))
-        return h.estimate(v)
+            self.hist[d].observe(v, int(np.count_nonzero((lo[q] <= v) & (hi[q] >= v))))
+
+    def estimator(self, d: int) -> Any:
+        """The current best histogram's ``estimate(v)`` for direction ``d`` (bound method)."""
+        return self.hist[d].estimate
+
+    def minimum(self, d: int) -> float:
+        """A lower bound of n′(v) over every v (the smallest value of the step function)."""
+        h = self.hist[d]
+        return float(min(h._current().values(), default=0.0))
 
     def stats(self) -> dict[str, Any]:
         return {"R" if d > 0 else "S": h.stats() for d, h in self.hist.items()}
@@ -199,10 +279,10 @@ class SelectDynamic(_Routing, SelectStrategy):
         self.hot = next((m for m in self.members if m.name == "SJ-Hotspot"), None)
         self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
         self._hot_sqrt: dict[int, float] = {}  # cleared on every subscription change
-        self._plans: dict[int, list[tuple[int, float, float, int]]] = {1: [], -1: []}
+        self._plans: dict[int, list[tuple[float, int, float, float, int]]] = {1: [], -1: []}
+        self._est: dict[int, Any] = {1: None, -1: None}  # n′ estimators bound at plan time
         self._scat: dict[int, tuple[float, float, float, float]] = {
             1: (0.0, 0.0, 0.0, 0.0), -1: (0.0, 0.0, 0.0, 0.0)}
-        self._countdown = {1: -1, -1: -1}
 
     def _add(self, q: int) -> None:
         for m in self.members:
@@ -224,7 +304,7 @@ class SelectDynamic(_Routing, SelectStrategy):
 
     def _changed(self) -> None:
         self._hot_sqrt.clear()
-        self._countdown = {1: -1, -1: -1}
+        self._countdown = {1: 0, -1: 0}
 
     def _hot_sum(self, d: int) -> float:
         """Σ_i √|Q_i^H| over the hotspots for direction ``d`` (hot sets change only with
@@ -270,20 +350,34 @@ class SelectDynamic(_Routing, SelectStrategy):
         return [sum(c * f for c, f in zip(cs, fs, strict=True))
                 for cs, fs in zip(self.coef, self.features(dirn, v, table, size), strict=True)]
 
-    def _plan(self, d: int, table: BaseTable) -> list[tuple[int, float, float, int]]:
-        """Per member ``(code, A, K)``: cost = A + K · (its per-tuple term); the slowly moving
-        parts (|S|, |Q|, τ, hotspot sizes) folded into A and K. Refreshed every
-        ``PLAN_REFRESH`` tuples and after any subscription change."""
+    def _plan(self, d: int, table: BaseTable, v: float) -> list[tuple[float, int, float, float,
+                                                                      int]]:
+        """Per member ``(L, code, A, K, j)``: cost = A + K · (its per-tuple term), the slowly
+        moving parts (|S|, |Q|, τ, hotspot sizes) and the learned correction folded into A and
+        K; ``L`` is a lower bound of the cost over every tuple (m′ ≥ 1, n′ ≥ the histogram's
+        least value). Refreshed every ``PLAN_REFRESH`` tuples, after any subscription change
+        and when a correction drifted."""
         lgS = lg(float(len(table)))
         Q = float(len(self.ids))
-        plan = []
-        for name, c in zip(self.member_names, self.coef, strict=True):
+        plan: list[tuple[float, int, float, float, int]] = []
+        corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
+        self._folded[d] = list(corr)
+        own = self.own
+        own.tick(d, v, PLAN_REFRESH + 1)
+        self._est[d] = own.estimator(d)
+        n1_min = own.minimum(d)
+        lg_min = LG_ONE
+        for j, (name, c0, x) in enumerate(zip(self.member_names, self.coef, corr, strict=True)):
+            c = [ci * x for ci in c0]
             if name == "SJ-JoinFirst":
-                plan.append((0, c[0] + c[1] * lgS, c[2] * math.sqrt(Q)))
+                a, k = c[0] + c[1] * lgS, c[2] * math.sqrt(Q)
+                plan.append((a + k, 0, a, k, j))
             elif name == "SJ-SelectFirst":
-                plan.append((1, c[0] + c[1] * lgS + c[2] * lg(Q), c[3]))
+                a, k = c[0] + c[1] * lgS + c[2] * lg(Q), c[3]
+                plan.append((a + k * n1_min * lg_min, 1, a, k, j))
             elif name == "SJ-Vanilla":
-                plan.append((2, c[0] + c[1] * lgS, c[2] * Q))
+                a, k = c[0] + c[1] * lgS, c[2] * Q
+                plan.append((a + k * lg_min, 2, a, k, j))
             elif name == "SJ-Hotspot":
                 assert self.hot is not None
                 g = self.hot.groups[d]
@@ -291,56 +385,74 @@ class SelectDynamic(_Routing, SelectStrategy):
                 ns = float(len(g.scattered))
                 a = c[0] + c[1] * lgS + c[2] * lg(ns) + c[5] * self._hot_sum(d)
                 # per tuple: min(τ_S, sf · n′ · |Q_S| / |Q|) · (c3 + c4 lg m′)
-                self._scat[d] = (float(len(g.scat_groups)), self.sf_cost * ns / Q if Q else 0.0,
-                                 c[3], c[4])
-                plan.append((3, a, 1.0) if ns and (c[3] or c[4]) else (2, a, 0.0))
+                tau_s, f = float(len(g.scat_groups)), self.sf_cost * ns / Q if Q else 0.0
+                self._scat[d] = (tau_s, f, c[3], c[4])
+                if ns and (c[3] or c[4]):
+                    plan.append((a + min(tau_s, f * n1_min) * (c[3] + c[4] * lg_min), 3, a,
+                                 1.0, j))
+                else:
+                    plan.append((a, 2, a, 0.0, j))
             else:  # SJ-SSI: cost = A + K · lg m'
-                tau = float(len(self.members[self.member_names.index(name)].groups[d]))
-                plan.append((2, c[0] + c[1] * lgS + c[3] * math.sqrt(Q * max(tau, 1.0)),
-                             c[2] * tau))
-        # cheapest-looking first: a member whose fixed part A already exceeds the best cost
-        # so far is skipped before its per-tuple estimate is computed
-        return sorted(((*t, j) for j, t in enumerate(plan)), key=lambda t: t[1])
+                tau = float(len(self.members[j].groups[d]))  # type: ignore[attr-defined]
+                a, k = c[0] + c[1] * lgS + c[3] * math.sqrt(Q * max(tau, 1.0)), c[2] * tau
+                plan.append((a + k * lg_min, 2, a, k, j))
+        # by lower bound: once a member's bound reaches the best cost so far, no later member
+        # can win, and members needing the n′ estimate are often never reached
+        return sorted(plan, key=lambda t: t[0])
 
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         i = self.forced
-        if i is None:
-            d = 1 if dirn > 0 else -1
-            self._countdown[d] -= 1
-            if self._countdown[d] < 0:
-                self._plans[d] = self._plan(d, table)
-                self._countdown[d] = PLAN_REFRESH
-            lgm = math.log2(size + 2.0)
-            n1 = -1.0
-            best = math.inf
-            i = 0
-            for code, a, k, j in self._plans[d]:
-                if a >= best:  # its per-tuple term is >= 0: cannot win, skip estimating it
-                    continue
-                if code == 0:
-                    cost = a + k * size
-                elif code == 2:
-                    cost = a + k * lgm
-                elif code == 1:
-                    if k == 0.0:
-                        cost = a
-                    else:
-                        if n1 < 0.0:
-                            n1 = self.own.estimate(d, v)
-                        cost = a + k * n1 * lgm
-                else:  # 3: SJ-Hotspot's scattered part
-                    if n1 < 0.0:
-                        n1 = self.own.estimate(d, v)
-                    tau_s, f, c3, c4 = self._scat[d]
-                    cost = a + min(tau_s, f * n1) * (c3 + c4 * lgm)
-                if cost < best:
-                    best, i = cost, j
+        if i is not None:
             self.last = i
-            self.decisions[self.member_names[i]] += 1
-        else:
+            self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+            return
+        d = 1 if dirn > 0 else -1
+        cd = self._countdown[d] - 1
+        if cd < 0:
+            self._plans[d] = self._plan(d, table, v)
+            cd = PLAN_REFRESH
+        self._countdown[d] = cd
+        lgm = math.log2(size + 2.0)
+        n1 = -1.0
+        best = math.inf
+        i = 0
+        for low, code, a, k, j in self._plans[d]:
+            if low >= best:  # neither this member nor any later one can win
+                break
+            if code == 0:
+                cost = a + k * size
+            elif code == 2:
+                cost = a + k * lgm
+            elif code == 1:
+                if n1 < 0.0:
+                    n1 = self._est[d](v)
+                cost = a + k * n1 * lgm
+            else:  # 3: SJ-Hotspot's scattered part
+                if n1 < 0.0:
+                    n1 = self._est[d](v)
+                tau_s, f, c3, c4 = self._scat[d]
+                cost = a + min(tau_s, f * n1) * (c3 + c4 * lgm)
+            if cost < best:
+                best, i = cost, j
+        member = self.members[i]
+        if cd & (FEEDBACK_EVERY - 1) or not self.feedback:
             self.last = i
-        self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+            self.counts[i] += 1
+            member._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+            return
+        # a timed run: learn the chosen member's correction (now and then another's)
+        best *= self.corr[d][i] / self._folded[d][i]
+        self._explore -= 1
+        if self._explore <= 0:
+            i, best = self._explore_pick(d, i, self.costs(dirn, v, table, size))
+            member = self.members[i]
+        self.last = i
+        self.counts[i] += 1
+        clock = self.clock
+        t0 = clock()
+        member._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+        self._learn(d, i, best, clock() - t0)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**SelectStrategy.stats(self), **self.routing_stats(),
@@ -371,8 +483,8 @@ class BandDynamic(_Routing, BandStrategy):
         for m in self.members:
             m.ids = self.ids
         self._init_routing(options)
-        self._countdown = {1: 0, -1: 0}
         self._choice = {1: 0, -1: 0}
+        self._raw: dict[int, list[float]] = {1: [], -1: []}  # modelled costs at the last refresh
 
     def _add(self, q: int) -> None:
         for m in self.members:
@@ -410,22 +522,45 @@ class BandDynamic(_Routing, BandStrategy):
                 out.append([1.0, len(lis) * lgm, min(ns * lgm, ns + m) if ns else 0.0])
         return out
 
+    def costs(self, table: BaseTable) -> list[float]:
+        """Each member's modelled cost (ns), without the learned corrections."""
+        return [sum(c * f for c, f in zip(cs, fs, strict=True))
+                for cs, fs in zip(self.coef, self.features(table), strict=True)]
+
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
         i = self.forced
-        if i is None:
-            d = 1 if dirn > 0 else -1
-            if self._countdown[d] <= 0:
-                feats = self.features(table)
-                costs = [sum(c * f for c, f in zip(cs, fs, strict=True))
-                         for cs, fs in zip(self.coef, feats, strict=True)]
-                self._choice[d] = min(range(len(costs)), key=costs.__getitem__)
-                self._countdown[d] = BAND_REFRESH
-            self._countdown[d] -= 1
-            i = self._choice[d]
-            self.decisions[self.member_names[i]] += 1
+        if i is not None:
+            self.last = i
+            self.members[i].match(buf, dirn, b, v, xseq, table, mode)
+            return
+        d = 1 if dirn > 0 else -1
+        cd = self._countdown[d] - 1
+        if cd < 0:
+            raw = self._raw[d] = self.costs(table)
+            corr = self.corr[d] if self.feedback else [1.0] * len(raw)
+            self._folded[d] = list(corr)
+            cc = [c * x for c, x in zip(raw, corr, strict=True)]
+            self._choice[d] = min(range(len(cc)), key=cc.__getitem__)
+            cd = BAND_REFRESH
+        self._countdown[d] = cd
+        i = self._choice[d]
+        if cd & (FEEDBACK_EVERY - 1) or not self.feedback:
+            self.last = i
+            self.counts[i] += 1
+            self.members[i].match(buf, dirn, b, v, xseq, table, mode)
+            return
+        raw = self._raw[d]
+        predicted = raw[i] * self.corr[d][i]
+        self._explore -= 1
+        if self._explore <= 0:
+            i, predicted = self._explore_pick(d, i, raw)
         self.last = i
+        self.counts[i] += 1
+        clock = self.clock
+        t0 = clock()
         self.members[i].match(buf, dirn, b, v, xseq, table, mode)
+        self._learn(d, i, predicted, clock() - t0)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**BandStrategy.stats(self), **self.routing_stats()}
@@ -459,10 +594,10 @@ class WindowDynamic(_Routing, WindowStrategy):
         self.own = _OwnRanges(cols, self.ids)
         self._plans: dict[int, list[tuple[int, float, float, float, float, float, int]]] = {
             1: [], -1: []}
-        self._countdown = {1: -1, -1: -1}
+        self._est: dict[int, Any] = {1: None, -1: None}
 
     def _sync_w(self) -> None:
-        self._countdown = {1: -1, -1: -1}
+        self._countdown = {1: 0, -1: 0}
         for m in self.members:
             m.wmax = self.wmax
 
@@ -531,14 +666,21 @@ class WindowDynamic(_Routing, WindowStrategy):
         return [sum(c * f for c, f in zip(cs, fs, strict=True)) for cs, fs in
                 zip(self.coef, self.features(dirn, b, v, t, table, p), strict=True)]
 
-    def _plan(self, d: int, table: BaseTable) -> list[tuple[int, float, float, float, float,
-                                                            float, int]]:
-        """Per member ``(code, A, K, K2, K3, τ)`` with the slowly moving quantities folded in
-        (see ``SelectDynamic._plan``); per tuple only m′, m_b, m̄_b, n′ are read."""
+    def _plan(self, d: int, table: BaseTable, v: float) -> list[tuple[int, float, float, float,
+                                                                      float, float, int]]:
+        """Per member ``(code, A, K, K2, K3, τ)`` with the slowly moving quantities and the
+        learned correction folded in (see ``SelectDynamic._plan``); per tuple only m′, m_b,
+        m̄_b, n′ are read."""
         n = float(len(self.ids))
         lgm = lg(float(len(table)))
         plan = []
-        for name, mem, c in zip(self.member_names, self.members, self.coef, strict=True):
+        corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
+        self._folded[d] = list(corr)
+        self.own.tick(d, v, PLAN_REFRESH + 1)
+        self._est[d] = self.own.estimator(d)
+        for name, mem, c0, x in zip(self.member_names, self.members, self.coef, corr,
+                                    strict=True):
+            c = [ci * x for ci in c0]
             if name == "WJ-JoinFirst":
                 plan.append((0, c[0] + c[1] * lgm, c[2] * g3(n), 0.0, 0.0, 0.0))
             elif name == "WJ-SelectFirst":
@@ -554,62 +696,77 @@ class WindowDynamic(_Routing, WindowStrategy):
         return sorted(((*t, j) for j, t in enumerate(plan)), key=lambda t: t[1])
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
-        p = partners_of(table, b)
+              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
         if p is None:
-            return
+            p = partners_of(table, b)
+            if p is None:
+                return
         i = self.forced
-        if i is None:
-            d = 1 if dirn > 0 else -1
-            self._countdown[d] -= 1
-            if self._countdown[d] < 0:
-                self._plans[d] = self._plan(d, table)
-                self._countdown[d] = PLAN_REFRESH
-            mp = float(p.size)
-            mb = -1.0
-            n1 = -1.0
-            best = math.inf
-            i = 0
-            for code, a, k, k2, k3, tau, j in self._plans[d]:
-                if a >= best:  # its per-tuple terms are >= 0: cannot win
-                    continue
-                if code == 0:
-                    if mb < 0.0:
-                        mb = self._m_b(p, t)
-                    cost = a + k * mb
-                elif code == 1:
-                    if k != 0.0 and n1 < 0.0:
-                        n1 = self.own.estimate(d, v)
-                    cost = a + (k * n1 * math.sqrt(mp) if k != 0.0 else 0.0)
+        if i is not None:
+            self.last = i
+            self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+            return
+        d = 1 if dirn > 0 else -1
+        cd = self._countdown[d] - 1
+        if cd < 0:
+            self._plans[d] = self._plan(d, table, v)
+            cd = PLAN_REFRESH
+        self._countdown[d] = cd
+        mp = float(p.size)
+        mb = -1.0
+        n1 = -1.0
+        best = math.inf
+        i = 0
+        for code, a, k, k2, k3, tau, j in self._plans[d]:
+            if a >= best:  # per-tuple terms are >= 0 and A ascends: no later member can win
+                break
+            if code == 0:
+                if mb < 0.0:
+                    mb = float(count_within(p.tv, p.tbase, p.tsize, t - self.wmax,
+                                            t + self.wmax))
+                cost = a + k * mb
+            elif code == 1:
+                if k != 0.0 and n1 < 0.0:
+                    n1 = self._est[d](v)
+                cost = a + (k * n1 * math.sqrt(mp) if k != 0.0 else 0.0)
+            else:
+                sky = self.members[j].skies[d]  # type: ignore[attr-defined]
+                st = sky.keys.get(b)
+                if st is not None and not st.stale and st.version == sky.version:
+                    mbar = float(st.n)
+                    mpb = 2.0 * mbar
                 else:
-                    sky = self.members[j].skies[d]  # type: ignore[attr-defined]
-                    st = sky.keys.get(b)
-                    if st is not None and not st.stale and st.version == sky.version:
-                        mbar = float(st.n)
-                        mpb = 2.0 * mbar
-                    else:
-                        if mb < 0.0:
-                            mb = self._m_b(p, t)
-                        mbar = min(mb, 2.0 * tau)
-                        mpb = mp
-                    cost = a + k * mpb + k2 * mbar
-                    if k3 != 0.0:
-                        if n1 < 0.0:
-                            n1 = self.own.estimate(d, v)
-                        cost += k3 * n1 * math.sqrt(mp)
-                if cost < best:
-                    best, i = cost, j
+                    if mb < 0.0:
+                        mb = float(count_within(p.tv, p.tbase, p.tsize, t - self.wmax,
+                                                t + self.wmax))
+                    mbar = min(mb, 2.0 * tau)
+                    mpb = mp
+                cost = a + k * mpb + k2 * mbar
+                if k3 != 0.0:
+                    if n1 < 0.0:
+                        n1 = self._est[d](v)
+                    cost += k3 * n1 * math.sqrt(mp)
+            if cost < best:
+                best, i = cost, j
+        if cd & (FEEDBACK_EVERY - 1) or not self.feedback:
             self.last = i
-            self.decisions[self.member_names[i]] += 1
-        else:
-            self.last = i
-        self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now)
+            self.counts[i] += 1
+            self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+            return
+        best *= self.corr[d][i] / self._folded[d][i]
+        self._explore -= 1
+        if self._explore <= 0:
+            i, best = self._explore_pick(d, i, self.costs(dirn, b, v, t, table, p))
+        self.last = i
+        self.counts[i] += 1
+        clock = self.clock
+        t0 = clock()
+        self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+        self._learn(d, i, best, clock() - t0)
 
     def _m_b(self, p: Any, t: int) -> float:
         """m_b: the key's partners within w_max of t (two searches of the by-time run)."""
-        tv = p.tv[p.tbase: p.tbase + p.tsize]
-        w = self.wmax
-        return float(tv.searchsorted(t + w, "right") - tv.searchsorted(t - w))
+        return float(count_within(p.tv, p.tbase, p.tsize, t - self.wmax, t + self.wmax))
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**WindowStrategy.stats(self), **self.routing_stats(),

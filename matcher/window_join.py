@@ -69,11 +69,14 @@ def partners_of(table: BaseTable, b: float) -> Partners | None:
 
 def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer,
                             dirn: int, b: float, v: float, t: int, xseq: int, table: BaseTable,
-                            mode: int, tree: IntervalTree | None = None) -> None:
-    """WJ-SelectFirst over ``tree`` (or over the plain list ``qids`` when ``tree`` is None)."""
-    p = partners_of(table, b)
+                            mode: int, tree: IntervalTree | None = None,
+                            p: Partners | None = None) -> None:
+    """WJ-SelectFirst over ``tree`` (or over the plain list ``qids`` when ``tree`` is None);
+    ``p``: the key's partners if the caller looked them up already."""
     if p is None:
-        return
+        p = partners_of(table, b)
+        if p is None:
+            return
     if tree is not None and tree.root < 0:
         return
     own_lo, own_hi, oth_lo, oth_hi = own_other(cols, dirn)
@@ -225,8 +228,9 @@ class WindowStrategy:
         pass
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
-        """Output for the incoming tuple (key b, value v, time t); ``now`` is the watermark."""
+              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
+        """Output for the incoming tuple (key b, value v, time t); ``now`` is the watermark;
+        ``p``: the key's partners (``partners_of``) if the caller (the router) has them."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -261,10 +265,11 @@ class JoinFirst(WindowStrategy):
         self.d.remove(0, q)
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
-        p = partners_of(table, b)
+              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
         if p is None:
-            return
+            p = partners_of(table, b)
+            if p is None:
+                return
         c, d = self.cols, self.d
         buf.out_q, buf.out_s, buf.n, d.hits = K.wj_join_first(
             forest_arrays(d), p.tv, p.ts, p.tbase, p.tsize, v, t, self.wmax, dirn, table.times,
@@ -303,9 +308,9 @@ class SelectFirst(WindowStrategy):
         self.trees[-1].remove(q)
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
+              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
-                                self.trees[1 if dirn > 0 else -1])
+                                self.trees[1 if dirn > 0 else -1], p)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
@@ -313,9 +318,11 @@ class SelectFirst(WindowStrategy):
 
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
                    cols: SubscriptionColumns, buf: MatchBuffer, dirn: int, b: float, v: float,
-                   t: int, xseq: int, table: BaseTable, mode: int, now: int) -> str:
+                   t: int, xseq: int, table: BaseTable, mode: int, now: int,
+                   p: Partners | None = None) -> str:
     """WJ-SSI for one tuple; returns which skylines were probed (``stored`` / ``one-pass``)."""
-    p = partners_of(table, b)
+    if p is None:
+        p = partners_of(table, b)
     if p is None or not len(groups):
         return "none"
     sky.set_points(groups.points())
@@ -380,10 +387,10 @@ class SSI(WindowStrategy):
             part.delete(q)
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
+              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
         d = 1 if dirn > 0 else -1
         how = run_window_ssi(self.skies[d], self.groups[d], self.d, self.wmax, self.cols, buf,
-                             dirn, b, v, t, xseq, table, mode, now)
+                             dirn, b, v, t, xseq, table, mode, now, p)
         self.probes[how] += 1
 
     def stats(self) -> dict[str, Any]:
@@ -432,13 +439,17 @@ class Hotspot(WindowStrategy):
             tr.delete(q)
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
+              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
+        if p is None:
+            p = partners_of(table, b)
+            if p is None:
+                return
         d = 1 if dirn > 0 else -1
         g = self.groups[d]
         run_window_ssi(self.skies[d], g, g.d, self.wmax, self.cols, buf, dirn, b, v, t, xseq,
-                       table, mode, now)
+                       table, mode, now, p)
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
-                                g.scattered)
+                                g.scattered, p)
 
     def stats(self) -> dict[str, Any]:
         g = self.groups[1]

@@ -182,3 +182,11 @@ def wj_ssi(cand: np.ndarray, F: tuple, pv: np.ndarray, ps: np.ndarray, base: int
                 oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
             out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out, hits
+
+
+
+@njit(cache=True)
+def count_within(tv: np.ndarray, base: int, size: int, lo: float, hi: float) -> int:
+    """#{i ∈ [base, base+size): lo ≤ tv[i] ≤ hi} for a sorted run: a key's m_b (§4.2), without
+    a Python-side slice (the router asks it per tuple)."""
+    return upper_bound(tv, base, size, hi) - lower_bound(tv, base, size, lo)

@@ -161,6 +161,12 @@ class EngineCollector(Collector):
             "Router decisions per strategy (cumulative).",
             labels=["topic", "strategy"],
         )
+        corrections = GaugeMetricFamily(
+            "hotjoin_router_correction",
+            "The router's online calibration: measured / modelled cost per strategy and incoming "
+            "side (1 = the cost profile is right on this workload).",
+            labels=["topic", "strategy", "side"],
+        )
         for name, st in self._topics():
             for side, n in st.get("tuples", {}).items():
                 tuples.add_metric([name, side], n)
@@ -172,9 +178,13 @@ class EngineCollector(Collector):
                 hot.add_metric([name, kind], n)
             for strategy, n in st.get("decisions", {}).items():
                 decisions.add_metric([name, strategy], n)
+            for kind in ("band", "select", "window"):
+                for side, per in (st.get(kind) or {}).get("corrections", {}).items():
+                    for strategy, x in per.items():
+                        corrections.add_metric([name, strategy, side], x)
             seq.add_metric([name], st.get("seq", 0))
             listeners.add_metric([name], st.get("listeners", 0))
-        yield from (tuples, subs, tau, hot, decisions, seq, listeners)
+        yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners)
 
 
 def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:

@@ -59,6 +59,23 @@ def test_auto_matches_oracle_random_profiles(program: Any, profile: CostProfile)
 
 
 @harness_settings(25)
+@given(program=programs(kinds=("select", "band", "window"), max_ops=40, initial_subs=(2, 8)),
+       profile=random_profiles())
+def test_auto_matches_oracle_while_learning_and_exploring(program: Any,
+                                                         profile: CostProfile) -> None:
+    """Online calibration on every tuple and an exploration on every timed run: corrections
+    move and members switch constantly, results stay the oracle's."""
+    import matcher.router as router
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(router, "FEEDBACK_EVERY", 1)
+        mp.setattr(router, "EXPLORE_EVERY", 1)
+        mp.setattr(router, "EXPLORE_WITHIN", 1e9)
+        mp.setattr(router, "FEEDBACK_STEP", 3.0)
+        run_program(engine_factory("auto", _options(profile)), program)
+
+
+@harness_settings(25)
 @given(program=programs(kinds=("select",), max_ops=40, initial_subs=(4, 14)))
 def test_auto_select_matches_oracle_shipped_profile(program: Any) -> None:
     run_program(engine_factory("auto", {"alpha": 0.2}), program)
@@ -93,7 +110,7 @@ def _alternating_profile(kind: str, cheap_feature_member: str) -> CostProfile:
 def test_select_choice_varies_per_tuple_and_results_stay_exact() -> None:
     """SJ-JoinFirst's m'·√|Q| term: keys with one partner go to JoinFirst, crowded keys not."""
     prof = _alternating_profile("select", "SJ-JoinFirst")
-    e = Engine(strategy="auto", options={"cost_profile": prof})
+    e = Engine(strategy="auto", options={"cost_profile": prof, "router_feedback": False})
     ref = Engine(strategy={"select": "SJ-Vanilla"})
     rng = np.random.default_rng(1)
     subs = [SelectJoin(a=Range(float(lo), float(lo + 30)), c=Range(None, float(hi)))
@@ -118,7 +135,8 @@ def test_band_choice_follows_table_size() -> None:
     moves away from it — and the deliveries match a static strategy throughout."""
     coef = {"BJ-QOuter": [0.0, 1e6], "BJ-DOuter": [0.0, 10.0], "BJ-MJ": [0.0, 1e6],
             "BJ-SSI": [5000.0, 0.0], "BJ-Hotspot": [1e9, 0.0, 0.0]}
-    e = Engine(strategy="auto", options={"cost_profile": CostProfile(coef)})
+    e = Engine(strategy="auto", options={"cost_profile": CostProfile(coef),
+                                         "router_feedback": False})
     ref = Engine(strategy={"band": "BJ-QOuter"})
     subs = [BandJoin(b=Range(-float(i % 7), float(i % 5))) for i in range(64)]
     e.subscribe_many(subs)
@@ -218,7 +236,8 @@ def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.Mon
     prof = CostProfile({n: [float(x) for x in rng.choice([0.0, 1.0, 50.0, 2000.0], len(f))]
                         for n, f in FEATURES.items()})
     e = Engine(strategy="auto", options={"cost_profile": prof, "alpha": 0.2,
-                                         "router_members": dict(ALL_MEMBERS)})
+                                         "router_members": dict(ALL_MEMBERS),
+                                         "router_feedback": False})
     e.subscribe_many([SelectJoin(a=Range(float(x), float(x + 20)), c=Range(float(y), float(y + 5)))
                       for x, y in zip(rng.integers(0, 80, 60), rng.integers(0, 95, 60),
                                       strict=True)])
@@ -247,3 +266,115 @@ def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.Mon
             assert cw[e.window.last] <= min(cw) * (1 + 1e-9) + 1e-9  # type: ignore[union-attr]
             checked["window"] += 1
     assert checked["select"] > 50 and checked["window"] > 50
+
+
+class _FakeCosts:
+    """A clock the test controls: each member's run advances it by that member's "true" cost,
+    so the router's online calibration sees costs that disagree with its profile."""
+
+    def __init__(self, ix: Any, true_ns: dict[str, float]) -> None:
+        self.now = 0.0
+        for m in ix.members:
+            self._wrap(m, true_ns[m.name])
+        ix.clock = lambda: self.now
+
+    def _wrap(self, m: Any, cost: float) -> None:
+        name = "_match" if hasattr(m, "_match") else "match"
+        inner = getattr(m, name)
+
+        def run(*a: Any, **k: Any) -> None:
+            inner(*a, **k)
+            self.now += cost
+
+        setattr(m, name, run)
+
+
+def _select_pair(profile: dict[str, list[float]], true_ns: dict[str, float],
+                 n: int = 1200) -> tuple[Engine, Any, list[int]]:
+    """SJ-JoinFirst against SJ-Vanilla with constant modelled costs; returns the choices."""
+    e = Engine(strategy="auto", options={
+        "cost_profile": CostProfile(profile),
+        "router_members": {"select": ("SJ-JoinFirst", "SJ-Vanilla")}})
+    ref = Engine(strategy={"select": "SJ-SelectFirst"})
+    subs = [SelectJoin(a=Range(float(i % 10), float(i % 10 + 5)), c=Range(None, None))
+            for i in range(30)]
+    e.subscribe_many(subs)
+    ref.subscribe_many(subs)
+    ix = e.select
+    _FakeCosts(ix, true_ns)
+    for ev in (Event("S", "s0", 1.0, 3.0, 0), Event("S", "s1", 1.0, 8.0, 1)):
+        e.publish(ev)
+        ref.publish(ev)
+    choices = []
+    for i in range(n):
+        ev = Event("R", f"r{i}", 1.0, float(i % 15), 2 + i)
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+        choices.append(ix.last)  # type: ignore[union-attr]
+    return e, ix, choices
+
+
+def test_feedback_moves_away_from_an_under_predicted_member() -> None:
+    """The profile says JoinFirst costs 1 µs and Vanilla 3 µs; really JoinFirst takes 9 µs and
+    Vanilla 2 µs. Timed runs raise JoinFirst's correction until Vanilla wins."""
+    _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
+                                   "SJ-Vanilla": [3000.0, 0.0, 0.0]},
+                                  {"SJ-JoinFirst": 9000.0, "SJ-Vanilla": 2000.0})
+    jf = ix.member_names.index("SJ-JoinFirst")
+    assert choices[0] == jf  # the model's choice first
+    late = choices[-400:]
+    assert late.count(jf) < 40, Counter(late)  # then (almost) only explorations
+    corr = ix.routing_stats()["corrections"]["R"]
+    assert corr["SJ-JoinFirst"] > 3.0 and corr["SJ-Vanilla"] < 1.0, corr
+
+
+def test_exploration_finds_an_over_predicted_member() -> None:
+    """The profile over-predicts Vanilla (1.5 µs, really 0.1 µs), so it is never the model's
+    choice; explorations measure it and the router moves to it."""
+    _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
+                                   "SJ-Vanilla": [1500.0, 0.0, 0.0]},
+                                  {"SJ-JoinFirst": 1000.0, "SJ-Vanilla": 100.0}, n=3000)
+    v = ix.member_names.index("SJ-Vanilla")
+    assert choices[0] != v
+    assert ix.explorations > 0
+    assert choices[-300:].count(v) > 250, Counter(choices[-300:])
+
+
+def test_feedback_off_keeps_the_model_choice() -> None:
+    e = Engine(strategy="auto", options={
+        "router_feedback": False,
+        "cost_profile": CostProfile({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
+                                     "SJ-Vanilla": [3000.0, 0.0, 0.0]}),
+        "router_members": {"select": ("SJ-JoinFirst", "SJ-Vanilla")}})
+    e.subscribe(SelectJoin(a=Range(0, 10), c=Range(None, None)))
+    ix = e.select
+    _FakeCosts(ix, {"SJ-JoinFirst": 9000.0, "SJ-Vanilla": 2000.0})
+    e.publish(Event("S", "s", 1.0, 3.0, 0))
+    for i in range(600):
+        e.publish(Event("R", f"r{i}", 1.0, 3.0, 1 + i))
+    assert ix.routing_stats()["decisions"] == {"SJ-JoinFirst": 600,  # type: ignore[union-attr]
+                                               "SJ-Vanilla": 0}
+    assert ix.routing_stats()["corrections"]["R"] == {"SJ-JoinFirst": 1.0,  # type: ignore[union-attr]
+                                                        "SJ-Vanilla": 1.0}
+
+
+def test_band_and_window_feedback_learn_too() -> None:
+    """BJ- and WJ-Dynamic take the same online calibration: an under-predicted choice's
+    correction rises until another member is chosen."""
+    e = Engine(strategy="auto", options={
+        "cost_profile": CostProfile({"BJ-SSI": [1000.0, 0.0], "BJ-MJ": [3000.0, 0.0],
+                                     "WJ-SSI": [1000.0, 0.0, 0.0, 0.0],
+                                     "WJ-JoinFirst": [3000.0, 0.0, 0.0]}),
+        "router_members": {"band": ("BJ-SSI", "BJ-MJ"), "window": ("WJ-SSI", "WJ-JoinFirst")}})
+    ref = Engine(strategy={"band": "BJ-QOuter", "window": "WJ-SelectFirst"})
+    subs = [BandJoin(b=Range(-1, 1)), WindowJoin(a=Range(0, 50), c=Range(None, None), w=5)]
+    e.subscribe_many(subs)
+    ref.subscribe_many(subs)
+    _FakeCosts(e.band, {"BJ-SSI": 9000.0, "BJ-MJ": 2000.0})
+    _FakeCosts(e.window, {"WJ-SSI": 9000.0, "WJ-JoinFirst": 2000.0})
+    for i in range(1500):
+        side = "S" if i % 3 == 0 else "R"
+        ev = Event(side, f"{side}{i}", float(i % 4), float(i % 40), i)  # type: ignore[arg-type]
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+    for ix, cheap in ((e.band, "BJ-MJ"), (e.window, "WJ-JoinFirst")):
+        dec = ix.routing_stats()["decisions"]  # type: ignore[union-attr]
+        assert dec[cheap] > sum(dec.values()) / 2, dec

@@ -1,9 +1,10 @@
 """``hotjoin bench router``: paper 004 §5.4, Figs. 12–20 — Dynamic against every static strategy.
 
-Each point builds one ``"auto"`` engine holding every member strategy's index and, for each
-incoming R tuple, times every member alone (``force``), the router (features, choice and the
-chosen member) and records the router's choice (:func:`matcher.calibrate.time_members`). In one
-run, on the same tuples, in a random order per tuple:
+Each point builds one ``"auto"`` engine holding every member strategy's index and times, on
+the same incoming R tuples, every member alone (``force``) and the router (its decision, its
+online calibration and the chosen member), each in whole passes over the tuples as a static
+engine would run the stream, passes in a random order, ``rounds`` times (a tuple's time: its
+median); the router's choice per tuple is recorded (:func:`matcher.calibrate.time_members`):
 
 * a static strategy's throughput is tuples / Σ its times;
 * **Dynamic**'s is tuples / Σ the routed times (routing overhead included);
@@ -51,6 +52,7 @@ class RouterBenchConfig:
     band_sizes: tuple[int, ...] = (10_000, 100_000)
     window_sizes: tuple[int, ...] = (1_000, 10_000)
     tuples: int = 300
+    rounds: int = 3
     alpha: float = 0.001
     figures: tuple[str, ...] = ("12", "15", "18", "band", "window")
     seed: int = 23
@@ -131,9 +133,9 @@ def summarise(mt: MemberTimes) -> dict[str, Any]:
     return out
 
 
-def _measure(e: Engine, kind: str, r: tuple[np.ndarray, ...]) -> MemberTimes:
+def _measure(e: Engine, kind: str, r: tuple[np.ndarray, ...], rounds: int) -> MemberTimes:
     warm_up(e, kind, r[0], r[1])
-    return time_members(e, kind, "R", r[0], r[1])
+    return time_members(e, kind, "R", r[0], r[1], rounds=rounds)
 
 
 def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> dict[str, Any]:
@@ -157,7 +159,7 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
     for fig, x, make in plan:
         kind = {"band": "band", "window": "window"}.get(fig, "select")
         e, r = make()
-        mt = _measure(e, kind, r)
+        mt = _measure(e, kind, r, c.rounds)
         s = summarise(mt)
         recs.append({"figure": fig, "x": x, "kind": kind, **s})
         dyn = s["throughput"][mt.members[0][:3] + "Dynamic"]
@@ -259,6 +261,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--band-sizes", default=",".join(map(str, d.band_sizes)))
     p.add_argument("--window-sizes", default=",".join(map(str, d.window_sizes)))
     p.add_argument("--tuples", type=int, default=d.tuples, help="incoming tuples per point")
+    p.add_argument("--rounds", type=int, default=d.rounds,
+                   help="passes per strategy over the tuples (a tuple's time: the median)")
     p.add_argument("--figures", default=",".join(d.figures))
     p.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
@@ -271,16 +275,16 @@ def config_from_args(a: argparse.Namespace) -> RouterBenchConfig:
             selection_rate=a.selection_rate, join_rates=_floats(a.join_rates),
             selection_rates=_floats(a.selection_rates), hot_fraction=a.hot_fraction,
             band_sizes=_ints(a.band_sizes), window_sizes=_ints(a.window_sizes),
-            tuples=a.tuples, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
+            tuples=a.tuples, rounds=a.rounds, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
     except ValueError as e:
         raise ValueError(f"bad number in the size/rate lists: {e}") from None
     bad = set(c.figures) - {"12", "15", "18", "band", "window"}
     if bad:
         raise ValueError(f"unknown figures {sorted(bad)}; choose from 12, 15, 18, band, window")
-    if c.tuples < 1 or not 0 <= c.hot_fraction <= 1:
-        raise ValueError("--tuples must be >= 1 and --hot-fraction in [0, 1]")
+    if c.tuples < 1 or c.rounds < 1 or not 0 <= c.hot_fraction <= 1:
+        raise ValueError("--tuples and --rounds must be >= 1 and --hot-fraction in [0, 1]")
     if a.quick:
         c = RouterBenchConfig(sizes=(500, 1000), size=1000, join_rates=(1.0, 30.0),
                               selection_rates=(0.01, 0.2), band_sizes=(500,),
-                              window_sizes=(300,), tuples=40, figures=c.figures)
+                              window_sizes=(300,), tuples=40, rounds=2, figures=c.figures)
     return c

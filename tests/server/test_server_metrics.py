@@ -72,6 +72,10 @@ def test_metric_families(served: tuple[HotjoinServer, HotjoinClient]) -> None:
     if engine_factory().__name__ == "Engine":
         assert sum(float(line.rsplit(" ", 1)[1]) for line in decided) == 6.0, decided
         assert any('strategy="BJ-' in line for line in decided)
+        corr = [line for line in text.splitlines()
+                if line.startswith("hotjoin_router_correction{") and f'topic="{TOPIC}"' in line]
+        assert any('strategy="BJ-SSI"' in line and 'side="R"' in line for line in corr), corr
+        assert all(float(line.rsplit(" ", 1)[1]) > 0 for line in corr), corr
     if shutil.which("promtool"):
         lint = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
         assert lint.returncode == 0, lint.stdout.decode() + lint.stderr.decode()
