@@ -128,6 +128,18 @@ class IntervalHistogram(Protocol):
 # ---- exact reference ---------------------------------------------------------------------------
 
 
+@njit(cache=True)
+def count_stabbed(lo: np.ndarray, hi: np.ndarray, ids: np.ndarray, x: float) -> int:
+    """#{q ∈ ids : lo[q] ≤ x ≤ hi[q]}: the exact n′(x) over live subscriptions, O(n) without
+    gathering copies (the router samples it to score its histograms)."""
+    n = 0
+    for i in range(ids.shape[0]):
+        q = ids[i]
+        n += (lo[q] <= x) & (hi[q] >= x)  # branch-free: the comparisons are unpredictable
+    return n
+
+
+
 class ExactStabbingCounter:
     """Exact ``f_I(x) = #(lo <= x) − #(hi < x)`` from two sorted endpoint arrays.
 

@@ -33,7 +33,7 @@ import numpy as np
 from .band_join import BAND_STRATEGIES, BandStrategy, DenseIds, MatchBuffer, make_band_strategy
 from .base_table import BaseTable
 from .cost_model import CostProfile, g2, g3, lg, load_profile
-from .histogram import IntervalHistogramChooser
+from .histogram import IntervalHistogramChooser, count_stabbed
 from .model import Side
 from .select_join import (
     SCATTERED_SF_COST,
@@ -62,8 +62,8 @@ PLAN_REFRESH = 64
 per-member constants every this many tuples; per tuple only m′, n′, m_b, m̄_b are read."""
 SAMPLE_EVERY = 256
 """Every this many routed tuples (or n/64 with n subscriptions, whichever is more), the exact
-n′ is counted once (O(n) numpy, ~5 ns per subscription) to score the two histograms; so the
-sampling costs at most ~0.3 µs per tuple on average."""
+n′ is counted once (O(n) numba, ~1–2 ns per subscription) to score the two histograms; so the
+sampling costs at most ~0.1 µs per tuple on average."""
 
 FEEDBACK_EVERY = 4
 """Every this many routed tuples the chosen member's run is timed and its correction learned
@@ -243,8 +243,7 @@ class _OwnRanges:
         if self.count >= max(SAMPLE_EVERY, len(self.ids) // 64):
             self.count = 0
             lo, hi = own_other(self.cols, d)[:2]
-            q = self.ids.view()
-            self.hist[d].observe(v, int(np.count_nonzero((lo[q] <= v) & (hi[q] >= v))))
+            self.hist[d].observe(v, count_stabbed(lo, hi, self.ids.view(), float(v)))
 
     def estimator(self, d: int) -> Any:
         """The current best histogram's ``estimate(v)`` for direction ``d`` (bound method)."""
@@ -252,8 +251,8 @@ class _OwnRanges:
 
     def minimum(self, d: int) -> float:
         """A lower bound of n′(v) over every v (the smallest value of the step function)."""
-        h = self.hist[d]
-        return float(min(h._current().values(), default=0.0))
+        est = self.hist[d]._current()._est  # [below, pieces…, above]
+        return max(0.0, float(min(est))) if est else 0.0
 
     def stats(self) -> dict[str, Any]:
         return {"R" if d > 0 else "S": h.stats() for d, h in self.hist.items()}

@@ -4,7 +4,8 @@ Each point builds one ``"auto"`` engine holding every member strategy's index an
 the same incoming R tuples, every member alone (``force``) and the router (its decision, its
 online calibration and the chosen member), each in whole passes over the tuples as a static
 engine would run the stream, passes in a random order, ``rounds`` times (a tuple's time: its
-median); the router's choice per tuple is recorded (:func:`matcher.calibrate.time_members`):
+median), each pass after ``lead_in`` untimed tuples of its own so that it starts with warm
+caches; the router's choice per tuple is recorded (:func:`matcher.calibrate.time_members`):
 
 * a static strategy's throughput is tuples / Σ its times;
 * **Dynamic**'s is tuples / Σ the routed times (routing overhead included);
@@ -53,6 +54,7 @@ class RouterBenchConfig:
     window_sizes: tuple[int, ...] = (1_000, 10_000)
     tuples: int = 300
     rounds: int = 3
+    lead_in: int = 50
     alpha: float = 0.001
     figures: tuple[str, ...] = ("12", "15", "18", "band", "window")
     seed: int = 23
@@ -77,7 +79,8 @@ def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
     sigma = key_sigma(m, join_rate)
     load(e, np.rint(rng.normal(5000.0, sigma, m)), rng.uniform(0.0, VALUE_DOMAIN, m),
          np.arange(m, dtype=np.int64))
-    r = (np.rint(rng.normal(5000.0, sigma, c.tuples)), rng.uniform(0.0, VALUE_DOMAIN, c.tuples))
+    t = c.tuples + c.lead_in
+    r = (np.rint(rng.normal(5000.0, sigma, t)), rng.uniform(0.0, VALUE_DOMAIN, t))
     return e, r
 
 
@@ -93,14 +96,14 @@ def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray,
     e.subscribe_many([BandJoin(b=Range(a, b)) for a, b in zip(lo.tolist(), hi.tolist(),
                                                                strict=True)])
     load(e, s_keys, s_vals, np.asarray(s_times, dtype=np.int64))
-    rk, rv = r_arrays(_table_cfg(bc), c.tuples, batch=7)[:2]
+    rk, rv = r_arrays(_table_cfg(bc), c.tuples + c.lead_in, batch=7)[:2]
     return e, (rk, rv)
 
 
 def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...]]:
     from .window import WindowBenchConfig, data, subs
 
-    wc = WindowBenchConfig(subscriptions=n, events=c.tuples)
+    wc = WindowBenchConfig(subscriptions=n, events=c.tuples + c.lead_in)
     s, r = data(wc, wc.per_key)
     e = Engine(strategy="auto", options={"alpha": c.alpha})
     e.subscribe_many(subs(wc, n, wc.w_spread))
@@ -133,9 +136,9 @@ def summarise(mt: MemberTimes) -> dict[str, Any]:
     return out
 
 
-def _measure(e: Engine, kind: str, r: tuple[np.ndarray, ...], rounds: int) -> MemberTimes:
+def _measure(e: Engine, kind: str, r: tuple[np.ndarray, ...], c: RouterBenchConfig) -> MemberTimes:
     warm_up(e, kind, r[0], r[1])
-    return time_members(e, kind, "R", r[0], r[1], rounds=rounds)
+    return time_members(e, kind, "R", r[0], r[1], rounds=c.rounds, lead_in=c.lead_in)
 
 
 def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> dict[str, Any]:
@@ -159,7 +162,7 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
     for fig, x, make in plan:
         kind = {"band": "band", "window": "window"}.get(fig, "select")
         e, r = make()
-        mt = _measure(e, kind, r, c.rounds)
+        mt = _measure(e, kind, r, c)
         s = summarise(mt)
         recs.append({"figure": fig, "x": x, "kind": kind, **s})
         dyn = s["throughput"][mt.members[0][:3] + "Dynamic"]
@@ -263,6 +266,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuples", type=int, default=d.tuples, help="incoming tuples per point")
     p.add_argument("--rounds", type=int, default=d.rounds,
                    help="passes per strategy over the tuples (a tuple's time: the median)")
+    p.add_argument("--lead-in", type=int, default=d.lead_in,
+                   help="extra tuples each pass runs untimed first (warm caches)")
     p.add_argument("--figures", default=",".join(d.figures))
     p.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
@@ -275,16 +280,18 @@ def config_from_args(a: argparse.Namespace) -> RouterBenchConfig:
             selection_rate=a.selection_rate, join_rates=_floats(a.join_rates),
             selection_rates=_floats(a.selection_rates), hot_fraction=a.hot_fraction,
             band_sizes=_ints(a.band_sizes), window_sizes=_ints(a.window_sizes),
-            tuples=a.tuples, rounds=a.rounds, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
+            tuples=a.tuples, rounds=a.rounds, lead_in=a.lead_in, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
     except ValueError as e:
         raise ValueError(f"bad number in the size/rate lists: {e}") from None
     bad = set(c.figures) - {"12", "15", "18", "band", "window"}
     if bad:
         raise ValueError(f"unknown figures {sorted(bad)}; choose from 12, 15, 18, band, window")
-    if c.tuples < 1 or c.rounds < 1 or not 0 <= c.hot_fraction <= 1:
-        raise ValueError("--tuples and --rounds must be >= 1 and --hot-fraction in [0, 1]")
+    if c.tuples < 1 or c.rounds < 1 or c.lead_in < 0 or not 0 <= c.hot_fraction <= 1:
+        raise ValueError("--tuples and --rounds must be >= 1, --lead-in >= 0 and "
+                         "--hot-fraction in [0, 1]")
     if a.quick:
         c = RouterBenchConfig(sizes=(500, 1000), size=1000, join_rates=(1.0, 30.0),
                               selection_rates=(0.01, 0.2), band_sizes=(500,),
-                              window_sizes=(300,), tuples=40, rounds=2, figures=c.figures)
+                              window_sizes=(300,), tuples=40, rounds=2, lead_in=5,
+                              figures=c.figures)
     return c
