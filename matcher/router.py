@@ -9,13 +9,26 @@ runs only the cheapest member. Every member yields the same deliveries, so routi
 results — only speed. Decisions are counted per member (``stats()["decisions"]``, exported by
 the server as ``hotjoin_router_decisions_total``).
 
-Routing overhead is kept to a few hundred nanoseconds per tuple:
+Online calibration (``_Routing._learn``, on by default, option ``router_feedback``): the profile
+fits the calibration grid, and a workload can sit where that fit is poor (the shipped profile
+under-predicted SJ-Hotspot on tens of thousands of tiny scattered groups by ~2×, and the router
+kept choosing it). Every ``FEEDBACK_EVERY``-th routed tuple the chosen member's run is timed and
+its correction factor (per member and incoming side) takes one sign step toward measured /
+modelled; every ``EXPLORE_EVERY``-th timed tuple the runner-up runs instead when its corrected
+cost is within ``EXPLORE_WITHIN`` of the choice, so an over-predicted member is measured too.
+The corrected cost is the model times the factor; the factors are exported as
+``hotjoin_router_correction``.
+
+Routing overhead (0.5–2.5 µs per tuple in CPython, ``docs/benchmarks-router.md``) is kept down:
 
 * band joins' costs (Theorem 2) depend only on |Q|, |S|, τ and hotspot sizes, so the choice is
   re-evaluated every ``BAND_REFRESH`` tuples and after any subscription change, not per tuple;
 * select and window joins read m′ from the key index lookup every member does first anyway
   (§4.2: "we can perform this lookup first without any penalty") — exact, so no histogram of
-  stored keys is needed for m′; n′ is one histogram lookup.
+  stored keys is needed for m′; n′ is one histogram lookup;
+* the slowly moving quantities are folded into per-member constants every ``PLAN_REFRESH``
+  tuples, members are tried in the order of a lower bound of their cost and the loop stops at
+  the first bound that reaches the best cost so far (often before any n′ estimate).
 
 ``force(name)`` pins one member (benchmarks time every member on the same tuples that way, which
 is how ``*-Optimum`` is measured: the fastest member per tuple, :mod:`matcher.bench.router`).
@@ -77,6 +90,10 @@ EXPLORE_EVERY = 64
 is within ``EXPLORE_WITHIN`` of the choice, so a member the model over-predicts gets measured
 too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) ≈ 0.4 %)."""
 EXPLORE_WITHIN = 2.0
+FAR_OFF = 2.0
+"""A measured / modelled ratio beyond this factor (either way) moves the correction by its
+square root (at most 2×) instead of one ``FEEDBACK_STEP``: a member whose model is 30× off is
+corrected within a few runs instead of ~90 (each costing 30× the choice when explored)."""
 CORRECTION_RANGE = (1.0 / 64.0, 64.0)
 REFOLD_DRIFT = 1.1
 """A correction that moved by more than this factor since the plan was folded refolds it."""
@@ -130,10 +147,12 @@ class _Routing:
         self._explore = EXPLORE_EVERY
         self.explorations = 0
         self.clock = time.perf_counter_ns
+        self._unmeasured = {1: set(range(nm)), -1: set(range(nm))}  # never timed yet
 
     def _learn(self, d: int, i: int, predicted: float, elapsed: float) -> None:
-        """Online calibration: one sign step of member ``i``'s correction toward the measured
-        / modelled ratio of the run just timed (``predicted`` includes the current correction).
+        """Online calibration: one step of member ``i``'s correction toward the measured /
+        modelled ratio of the run just timed (``predicted`` includes the current correction):
+        a sign step near the ratio, a bounded geometric one far from it (``FAR_OFF``).
 
         The fitted profile is the model's scale on the calibration grid; the workload at hand
         can sit where the fit is poor (e.g. tens of thousands of tiny scattered groups), and
@@ -143,10 +162,26 @@ class _Routing:
         """
         corr = self.corr[d]
         c = corr[i]
-        c = c * FEEDBACK_STEP if elapsed > predicted else c / FEEDBACK_STEP
+        r = elapsed / predicted if predicted > 0.0 else 2.0
+        if r > FAR_OFF or r * FAR_OFF < 1.0:
+            # far off (a member explored for the first time, a new workload): go half-way in
+            # log scale, at most 2× per run, so one preempted run cannot shut a member out
+            x = math.sqrt(r)
+            c *= 2.0 if x > 2.0 else 0.5 if x < 0.5 else x
+        else:
+            c = c * FEEDBACK_STEP if r > 1.0 else c / FEEDBACK_STEP
         lo, hi = CORRECTION_RANGE
         c = lo if c < lo else hi if c > hi else c
         corr[i] = c
+        fresh = self._unmeasured[d]
+        if fresh:
+            # Times leave out the engine's own per-tuple work, so every measured ratio sits a
+            # little below 1; members never timed follow a ratio below 1 (capped at 1) so that
+            # the first member measured does not look cheaper than the rest for that alone.
+            # A ratio above 1 is the chosen member's own error and is not passed on.
+            fresh.discard(i)
+            for j in fresh:
+                corr[j] = c if c < 1.0 else 1.0
         f = self._folded[d][i]
         if c > f * REFOLD_DRIFT or c * REFOLD_DRIFT < f:
             self._countdown[d] = 0

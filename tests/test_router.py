@@ -378,3 +378,33 @@ def test_band_and_window_feedback_learn_too() -> None:
     for ix, cheap in ((e.band, "BJ-MJ"), (e.window, "WJ-JoinFirst")):
         dec = ix.routing_stats()["decisions"]  # type: ignore[union-attr]
         assert dec[cheap] > sum(dec.values()) / 2, dec
+
+
+def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Times leave out the engine's own work, so measured ratios sit below 1; a member never
+    timed follows such a ratio (not one above 1, which is the chosen member's own error)."""
+    import matcher.router as router
+
+    monkeypatch.setattr(router, "EXPLORE_EVERY", 10**9)
+    _, ix, _ = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0], "SJ-Vanilla": [1100.0, 0.0, 0.0]},
+                            {"SJ-JoinFirst": 500.0, "SJ-Vanilla": 550.0}, n=400)
+    corr = ix.routing_stats()["corrections"]["R"]
+    assert corr["SJ-JoinFirst"] < 0.7 and corr["SJ-Vanilla"] == corr["SJ-JoinFirst"], corr
+    _, ix, _ = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0], "SJ-Vanilla": [3000.0, 0.0, 0.0]},
+                            {"SJ-JoinFirst": 2000.0, "SJ-Vanilla": 9000.0}, n=400)
+    corr = ix.routing_stats()["corrections"]["R"]
+    assert corr["SJ-JoinFirst"] > 1.5 and corr["SJ-Vanilla"] == 1.0, corr
+
+
+def test_a_far_off_member_is_explored_only_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vanilla's model says 1.5 µs but it takes 45 µs: the first exploration doubles its
+    correction, which puts it beyond EXPLORE_WITHIN of the choice — no more 30× runs."""
+    import matcher.router as router
+
+    monkeypatch.setattr(router, "EXPLORE_EVERY", 2)
+    _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
+                                   "SJ-Vanilla": [1500.0, 0.0, 0.0]},
+                                  {"SJ-JoinFirst": 1000.0, "SJ-Vanilla": 45000.0})
+    v = ix.member_names.index("SJ-Vanilla")
+    assert 1 <= choices.count(v) <= 2, Counter(choices)
+    assert ix.routing_stats()["corrections"]["R"]["SJ-Vanilla"] > 1.8

@@ -55,6 +55,7 @@ class RouterBenchConfig:
     tuples: int = 300
     rounds: int = 3
     lead_in: int = 50
+    feedback: bool = True
     alpha: float = 0.001
     figures: tuple[str, ...] = ("12", "15", "18", "band", "window")
     seed: int = 23
@@ -64,7 +65,7 @@ def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
                   selection_rate: float) -> tuple[Engine, tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng([c.seed, n, m, round(join_rate * 100),
                                  round(selection_rate * 1e5)])
-    e = Engine(strategy="auto", options={"alpha": c.alpha,
+    e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback,
                                          "router_members": {"select": ALL_MEMBERS["select"][:4]}})
     n_hot = round(n * c.hot_fraction)
     half = VALUE_DOMAIN / 2
@@ -92,7 +93,7 @@ def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray,
     s_keys, s_vals, s_times = s_arrays(_table_cfg(bc), n)
     hw, _ = calibrate_half_width(bc, s_keys, n, bc.tau)
     lo, hi = clustered_bands(n, bc.tau, hw, bc.seed)
-    e = Engine(strategy="auto", options={"alpha": c.alpha})
+    e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback})
     e.subscribe_many([BandJoin(b=Range(a, b)) for a, b in zip(lo.tolist(), hi.tolist(),
                                                                strict=True)])
     load(e, s_keys, s_vals, np.asarray(s_times, dtype=np.int64))
@@ -105,7 +106,7 @@ def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarra
 
     wc = WindowBenchConfig(subscriptions=n, events=c.tuples + c.lead_in)
     s, r = data(wc, wc.per_key)
-    e = Engine(strategy="auto", options={"alpha": c.alpha})
+    e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback})
     e.subscribe_many(subs(wc, n, wc.w_spread))
     load(e, *s)
     return e, r
@@ -268,6 +269,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="passes per strategy over the tuples (a tuple's time: the median)")
     p.add_argument("--lead-in", type=int, default=d.lead_in,
                    help="extra tuples each pass runs untimed first (warm caches)")
+    p.add_argument("--no-feedback", action="store_true",
+                   help="route by the cost profile alone (no online calibration)")
     p.add_argument("--figures", default=",".join(d.figures))
     p.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
@@ -280,7 +283,7 @@ def config_from_args(a: argparse.Namespace) -> RouterBenchConfig:
             selection_rate=a.selection_rate, join_rates=_floats(a.join_rates),
             selection_rates=_floats(a.selection_rates), hot_fraction=a.hot_fraction,
             band_sizes=_ints(a.band_sizes), window_sizes=_ints(a.window_sizes),
-            tuples=a.tuples, rounds=a.rounds, lead_in=a.lead_in, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
+            tuples=a.tuples, rounds=a.rounds, lead_in=a.lead_in, feedback=not a.no_feedback, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
     except ValueError as e:
         raise ValueError(f"bad number in the size/rate lists: {e}") from None
     bad = set(c.figures) - {"12", "15", "18", "band", "window"}
@@ -293,5 +296,5 @@ def config_from_args(a: argparse.Namespace) -> RouterBenchConfig:
         c = RouterBenchConfig(sizes=(500, 1000), size=1000, join_rates=(1.0, 30.0),
                               selection_rates=(0.01, 0.2), band_sizes=(500,),
                               window_sizes=(300,), tuples=40, rounds=2, lead_in=5,
-                              figures=c.figures)
+                              feedback=c.feedback, figures=c.figures)
     return c
