@@ -78,14 +78,14 @@ SAMPLE_EVERY = 256
 n′ is counted once (O(n) numba, ~1–2 ns per subscription) to score the two histograms; so the
 sampling costs at most ~0.1 µs per tuple on average."""
 
-FEEDBACK_EVERY = 4
+FEEDBACK_EVERY = 8
 """Every this many routed tuples the chosen member's run is timed and its correction learned
 (``_Routing._learn``); must be a power of two (the countdown is masked with it)."""
 FEEDBACK_STEP = 1.04
 """A timed run moves the chosen member's correction factor up or down by this factor: a sign
 step, so the factor tracks the median of measured / predicted and one outlier (a preemption, a
 page fault) moves it by 4 % at most."""
-EXPLORE_EVERY = 64
+EXPLORE_EVERY = 32
 """Every this many timed runs, the cheapest *other* member runs instead if its corrected cost
 is within ``EXPLORE_WITHIN`` of the choice, so a member the model over-predicts gets measured
 too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) ≈ 0.4 %)."""
@@ -95,7 +95,7 @@ FAR_OFF = 2.0
 square root (at most 2×) instead of one ``FEEDBACK_STEP``: a member whose model is 30× off is
 corrected within a few runs instead of ~90 (each costing 30× the choice when explored)."""
 CORRECTION_RANGE = (1.0 / 64.0, 64.0)
-REFOLD_DRIFT = 1.1
+REFOLD_DRIFT = 1.3
 """A correction that moved by more than this factor since the plan was folded refolds it."""
 
 DEFAULT_MEMBERS = {
@@ -447,8 +447,7 @@ class SelectDynamic(_Routing, SelectStrategy):
             self._plans[d] = self._plan(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        lgm = math.log2(size + 2.0)
-        n1 = -1.0
+        lgm = n1 = -1.0  # computed when a member needs them
         best = math.inf
         i = 0
         for low, code, a, k, j in self._plans[d]:
@@ -456,7 +455,12 @@ class SelectDynamic(_Routing, SelectStrategy):
                 break
             if code == 0:
                 cost = a + k * size
-            elif code == 2:
+                if cost < best:
+                    best, i = cost, j
+                continue
+            if lgm < 0.0:
+                lgm = math.log2(size + 2.0)
+            if code == 2:
                 cost = a + k * lgm
             elif code == 1:
                 if n1 < 0.0:
