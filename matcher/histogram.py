@@ -1117,6 +1117,12 @@ class IntervalHistogramChooser:
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         return self._current().estimate_many(xs)
 
+    def minimum(self) -> float:
+        """The least estimate over every x: a lower bound of the current histogram's answers
+        (the router bounds members' costs with it)."""
+        vals = self._current().values()
+        return float(vals.min()) if vals.size else 0.0
+
     def _current(self) -> EquiWidthHistogram | SSIHistogram:
         if self.choice == "eqw" and self.eqw is not None:
             return self.eqw

@@ -273,7 +273,7 @@ class _OwnRanges:
 
     def tick(self, d: int, v: float, tuples: int) -> None:
         """``tuples`` more estimates were asked; every max(SAMPLE_EVERY, n/64) of them the exact
-        n′(v) is counted (O(n) numpy) and scores the two histograms."""
+        n′(v) is counted (O(n), numba) and scores the two histograms."""
         self.count += tuples
         if self.count >= max(SAMPLE_EVERY, len(self.ids) // 64):
             self.count = 0
@@ -286,8 +286,7 @@ class _OwnRanges:
 
     def minimum(self, d: int) -> float:
         """A lower bound of n′(v) over every v (the smallest value of the step function)."""
-        est = self.hist[d]._current()._est  # [below, pieces…, above]
-        return max(0.0, float(min(est))) if est else 0.0
+        return self.hist[d].minimum()
 
     def stats(self) -> dict[str, Any]:
         return {"R" if d > 0 else "S": h.stats() for d, h in self.hist.items()}
