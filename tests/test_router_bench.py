@@ -94,3 +94,9 @@ def test_time_members_counts_agree_with_a_static_engine() -> None:
               if k < 30]  # keys 30..34 have no partner: skipped
     assert mt.affected.tolist() == expect
     assert sum(expect) > 0 and len(expect) > 40
+    # several rounds with a lead-in: the first 5 tuples with partners run untimed
+    mt2 = time_members(e, "select", "R", rk, rv, rounds=3, lead_in=5)
+    assert mt2.affected.tolist() == expect[5:]
+    assert mt2.ns.shape == (len(expect) - 5, len(ALL_MEMBERS["select"]))
+    assert mt2.dynamic_ns.shape == (len(expect) - 5,) and (mt2.ns > 0).all()
+    assert all(f.shape[0] == len(expect) - 5 for f in mt2.features)
