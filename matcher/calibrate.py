@@ -95,7 +95,8 @@ def time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.n
     charge the router's Python-side state cache misses a stream would not have.) The first
     ``lead_in`` tuples with partners are not timed: each pass runs them first, untimed, so that
     the timed part finds the runner's index in the caches whatever pass came before it (a pass
-    of 300 tuples lasts a few ms, about the time to refill the caches). Tuples without
+    of 300 tuples lasts only a few ms; without a lead-in, a pass right after a heavy one was
+    measured ~20 % slower). Tuples without
     partners (no member does any work) are skipped. Every run must report the same number of
     affected subscriptions on every tuple (AssertionError otherwise): the benchmark checks the
     strategies against each other on every tuple it times.

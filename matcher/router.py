@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,6 @@ from .window_join import (
     Partners,
     WindowStrategy,
     make_window_strategy,
-    partners_of,
 )
 from .window_kernels import count_within
 
@@ -132,8 +132,16 @@ class _Routing:
 
     kind = ""
     member_names: tuple[str, ...] = ()
+    members: list[Any]
 
-    def _init_routing(self, options: dict[str, Any]) -> None:
+    def _init_routing(self, options: dict[str, Any], allowed: tuple[str, ...],
+                      make: Callable[[str], Any]) -> None:
+        """Build the members (``make(name)``, sharing this strategy's id list) and the
+        routing state."""
+        self.member_names = _members(self.kind, options, allowed)
+        self.members = [make(n) for n in self.member_names]
+        for m in self.members:
+            m.ids = self.ids  # type: ignore[attr-defined]
         prof = _profile(options)
         self.coef = [prof.constants(n) for n in self.member_names]
         self.counts = [0] * len(self.member_names)  # routed tuples per member
@@ -185,6 +193,18 @@ class _Routing:
         f = self._folded[d][i]
         if c > f * REFOLD_DRIFT or c * REFOLD_DRIFT < f:
             self._countdown[d] = 0
+
+    def _timed_choice(self, d: int, i: int, predicted: float,
+                      costs: Callable[[], list[float]]) -> tuple[int, float]:
+        """The member to run on a timed tuple and its predicted (corrected) cost: ``i``, or now
+        and then the runner-up (``_explore_pick`` over the raw ``costs()``); counts the
+        decision."""
+        self._explore -= 1
+        if self._explore <= 0:
+            i, predicted = self._explore_pick(d, i, costs())
+        self.last = i
+        self.counts[i] += 1
+        return i, predicted
 
     def _explore_pick(self, d: int, i: int, costs: list[float]) -> tuple[int, float]:
         """Member ``i`` or, if its corrected cost is within ``EXPLORE_WITHIN`` of ``i``'s, the
@@ -303,11 +323,8 @@ class SelectDynamic(_Routing, SelectStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         SelectStrategy.__init__(self, cols, options)
-        self.member_names = _members("select", options, SELECT_STRATEGIES)
-        self.members = [make_select_strategy(n, cols, options) for n in self.member_names]
-        for m in self.members:
-            m.ids = self.ids
-        self._init_routing(options)
+        self._init_routing(options, SELECT_STRATEGIES,
+                           lambda n: make_select_strategy(n, cols, options))
         self.own = _OwnRanges(cols, self.ids)
         self.hot = next((m for m in self.members if m.name == "SJ-Hotspot"), None)
         self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
@@ -472,24 +489,17 @@ class SelectDynamic(_Routing, SelectStrategy):
                 cost = a + min(tau_s, f * n1) * (c3 + c4 * lgm)
             if cost < best:
                 best, i = cost, j
-        member = self.members[i]
         if cd & (FEEDBACK_EVERY - 1) or not self.feedback:
             self.last = i
             self.counts[i] += 1
-            member._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+            self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
             return
         # a timed run: learn the chosen member's correction (now and then another's)
-        best *= self.corr[d][i] / self._folded[d][i]
-        self._explore -= 1
-        if self._explore <= 0:
-            i, best = self._explore_pick(d, i, self.costs(dirn, v, table, size))
-            member = self.members[i]
-        self.last = i
-        self.counts[i] += 1
-        clock = self.clock
-        t0 = clock()
-        member._match(buf, dirn, v, xseq, table, mode, pool, base, size)
-        self._learn(d, i, best, clock() - t0)
+        i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
+                                     lambda: self.costs(dirn, v, table, size))
+        t0 = self.clock()
+        self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+        self._learn(d, i, best, self.clock() - t0)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**SelectStrategy.stats(self), **self.routing_stats(),
@@ -514,12 +524,8 @@ class BandDynamic(_Routing, BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         BandStrategy.__init__(self, cols, options)
-        self.member_names = _members("band", options, BAND_STRATEGIES)
-        self.members: list[BandStrategy] = [make_band_strategy(n, cols, options)
-                                            for n in self.member_names]
-        for m in self.members:
-            m.ids = self.ids
-        self._init_routing(options)
+        self._init_routing(options, BAND_STRATEGIES,
+                           lambda n: make_band_strategy(n, cols, options))
         self._choice = {1: 0, -1: 0}
         self._raw: dict[int, list[float]] = {1: [], -1: []}  # modelled costs at the last refresh
 
@@ -590,16 +596,10 @@ class BandDynamic(_Routing, BandStrategy):
             self.members[i].match(buf, dirn, b, v, xseq, table, mode)
             return
         raw = self._raw[d]
-        predicted = raw[i] * self.corr[d][i]
-        self._explore -= 1
-        if self._explore <= 0:
-            i, predicted = self._explore_pick(d, i, raw)
-        self.last = i
-        self.counts[i] += 1
-        clock = self.clock
-        t0 = clock()
+        i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw)
+        t0 = self.clock()
         self.members[i].match(buf, dirn, b, v, xseq, table, mode)
-        self._learn(d, i, predicted, clock() - t0)
+        self._learn(d, i, predicted, self.clock() - t0)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**BandStrategy.stats(self), **self.routing_stats()}
@@ -624,12 +624,8 @@ class WindowDynamic(_Routing, WindowStrategy):
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         WindowStrategy.__init__(self, cols, options, tables)
-        self.member_names = _members("window", options, WINDOW_STRATEGIES)
-        self.members: list[WindowStrategy] = [make_window_strategy(n, cols, options, tables)
-                                              for n in self.member_names]
-        for m in self.members:
-            m.ids = self.ids
-        self._init_routing(options)
+        self._init_routing(options, WINDOW_STRATEGIES,
+                           lambda n: make_window_strategy(n, cols, options, tables))
         self.own = _OwnRanges(cols, self.ids)
         self._plans: dict[int, list[tuple[int, float, float, float, float, float, int]]] = {
             1: [], -1: []}
@@ -734,16 +730,12 @@ class WindowDynamic(_Routing, WindowStrategy):
                              c[4] * ns / n if n else 0.0, float(len(g))))
         return sorted(((*t, j) for j, t in enumerate(plan)), key=lambda t: t[1])
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
-        if p is None:
-            p = partners_of(table, b)
-            if p is None:
-                return
+    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+               table: BaseTable, mode: int, now: int, p: Partners) -> None:
         i = self.forced
         if i is not None:
             self.last = i
-            self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+            self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
             return
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
@@ -761,8 +753,7 @@ class WindowDynamic(_Routing, WindowStrategy):
                 break
             if code == 0:
                 if mb < 0.0:
-                    mb = float(count_within(p.tv, p.tbase, p.tsize, t - self.wmax,
-                                            t + self.wmax))
+                    mb = self._m_b(p, t)
                 cost = a + k * mb
             elif code == 1:
                 if k != 0.0 and n1 < 0.0:
@@ -776,8 +767,7 @@ class WindowDynamic(_Routing, WindowStrategy):
                     mpb = 2.0 * mbar
                 else:
                     if mb < 0.0:
-                        mb = float(count_within(p.tv, p.tbase, p.tsize, t - self.wmax,
-                                                t + self.wmax))
+                        mb = self._m_b(p, t)
                     mbar = min(mb, 2.0 * tau)
                     mpb = mp
                 cost = a + k * mpb + k2 * mbar
@@ -790,18 +780,13 @@ class WindowDynamic(_Routing, WindowStrategy):
         if cd & (FEEDBACK_EVERY - 1) or not self.feedback:
             self.last = i
             self.counts[i] += 1
-            self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+            self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
             return
-        best *= self.corr[d][i] / self._folded[d][i]
-        self._explore -= 1
-        if self._explore <= 0:
-            i, best = self._explore_pick(d, i, self.costs(dirn, b, v, t, table, p))
-        self.last = i
-        self.counts[i] += 1
-        clock = self.clock
-        t0 = clock()
-        self.members[i].match(buf, dirn, b, v, t, xseq, table, mode, now, p)
-        self._learn(d, i, best, clock() - t0)
+        i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
+                                     lambda: self.costs(dirn, b, v, t, table, p))
+        t0 = self.clock()
+        self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+        self._learn(d, i, best, self.clock() - t0)
 
     def _m_b(self, p: Any, t: int) -> float:
         """m_b: the key's partners within w_max of t (two searches of the by-time run)."""

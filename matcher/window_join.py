@@ -228,9 +228,15 @@ class WindowStrategy:
         pass
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
-        """Output for the incoming tuple (key b, value v, time t); ``now`` is the watermark;
-        ``p``: the key's partners (``partners_of``) if the caller (the router) has them."""
+              table: BaseTable, mode: int, now: int) -> None:
+        """Output for the incoming tuple (key b, value v, time t); ``now`` is the watermark.
+        The key's partners are looked up once here (none: no output) and handed down."""
+        p = partners_of(table, b)
+        if p is not None:
+            self._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+
+    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+               table: BaseTable, mode: int, now: int, p: Partners) -> None:
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -264,12 +270,8 @@ class JoinFirst(WindowStrategy):
     def _remove(self, q: int) -> None:
         self.d.remove(0, q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
-        if p is None:
-            p = partners_of(table, b)
-            if p is None:
-                return
+    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+               table: BaseTable, mode: int, now: int, p: Partners) -> None:
         c, d = self.cols, self.d
         buf.out_q, buf.out_s, buf.n, d.hits = K.wj_join_first(
             forest_arrays(d), p.tv, p.ts, p.tbase, p.tsize, v, t, self.wmax, dirn, table.times,
@@ -307,8 +309,8 @@ class SelectFirst(WindowStrategy):
         self.trees[1].remove(q)
         self.trees[-1].remove(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
+    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+               table: BaseTable, mode: int, now: int, p: Partners) -> None:
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 self.trees[1 if dirn > 0 else -1], p)
 
@@ -319,11 +321,10 @@ class SelectFirst(WindowStrategy):
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
                    cols: SubscriptionColumns, buf: MatchBuffer, dirn: int, b: float, v: float,
                    t: int, xseq: int, table: BaseTable, mode: int, now: int,
-                   p: Partners | None = None) -> str:
-    """WJ-SSI for one tuple; returns which skylines were probed (``stored`` / ``one-pass``)."""
-    if p is None:
-        p = partners_of(table, b)
-    if p is None or not len(groups):
+                   p: Partners) -> str:
+    """WJ-SSI for one tuple whose key has partners ``p``; returns which skylines were probed
+    (``stored`` / ``one-pass``, ``none`` without groups)."""
+    if not len(groups):
         return "none"
     sky.set_points(groups.points())
     newest = int(table.times[p.ts[p.tbase + p.tsize - 1]])
@@ -386,8 +387,8 @@ class SSI(WindowStrategy):
         for part in self.parts.values():
             part.delete(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
+    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+               table: BaseTable, mode: int, now: int, p: Partners) -> None:
         d = 1 if dirn > 0 else -1
         how = run_window_ssi(self.skies[d], self.groups[d], self.d, self.wmax, self.cols, buf,
                              dirn, b, v, t, xseq, table, mode, now, p)
@@ -438,12 +439,8 @@ class Hotspot(WindowStrategy):
         for tr in self.trackers.values():
             tr.delete(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int, p: Partners | None = None) -> None:
-        if p is None:
-            p = partners_of(table, b)
-            if p is None:
-                return
+    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
+               table: BaseTable, mode: int, now: int, p: Partners) -> None:
         d = 1 if dirn > 0 else -1
         g = self.groups[d]
         run_window_ssi(self.skies[d], g, g.d, self.wmax, self.cols, buf, dirn, b, v, t, xseq,
