@@ -14,18 +14,18 @@ from collections.abc import Sequence
 
 # Sub-command modules, in the order `hotjoin --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "clients.commands.demo",
-    "clients.commands.bench",
-    "clients.commands.serve",
-    "clients.commands.auth",
-    "clients.commands.topic",
-    "clients.commands.subscribe",
-    "clients.commands.publish",
-    "clients.commands.listen",
-    "clients.commands.stats",
-    "clients.commands.export",
-    "clients.commands.replay",
-    "clients.commands.calibrate",
+    "hotjoin.clients.commands.demo",
+    "hotjoin.clients.commands.bench",
+    "hotjoin.clients.commands.serve",
+    "hotjoin.clients.commands.auth",
+    "hotjoin.clients.commands.topic",
+    "hotjoin.clients.commands.subscribe",
+    "hotjoin.clients.commands.publish",
+    "hotjoin.clients.commands.listen",
+    "hotjoin.clients.commands.stats",
+    "hotjoin.clients.commands.export",
+    "hotjoin.clients.commands.replay",
+    "hotjoin.clients.commands.calibrate",
 )
 
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import grpc
 
-from server.pb import hotjoin_pb2 as pb
-from server.pb import hotjoin_pb2_grpc as rpc
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2_grpc as rpc
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 CHANNEL_OPTIONS = [

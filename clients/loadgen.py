@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2 as pb
 
 KINDS = ("band", "select")
 BAND_CLUSTERS = 40
@@ -43,7 +43,7 @@ class Workload:
     seed: int = 1
 
     def table(self) -> object:
-        from matcher.workload import TableIConfig
+        from hotjoin.matcher.workload import TableIConfig
 
         if self.kind == "select":
             k = select_key_domain(self)
@@ -66,7 +66,7 @@ def select_key_domain(w: Workload) -> float:
     R keys are uniform on 0..K, so an R tuple has |S|/(K+1) partners in expectation, each passing
     subscription q's C range with probability P(s.C ∈ C_q); the R tuple passes A_q with P(r.A ∈ A_q).
     """
-    from matcher.workload import TableIConfig, select_ranges_arrays
+    from hotjoin.matcher.workload import TableIConfig, select_ranges_arrays
 
     base = TableIConfig(n_subscriptions=w.subscriptions, s_size=w.stored, integer=True, seed=w.seed)
     a_lo, a_hi, c_lo, c_hi = select_ranges_arrays(base)
@@ -82,7 +82,7 @@ def pick_strategy(kind: str = "band") -> dict[str, str]:
     to BJ-SSI, which the engine already has.
     """
     try:
-        from matcher import BandJoin, Engine, Event, Range
+        from hotjoin.matcher import BandJoin, Engine, Event, Range
 
         e = Engine()
         e.subscribe(BandJoin(b=Range(-1, 1)))
@@ -100,8 +100,7 @@ def band_half_width(w: Workload, samples: int = 256, calibration_size: int = 10_
     Geometric bisection (within 10 %) against ``mean_affected`` on at most ``calibration_size``
     subscriptions: the affected count scales linearly with the number of bands of one shape.
     """
-    from matcher.bench.band import clustered_bands
-    from matcher.workload import mean_affected, r_arrays, s_arrays
+    from hotjoin.matcher.workload import clustered_bands, mean_affected, r_arrays, s_arrays
 
     cfg = w.table()
     n = min(w.subscriptions, calibration_size)
@@ -127,7 +126,7 @@ def subscription_specs(w: Workload, start: int = 0, stop: int | None = None) -> 
     mode = pb.AFFECTED if w.delivery.lower() == "affected" else pb.PAIRS
     out: list[pb.SubscriptionSpec] = []
     if w.kind == "band":
-        from matcher.bench.band import clustered_bands
+        from hotjoin.matcher.workload import clustered_bands
 
         lo, hi = clustered_bands(w.subscriptions, BAND_CLUSTERS, band_half_width(w), w.seed)
         for a, b in zip(lo[start:stop].tolist(), hi[start:stop].tolist(), strict=True):
@@ -135,7 +134,7 @@ def subscription_specs(w: Workload, start: int = 0, stop: int | None = None) -> 
             s.band.b.lo, s.band.b.hi = a, b
             out.append(s)
     elif w.kind == "select":
-        from matcher.workload import select_ranges_arrays
+        from hotjoin.matcher.workload import select_ranges_arrays
 
         cols = [x[start:stop].tolist() for x in select_ranges_arrays(w.table())]  # type: ignore[arg-type]
         for al, ah, cl, ch in zip(*cols, strict=True):
@@ -157,7 +156,7 @@ def _events(side: str, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
 
 def stored_events(w: Workload, batch: int = 1000) -> Iterator[list[pb.Event]]:
     """The ``w.stored`` S tuples (time 0), in batches."""
-    from matcher.workload import s_arrays
+    from hotjoin.matcher.workload import s_arrays
 
     k, v, _ = s_arrays(w.table(), w.stored)  # type: ignore[arg-type]
     t = np.zeros(w.stored, dtype=np.int64)
@@ -167,7 +166,7 @@ def stored_events(w: Workload, batch: int = 1000) -> Iterator[list[pb.Event]]:
 
 def incoming_events(w: Workload, n: int, stream: int = 0, batch: int = 1000) -> Iterator[list[pb.Event]]:
     """``n`` R tuples of publisher ``stream`` (ids ``r<stream>-<i>``, time 1), in batches."""
-    from matcher.workload import r_arrays
+    from hotjoin.matcher.workload import r_arrays
 
     k, v, _ = r_arrays(w.table(), n, batch=1000 + stream)  # type: ignore[arg-type]
     t = np.ones(n, dtype=np.int64)

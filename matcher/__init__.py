@@ -4,8 +4,8 @@ The server (``server/``) and the Spark replay (``ops/``) both drive this package
 :class:`Engine`; nothing here imports network or Spark code.
 """
 
-from .engine import Engine
-from .errors import (
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
     HotjoinError,
@@ -13,7 +13,7 @@ from .errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from .model import (
+from hotjoin.matcher.model import (
     Affected,
     BandJoin,
     Delivery,

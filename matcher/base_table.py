@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .key_index import KeyIndex
-from .model import Event, Side
-from .sorted_runs import SortedRuns
+from hotjoin.matcher.model import Event, Side
+from hotjoin.matcher.structures.key_index import KeyIndex
+from hotjoin.matcher.structures.sorted_runs import SortedRuns
 
 
 class BaseTable:

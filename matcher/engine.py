@@ -15,17 +15,34 @@ from typing import Any
 
 import numpy as np
 
-from . import band_kernels as K
-from .band_join import BAND_STRATEGIES, BandStrategy, MatchBuffer, make_band_strategy
-from .base_table import BaseTable
-from .errors import (
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
     LateEventError,
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from .model import (
+from hotjoin.matcher.joins import band_kernels as K
+from hotjoin.matcher.joins.band import (
+    BAND_STRATEGIES,
+    BandStrategy,
+    MatchBuffer,
+    make_band_strategy,
+)
+from hotjoin.matcher.joins.select import (
+    SELECT_STRATEGIES,
+    SelectStrategy,
+    make_select_strategy,
+    run_select_subset,
+)
+from hotjoin.matcher.joins.window import (
+    WINDOW_STRATEGIES,
+    WindowStrategy,
+    make_window_strategy,
+    run_window_select_first,
+)
+from hotjoin.matcher.model import (
     KINDS,
     Affected,
     BandJoin,
@@ -39,20 +56,8 @@ from .model import (
     check_side,
     empty_matches,
 )
-from .router import DYNAMIC_NAMES, BandDynamic, SelectDynamic, WindowDynamic
-from .select_join import (
-    SELECT_STRATEGIES,
-    SelectStrategy,
-    make_select_strategy,
-    run_select_subset,
-)
-from .subscriptions import SubscriptionColumns
-from .window_join import (
-    WINDOW_STRATEGIES,
-    WindowStrategy,
-    make_window_strategy,
-    run_window_select_first,
-)
+from hotjoin.matcher.router.dynamic import DYNAMIC_NAMES, BandDynamic, SelectDynamic, WindowDynamic
+from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 DEFAULT_STRATEGY = dict(DYNAMIC_NAMES)
 """``"auto"``: the cost-based router of §4 (:mod:`matcher.router`) for every kind."""
@@ -342,7 +347,7 @@ class Engine:
         qs: list[np.ndarray] = []
         rs: list[np.ndarray] = []
         ss: list[np.ndarray] = []
-        from .band_join import run_qouter
+        from hotjoin.matcher.joins.band import run_qouter
 
         for r_slot in r_table.live_slots().tolist():
             buf.start()

@@ -29,7 +29,7 @@ import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from matcher.errors import (
+from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
     HotjoinError,
@@ -37,7 +37,7 @@ from matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from matcher.model import (
+from hotjoin.matcher.model import (
     BandJoin,
     Delivery,
     Event,

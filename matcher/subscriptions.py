@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import BandJoin, SelectJoin, Subscription, WindowJoin
+from hotjoin.matcher.model import BandJoin, SelectJoin, Subscription, WindowJoin
 
 KIND_CODE = {"select": 0, "band": 1, "window": 2}
 

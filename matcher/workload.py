@@ -75,7 +75,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
 
 __all__ = [
     "TableIConfig",
@@ -593,3 +593,19 @@ def apply_churn(
         if on_op is not None:
             on_op(kind, sid)
     return live
+
+
+CENTRE_SPAN = (-5000.0, 5000.0)
+"""Where the band benchmarks and the load test put the centres of clustered bands."""
+
+
+def clustered_bands(n: int, tau: int, half_width: float, seed: int,
+                    stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` ranges in ``tau`` clusters (the stabbing number τ of §2 is ``tau``): each contains its cluster centre, reaches ≤ half_width."""
+    rng = np.random.default_rng([seed, 11, n, tau, stream])
+    k = min(tau, n)
+    centres = CENTRE_SPAN[0] + (np.arange(k) + 0.5) * (CENTRE_SPAN[1] - CENTRE_SPAN[0]) / k
+    c = centres[rng.permutation(np.arange(n) % k)]
+    lo = c - rng.uniform(0.0, half_width, n)
+    hi = c + rng.uniform(0.0, half_width, n)
+    return lo, hi

@@ -118,7 +118,7 @@ def percentiles_ms(samples_ns: np.ndarray) -> dict[str, float]:
 
 def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: Any) -> None:
     """Listen to every subscription of subscriber "bench"; record arrival − received per message."""
-    from clients.client import HotjoinClient
+    from hotjoin.clients.client import HotjoinClient
 
     lat: list[int] = []
     with HotjoinClient(target, timeout=None) as hj:
@@ -153,8 +153,8 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
 def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: float, duration: float,
                     out_path: str, start: Any, counter: Any, ready: Any = None) -> None:
     """Stream R tuples at ``rate`` events/s (0: unthrottled) for ``duration`` s; record ack latency."""
-    from clients.client import HotjoinClient
-    from clients.loadgen import Workload, incoming_events
+    from hotjoin.clients.client import HotjoinClient
+    from hotjoin.clients.loadgen import Workload, incoming_events
 
     w = Workload(**cfg)
     bs = int(os.environ.get("HOTJOIN_BENCH_BATCH", "100"))
@@ -205,9 +205,9 @@ def _progress(msg: str) -> None:
 
 def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | None) -> dict[str, Any]:
     """One load test at ``n_subs`` subscriptions; returns the record."""
-    from clients.client import HotjoinClient, event, ref
-    from clients.commands.demo import free_port, start_server, stop_server
-    from clients.loadgen import Workload, pick_strategy, stored_events, subscription_specs
+    from hotjoin.clients.client import HotjoinClient, event, ref
+    from hotjoin.clients.commands.demo import free_port, start_server, stop_server
+    from hotjoin.clients.loadgen import Workload, pick_strategy, stored_events, subscription_specs
 
     data = work / f"data-{n_subs}"
     port, _ = free_port(0)
@@ -331,8 +331,8 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
 def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Path, work: Path,
              port: int, mport: int, n_subs: int) -> dict[str, Any]:
     """Fill the topic up to ``restart_stored`` stored tuples, kill -9, time the restart."""
-    from clients.client import HotjoinClient, event
-    from clients.commands.demo import start_server
+    from hotjoin.clients.client import HotjoinClient, event
+    from hotjoin.clients.commands.demo import start_server
 
     with HotjoinClient(hj_target, timeout=600) as hj:
         have = sum(hj.stats(TOPIC).tuples.values())

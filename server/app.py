@@ -26,14 +26,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from matcher import Engine
-from server import audit, metrics
-from server.auth import Authenticator, AuthFileError
-from server.interceptor import GuardInterceptor
-from server.quotas import Limits, Quotas
-from server.registry import TopicRegistry
-from server.service import add_services
-from server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
+from hotjoin.matcher import Engine
+from hotjoin.server import audit, metrics
+from hotjoin.server.auth import Authenticator, AuthFileError
+from hotjoin.server.interceptor import GuardInterceptor
+from hotjoin.server.quotas import Limits, Quotas
+from hotjoin.server.registry import TopicRegistry
+from hotjoin.server.service import add_services
+from hotjoin.server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
 
 log = logging.getLogger("hotjoin.server")
 

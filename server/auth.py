@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.errors import PermissionDenied, Unauthenticated
-from server.quotas import LIMIT_FIELDS
+from hotjoin.server.errors import PermissionDenied, Unauthenticated
+from hotjoin.server.quotas import LIMIT_FIELDS
 
 RIGHTS = ("admin", "publish", "subscribe")
 HASH_PREFIX = "sha256:"

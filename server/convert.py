@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from matcher.model import (
+from hotjoin.matcher.model import (
     INT64_MAX,
     BandJoin,
     Event,
@@ -19,7 +19,7 @@ from matcher.model import (
     Subscription,
     WindowJoin,
 )
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2 as pb
 
 SIDE_FROM_PB = {pb.SIDE_R: "R", pb.SIDE_S: "S"}
 SIDE_TO_PB = {"R": pb.SIDE_R, "S": pb.SIDE_S}

@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from server.convert import SIDE_FROM_PB
-from server.log import read_log
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.convert import SIDE_FROM_PB
+from hotjoin.server.log import read_log
 
 EVENTS_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("op", pa.string()), ("side", pa.string()), ("id", pa.string()),

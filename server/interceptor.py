@@ -16,10 +16,10 @@ from typing import Any
 
 import grpc
 
-from server import audit, metrics
-from server.auth import ANONYMOUS, Authenticator, AuthFailure, Session
-from server.errors import ResourceExhausted
-from server.quotas import Quotas
+from hotjoin.server import audit, metrics
+from hotjoin.server.auth import ANONYMOUS, Authenticator, AuthFailure, Session
+from hotjoin.server.errors import ResourceExhausted
+from hotjoin.server.quotas import Quotas
 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2 as pb
 
 _HEADER = struct.Struct("<II")  # payload length, crc32 of the payload
 MAX_FRAME = 1 << 30

@@ -31,11 +31,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, NoReturn
 
-from server import metrics
-from server.errors import InvalidArgument, ResourceExhausted
+from hotjoin.server import metrics
+from hotjoin.server.errors import InvalidArgument, ResourceExhausted
 
 if TYPE_CHECKING:
-    from server.auth import Principal
+    from hotjoin.server.auth import Principal
 
 MAX_BATCH_EVENTS = 10_000  # the topic's own hard limit (server/topic.py)
 

@@ -18,11 +18,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from matcher import Engine
-from server import metrics
-from server.errors import AlreadyExists, InvalidArgument, NotFound
-from server.log import _fsync_dir
-from server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory, Topic
+from hotjoin.matcher import Engine
+from hotjoin.server import metrics
+from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound
+from hotjoin.server.log import _fsync_dir
+from hotjoin.server.topic import (
+    CHECKPOINT_MIN_OPS,
+    COMPACT_MIN_BYTES,
+    COMPACT_RATIO,
+    EngineFactory,
+    Topic,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 KINDS = ("select", "band", "window")

@@ -23,17 +23,17 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from server import audit, metrics
-from server.auth import AuthFailure, Principal
-from server.convert import SIDE_TO_PB
-from server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
-from server.errors import InvalidArgument, PermissionDenied, ServiceError
-from server.interceptor import peer_of, session_of
-from server.pb import hotjoin_pb2 as pb
-from server.pb import hotjoin_pb2_grpc as rpc
-from server.quotas import Quotas
-from server.registry import TopicRegistry
-from server.topic import Status, Topic
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2_grpc as rpc
+from hotjoin.server import audit, metrics
+from hotjoin.server.auth import AuthFailure, Principal
+from hotjoin.server.convert import SIDE_TO_PB
+from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
+from hotjoin.server.errors import InvalidArgument, PermissionDenied, ServiceError
+from hotjoin.server.interceptor import peer_of, session_of
+from hotjoin.server.quotas import Quotas
+from hotjoin.server.registry import TopicRegistry
+from hotjoin.server.topic import Status, Topic
 
 PAIRS_PER_MESSAGE = 10_000
 PUBLISH_PIPELINE = 4  # batches of one stream applied ahead of their acknowledgement

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from matcher.model import Event, Subscription
-from server.convert import SIDE_TO_PB, SubMeta, encode_spec
-from server.log import MAGIC, frame
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.matcher.model import Event, Subscription
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.convert import SIDE_TO_PB, SubMeta, encode_spec
+from hotjoin.server.log import MAGIC, frame
 
 OPS_PER_FRAME = 20_000
 
@@ -147,7 +147,7 @@ def restore(engine: Any, header: dict[str, Any], batches: Iterator[pb.LogBatch],
     ``register(sid, meta, owner)`` records each subscription's server-side metadata and owner
     ("" in logs written before owners were recorded).
     """
-    from server.convert import decode_event, decode_spec
+    from hotjoin.server.convert import decode_event, decode_spec
 
     events: list[Event] = []
     seqs: list[int] = []

@@ -44,16 +44,17 @@ from typing import Any
 
 import numpy as np
 
-from matcher.errors import (
+from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
     LateEventError,
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from matcher.model import Affected, Event, Matches, Subscription
-from server import checkpoint, metrics, snapshot
-from server.convert import (
+from hotjoin.matcher.model import Affected, Event, Matches, Subscription
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server import checkpoint, metrics, snapshot
+from hotjoin.server.convert import (
     MAX_ID_LEN,
     MAX_PAYLOAD,
     SubMeta,
@@ -63,8 +64,8 @@ from server.convert import (
     decode_spec,
     encode_spec,
 )
-from server.delivery import Chunk, DeliveryHub, Item, Listener, MatchBlock, observe_many
-from server.errors import (
+from hotjoin.server.delivery import Chunk, DeliveryHub, Item, Listener, MatchBlock, observe_many
+from hotjoin.server.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -72,8 +73,15 @@ from server.errors import (
     Unavailable,
     Unimplemented,
 )
-from server.log import LogCorruptError, OpLog, _fsync_dir, frame, read_batches, read_log, write_all
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.server.log import (
+    LogCorruptError,
+    OpLog,
+    _fsync_dir,
+    frame,
+    read_batches,
+    read_log,
+    write_all,
+)
 
 log = logging.getLogger("hotjoin.topic")
 

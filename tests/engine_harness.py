@@ -39,7 +39,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from matcher.errors import (
+from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
     HotjoinError,
@@ -47,8 +47,16 @@ from matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from matcher.model import BandJoin, Delivery, Event, Range, SelectJoin, Subscription, WindowJoin
-from matcher.oracle import OracleEngine
+from hotjoin.matcher.model import (
+    BandJoin,
+    Delivery,
+    Event,
+    Range,
+    SelectJoin,
+    Subscription,
+    WindowJoin,
+)
+from hotjoin.matcher.oracle import OracleEngine
 
 EngineFactory = Callable[[int, "int | None"], Any]
 DeliveryKey = tuple[int, int, str, str]
@@ -98,7 +106,7 @@ def engine_factory(
     """
     if use_oracle_as_engine():
         return lambda lateness, retention: OracleEngine(lateness, retention)
-    engine_mod = pytest.importorskip("matcher.engine", reason="matcher.engine not available yet")
+    engine_mod = pytest.importorskip("hotjoin.matcher.engine", reason="matcher.engine not available yet")
     Engine = engine_mod.Engine
     if options is None:
         return lambda lateness, retention: Engine(

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher import BandJoin, Engine, Event, Range
-from matcher.band_join import BAND_STRATEGIES
-from matcher.band_kernels import lower_bound
-from matcher.sorted_runs import SAMPLE_EVERY
+from hotjoin.matcher import BandJoin, Engine, Event, Range
+from hotjoin.matcher.joins.band import BAND_STRATEGIES
+from hotjoin.matcher.joins.band_kernels import lower_bound
+from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
 
 
 def _plain_lower_bound(keys: np.ndarray, b: float, dirn: int, x: float) -> int:

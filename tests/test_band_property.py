@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matcher.errors import DuplicateEventError, LateEventError, UnknownEventError
-from matcher.model import BandJoin, Delivery, Event, Range
+from hotjoin.matcher.errors import DuplicateEventError, LateEventError, UnknownEventError
+from hotjoin.matcher.model import BandJoin, Delivery, Event, Range
 
 try:  # the harness is a sibling module; ``tests`` may or may not be a package
     from tests.engine_harness import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from clients.cli import main
-from matcher.band_join import BAND_STRATEGIES
-from matcher.bench import band, storage
+from hotjoin.clients.cli import main
+from hotjoin.matcher.joins.band import BAND_STRATEGIES
+from hotjoin.ops.bench import band, storage
 
 
 def test_band_bench_quick_run_has_every_figure_strategy_and_ratio(tmp_path) -> None:

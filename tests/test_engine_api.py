@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from matcher import (
+from hotjoin.matcher import (
     BandJoin,
     BatchError,
     DuplicateEventError,
@@ -19,7 +19,7 @@ from matcher import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from matcher.band_join import BAND_STRATEGIES
+from hotjoin.matcher.joins.band import BAND_STRATEGIES
 
 STRATS = [{"band": s} for s in BAND_STRATEGIES]
 

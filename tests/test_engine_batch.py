@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
-from matcher.errors import DuplicateEventError
+from hotjoin.matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.errors import DuplicateEventError
 
 
 def _subs(rnd: random.Random, n: int) -> list:

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.cli import main
-from matcher.bench import histogram as hist_bench
-from matcher.histogram import (
+from hotjoin.clients.cli import main
+from hotjoin.matcher.partition.histogram import (
     EquiWidthHistogram,
     ExactStabbingCounter,
     IntervalHistogramChooser,
@@ -20,6 +19,7 @@ from matcher.histogram import (
     _merge_smallest,
     relative_error,
 )
+from hotjoin.ops.bench import histogram as hist_bench
 
 INF = math.inf
 

@@ -17,8 +17,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from matcher.hotspot import HotspotMirror, HotspotTracker, _SizeBuckets
-from matcher.stabbing import snapshot_of
+from hotjoin.matcher.partition.hotspot import HotspotMirror, HotspotTracker, _SizeBuckets
+from hotjoin.matcher.partition.stabbing import snapshot_of
 
 INF = math.inf
 

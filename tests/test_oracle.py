@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher.errors import (
+from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
     LateEventError,
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from matcher.model import BandJoin, Delivery, Event, Range, SelectJoin, WindowJoin
-from matcher.oracle import OracleEngine
+from hotjoin.matcher.model import BandJoin, Delivery, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.oracle import OracleEngine
 
 
 def ev(side: str, id: str, key: float, value: float = 0.0, time: int = 0) -> Event:

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from matcher.model import BandJoin, Event, Range, SelectJoin, Subscription, WindowJoin
-from matcher.oracle import OracleEngine
-from ops.replay.log import TopicOptions, write_export
-from ops.replay.sharding import ShardPlan
+from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, Subscription, WindowJoin
+from hotjoin.matcher.oracle import OracleEngine
+from hotjoin.ops.replay.log import TopicOptions, write_export
+from hotjoin.ops.replay.sharding import ShardPlan
 
 Row = tuple[int, int, str, str, int]  # subscription_id, sign, r_id, s_id, seq
 
@@ -225,7 +225,7 @@ def as_rows(table: Any) -> Counter[Row]:
 
 def test_random_log_covers_every_operation(tmp_path: Path) -> None:
     """The generator itself: all operation kinds, rejected events left out, a readable export."""
-    from ops.replay.log import DELETE, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, read_export
+    from hotjoin.ops.replay.log import DELETE, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, read_export
 
     g = random_log(3, n_ops=400, retention=6, hot=0.3, cut_at=0.5)
     d = g.write(tmp_path / "x")

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_replay_logs import as_rows, edge_case_log, edge_plan, random_log
 
-from ops.replay.log import read_export
+from hotjoin.ops.replay.log import read_export
 
 if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"):
     pytest.skip("no Java runtime (scripts/setup installs one)", allow_module_level=True)
@@ -39,7 +39,7 @@ def _quiet(msg: str) -> None:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from ops.replay.job import spark_session
+    from hotjoin.ops.replay.job import spark_session
 
     s = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2",
                                    "spark.default.parallelism": "2"})
@@ -48,7 +48,7 @@ def spark() -> Iterator[Any]:
 
 
 def _replay(spark: Any, export: Path, out: Path, **kw: Any) -> tuple[dict[str, Any], Counter]:
-    from ops.replay.job import replay_spark
+    from hotjoin.ops.replay.job import replay_spark
 
     log = read_export(export / "events.parquet", export / "subscriptions.parquet")
     summary = replay_spark(spark, log, str(out), progress=_quiet, worker_progress=False, **kw)
@@ -88,8 +88,8 @@ Msg = tuple[int, int, Any]  # sign, count, pairs (Counter of (r, s)) or None for
 def _workload(client: Any, seed: int, n_ops: int = 260) -> set[int]:
     """Random operations of all kinds on topic "t" through the gRPC client (late, duplicate and
     not-found ones included: the server rejects them); returns the AFFECTED subscription ids."""
-    from clients.client import band, event, ref, select, window
-    from server.pb import hotjoin_pb2 as pb
+    from hotjoin.clients.client import band, event, ref, select, window
+    from hotjoin.proto import hotjoin_pb2 as pb
 
     rnd = random.Random(seed)
     affected: set[int] = set()
@@ -156,9 +156,9 @@ def _messages_from_rows(rows: Counter, affected: set[int], after: int = 0,
 
 
 def test_replay_equals_what_the_online_server_delivered(spark: Any, tmp_path: Path) -> None:
-    from clients.client import HotjoinClient, select
-    from server.app import HotjoinServer
-    from server.export import export_topic
+    from hotjoin.clients.client import HotjoinClient, select
+    from hotjoin.server.app import HotjoinServer
+    from hotjoin.server.export import export_topic
 
     data = tmp_path / "data"
     srv = HotjoinServer(data_dir=data, port=0, buffer_capacity=100_000).start()
@@ -210,7 +210,7 @@ def test_replay_equals_what_the_online_server_delivered(spark: Any, tmp_path: Pa
 
 
 def test_cli_replay(spark: Any, tmp_path: Path, capsys: Any) -> None:
-    from clients.cli import main
+    from hotjoin.clients.cli import main
 
     g = random_log(9, n_ops=200, retention=5, hot=0.5)
     export = g.write(tmp_path / "export")

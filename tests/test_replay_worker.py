@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_replay_logs import as_rows, random_log
 
-from matcher import Engine, Event, Range, SelectJoin
-from ops.replay.job import replay_in_process
-from ops.replay.log import LogError, read_export
-from ops.replay.worker import ReplayError
+from hotjoin.matcher import Engine, Event, Range, SelectJoin
+from hotjoin.ops.replay.job import replay_in_process
+from hotjoin.ops.replay.log import LogError, read_export
+from hotjoin.ops.replay.worker import ReplayError
 
 KINDS = st.sampled_from([("band",), ("select",), ("window",), ("band", "select", "window")])
 TIMES = st.sampled_from([(0, None), (2, None), (3, 4), (1, 0), (5, 8)])  # (lateness, retention)
@@ -134,7 +134,7 @@ def test_an_inconsistent_log_fails_in_the_worker_with_its_seq(tmp_path: Path) ->
 
 
 def test_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ops.replay import job
+    from hotjoin.ops.replay import job
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setattr(job.shutil, "which", lambda name: None)

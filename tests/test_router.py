@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
-from matcher.cost_model import BUILTIN_COEF, FEATURES, CostProfile, load_profile
-from matcher.router import DEFAULT_MEMBERS
+from hotjoin.matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.router.cost_model import BUILTIN_COEF, FEATURES, CostProfile, load_profile
+from hotjoin.matcher.router.dynamic import DEFAULT_MEMBERS
 
 try:
     from tests.engine_harness import engine_factory, harness_settings, programs, run_program
@@ -65,7 +65,7 @@ def test_auto_matches_oracle_while_learning_and_exploring(program: Any,
                                                          profile: CostProfile) -> None:
     """Online calibration on every tuple and an exploration on every timed run: corrections
     move and members switch constantly, results stay the oracle's."""
-    import matcher.router as router
+    import hotjoin.matcher.router.dynamic as router
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(router, "FEEDBACK_EVERY", 1)
@@ -226,9 +226,9 @@ def test_decisions_reach_engine_stats() -> None:
 def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-tuple fast path (constants folded every PLAN_REFRESH tuples) chooses exactly the
     argmin of the full cost formulas when the fold is fresh (refresh every tuple here)."""
-    import matcher.router as router
-    from matcher.select_join import partner_group
-    from matcher.window_join import partners_of
+    import hotjoin.matcher.router.dynamic as router
+    from hotjoin.matcher.joins.select import partner_group
+    from hotjoin.matcher.joins.window import partners_of
 
     monkeypatch.setattr(router, "PLAN_REFRESH", 0)
     monkeypatch.setattr(router, "SAMPLE_EVERY", 10**9)
@@ -383,7 +383,7 @@ def test_band_and_window_feedback_learn_too() -> None:
 def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Times leave out the engine's own work, so measured ratios sit below 1; a member never
     timed follows such a ratio (not one above 1, which is the chosen member's own error)."""
-    import matcher.router as router
+    import hotjoin.matcher.router.dynamic as router
 
     monkeypatch.setattr(router, "EXPLORE_EVERY", 10**9)
     _, ix, _ = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0], "SJ-Vanilla": [1100.0, 0.0, 0.0]},
@@ -399,7 +399,7 @@ def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.Monkey
 def test_a_far_off_member_is_explored_only_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
     """Vanilla's model says 1.5 µs but it takes 45 µs: the first exploration doubles its
     correction, which puts it beyond EXPLORE_WITHIN of the choice — no more 30× runs."""
-    import matcher.router as router
+    import hotjoin.matcher.router.dynamic as router
 
     monkeypatch.setattr(router, "EXPLORE_EVERY", 2)
     _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],

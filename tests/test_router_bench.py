@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.cli import main
-from matcher.calibrate import fit
-from matcher.cost_model import FEATURES, CostProfile
+from hotjoin.clients.cli import main
+from hotjoin.matcher.router.calibrate import fit
+from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
 
 
 def test_bench_router_quick(tmp_path: Path) -> None:
@@ -71,9 +71,9 @@ def test_fit_recovers_constants_and_stays_non_negative() -> None:
 def test_time_members_counts_agree_with_a_static_engine() -> None:
     """The measuring core reports the affected count every member agreed on, per tuple: the
     same as a plain engine with one static strategy."""
-    from matcher import Engine
-    from matcher.calibrate import ALL_MEMBERS, load, time_members
-    from matcher.model import Range, SelectJoin
+    from hotjoin.matcher import Engine
+    from hotjoin.matcher.model import Range, SelectJoin
+    from hotjoin.matcher.router.calibrate import ALL_MEMBERS, load, time_members
 
     rng = np.random.default_rng(4)
     lo_a, lo_c = rng.uniform(0, 80, 300), rng.uniform(0, 80, 300)

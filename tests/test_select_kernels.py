@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher import Engine
-from matcher.model import Event, Range, SelectJoin, WindowJoin
-from matcher.oracle import OracleEngine
-from matcher.rect_index import BoxForest
+from hotjoin.matcher import Engine
+from hotjoin.matcher.model import Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.oracle import OracleEngine
+from hotjoin.matcher.structures.rect_index import BoxForest
 
 SJ = ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot")
 

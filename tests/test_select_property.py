@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matcher.model import BandJoin, Delivery, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Delivery, Event, Range, SelectJoin, WindowJoin
 
 try:  # the harness is a sibling module; ``tests`` may or may not be a package
     from tests.engine_harness import (
@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover
         run_program,
     )
 
-HAS_HOTSPOT = importlib.util.find_spec("matcher.hotspot") is not None
+HAS_HOTSPOT = importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None
 _needs_hotspot = pytest.mark.skipif(not HAS_HOTSPOT, reason="matcher.hotspot not landed yet")
 HOTSPOT_OPTIONS = {"alpha": 0.2, "epsilon": 1.0}
 
@@ -147,7 +147,7 @@ def test_mixed_kinds_in_one_topic(program: Any) -> None:
 @pytest.mark.parametrize("strategy", ["SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI"])
 def test_bulk_subscribe_and_probe(strategy: str) -> None:
     """``subscribe_many`` bulk-builds the indexes; each strategy then finds the same pairs."""
-    from matcher.engine import Engine
+    from hotjoin.matcher.engine import Engine
 
     rng = __import__("random").Random(5)
     subs = []
@@ -173,7 +173,7 @@ def test_bulk_subscribe_and_probe(strategy: str) -> None:
 
 
 def test_kind_without_subscriptions_builds_nothing() -> None:
-    from matcher.engine import Engine
+    from hotjoin.matcher.engine import Engine
 
     e = Engine(strategy={"band": "BJ-SSI"})
     e.subscribe(BandJoin())

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher.base_table import BaseTable
-from matcher.engine import Engine
-from matcher.model import Event, Range, WindowJoin
-from matcher.skyline import SkylineIndex, brute_force_skylines, skyline_pass
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.joins.skyline import SkylineIndex, brute_force_skylines, skyline_pass
+from hotjoin.matcher.model import Event, Range, WindowJoin
 
 
 def _stored(table: BaseTable, key: float, omega: int) -> list[tuple[float, int]]:

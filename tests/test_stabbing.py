@@ -25,7 +25,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from matcher.stabbing import (
+from hotjoin.matcher.partition.stabbing import (
     DynamicStabbingPartition,
     GroupMirror,
     StabbingGroups,

@@ -6,12 +6,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher.base_table import BaseTable
-from matcher.gapped_pool import GappedGroupPool
-from matcher.group_pool import GroupedSortedPool
-from matcher.interval_tree import IntervalTree
-from matcher.model import Event
-from matcher.sorted_runs import SortedRuns
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.model import Event
+from hotjoin.matcher.structures.gapped_pool import GappedGroupPool
+from hotjoin.matcher.structures.group_pool import GroupedSortedPool
+from hotjoin.matcher.structures.interval_tree import IntervalTree
+from hotjoin.matcher.structures.sorted_runs import SortedRuns
 
 keys = st.integers(-5, 5).map(float)
 

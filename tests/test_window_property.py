@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matcher.model import Delivery, Event, Range, WindowJoin
+from hotjoin.matcher.model import Delivery, Event, Range, WindowJoin
 
 try:
     from tests.engine_harness import (
@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover
         run_program,
     )
 
-HAS_HOTSPOT = importlib.util.find_spec("matcher.hotspot") is not None
+HAS_HOTSPOT = importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None
 _needs_hotspot = pytest.mark.skipif(not HAS_HOTSPOT, reason="matcher.hotspot not landed yet")
 OTHERS = {"band": "BJ-SSI", "select": "SJ-SSI"}
 

@@ -12,9 +12,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from matcher.model import BandJoin, SelectJoin, WindowJoin
-from matcher.oracle import OracleEngine
-from matcher.workload import (
+from hotjoin.matcher.model import BandJoin, SelectJoin, WindowJoin
+from hotjoin.matcher.oracle import OracleEngine
+from hotjoin.matcher.workload import (
     TableIConfig,
     apply_churn,
     band_churn,
@@ -225,7 +225,7 @@ def test_hotspot_ranges() -> None:
 
 
 def test_stabbing_module_agrees_if_present() -> None:
-    stabbing = pytest.importorskip("matcher.stabbing")
+    stabbing = pytest.importorskip("hotjoin.matcher.partition.stabbing")
     for lo, hi in (band_ranges_for_tau(CFG, 37), band_ranges_arrays(CFG, 5_000)):
         assert int(stabbing.stabbing_number(lo, hi)) == greedy_tau(lo, hi)
 

@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
 
 def _grants(specs: list[str]) -> dict[str, list[str]]:
-    from clients.cli import CliError
+    from hotjoin.clients.cli import CliError
 
     out: dict[str, list[str]] = {}
     for spec in specs:
@@ -47,8 +47,14 @@ def _grants(specs: list[str]) -> dict[str, list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
-    from server.auth import AuthFileError, auth_file_snippet, hash_token, load_auth_file, new_token
+    from hotjoin.clients.cli import CliError
+    from hotjoin.server.auth import (
+        AuthFileError,
+        auth_file_snippet,
+        hash_token,
+        load_auth_file,
+        new_token,
+    )
 
     if args.action == "check":
         try:

@@ -9,14 +9,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from clients.cli import CliError
+from hotjoin.clients.cli import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="run a benchmark (JSON results, ratios and plots)")
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
     kinds.required = True
-    from matcher.bench import band
+    from hotjoin.ops.bench import band
 
     b = kinds.add_parser("band", help="band joins: Figs. 10(i), 10(ii), 11 of paper 004")
     band.add_arguments(b)
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--inserts", type=int, default=3000)
     st.add_argument("--json", dest="json_path", default=None)
     st.set_defaults(func=_run_storage)
-    from matcher.bench import select, window
+    from hotjoin.ops.bench import select, window
 
     for name, mod, helptext, fn in (
         ("select", select, "select joins: Figs. 7(i), 7(ii), 8(i), 8(ii), 9 of paper 004",
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         k.add_argument("--plots", dest="plot_dir", default=None,
                        help="write one PNG per figure into this directory")
         k.set_defaults(func=fn)
-    from matcher.bench import router
+    from hotjoin.ops.bench import router
 
     rt = kinds.add_parser("router", help="cost-based router: Figs. 12-20 of paper 004 (Dynamic "
                           "against every static strategy and Optimum)")
@@ -53,14 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     rt.add_argument("--plots", dest="plot_dir", default=None,
                     help="write the throughput, decision and optimal-share PNGs here")
     rt.set_defaults(func=_run_router)
-    from matcher.bench import memory
+    from hotjoin.ops.bench import memory
 
     m = kinds.add_parser("memory", help="resident memory of mixed subscriptions plus stored "
                          "tuples (fresh subprocess)")
     memory.add_arguments(m)
     m.add_argument("--json", dest="json_path", help="write the result as JSON to this path")
     m.set_defaults(func=_run_memory)
-    from matcher.bench import histogram
+    from hotjoin.ops.bench import histogram
 
     h = kinds.add_parser("histogram", help="interval histograms: Fig. 25 of paper 004 "
                          "(HIST-EQW, HIST-SSI, HIST-OPT*)")
@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
     s.add_argument("--plots", dest="plot_dir", default=None, help="write latency CDF PNGs here")
     s.set_defaults(func=_run_serve)
-    from ops.replay import bench as replay_bench
+    from hotjoin.ops.replay import bench as replay_bench
 
     rp = kinds.add_parser("replay", help="Spark bulk replay: events/s on 1 and 2 cores against "
                           "the single-process engine")
@@ -100,8 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_storage(args: argparse.Namespace) -> int:
-    from matcher.bench import storage
-    from matcher.bench.common import write_json
+    from hotjoin.ops.bench import storage
+    from hotjoin.ops.bench.common import write_json
 
     try:
         sizes = tuple(int(x) for x in args.sizes.split(",") if x)
@@ -118,7 +118,7 @@ def _run_storage(args: argparse.Namespace) -> int:
 
 
 def _run_histogram(args: argparse.Namespace) -> int:
-    from matcher.bench import histogram
+    from hotjoin.ops.bench import histogram
 
     res = _run_figures("histogram", args, histogram.record_line)
     if args.markdown:
@@ -130,7 +130,7 @@ def _run_histogram(args: argparse.Namespace) -> int:
 def _run_figures(module_name: str, args: argparse.Namespace,
                  line: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
     """Shared by the paper-figure benches: parse the config, run, print a line per record."""
-    module = importlib.import_module(f"matcher.bench.{module_name}")
+    module = importlib.import_module(f"hotjoin.ops.bench.{module_name}")
     try:
         cfg = module.config_from_args(args)
     except ValueError as e:
@@ -154,7 +154,7 @@ def _band_line(r: dict[str, Any]) -> str:
 
 
 def _run_band(args: argparse.Namespace) -> int:
-    from matcher.bench import band
+    from hotjoin.ops.bench import band
 
     res = _run_figures("band", args, _band_line)
     if args.markdown:
@@ -164,7 +164,7 @@ def _run_band(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from ops.loadtest import ServeBenchConfig, run
+    from hotjoin.ops.loadtest import ServeBenchConfig, run
 
     try:
         sizes = tuple(int(x) for x in str(args.subscriptions).split(",") if x.strip())
@@ -207,7 +207,7 @@ def _run_window(args: argparse.Namespace) -> int:
 
 
 def _run_memory(args: argparse.Namespace) -> int:
-    from matcher.bench import memory
+    from hotjoin.ops.bench import memory
 
     try:
         cfg = memory.config_from_args(args)
@@ -220,7 +220,7 @@ def _run_memory(args: argparse.Namespace) -> int:
 
 
 def _run_router(args: argparse.Namespace) -> int:
-    from matcher.bench import router
+    from hotjoin.ops.bench import router
 
     res = _run_figures("router", args, lambda r: (
         f"fig {r['figure']:<6} x={r['x']:<8g} Dynamic/best static "

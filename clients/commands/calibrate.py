@@ -9,8 +9,8 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from matcher.calibrate import add_arguments
-    from matcher.cost_model import USER_PROFILE
+    from hotjoin.matcher.router.calibrate import add_arguments
+    from hotjoin.matcher.router.cost_model import USER_PROFILE
 
     p = sub.add_parser(
         "calibrate",
@@ -28,9 +28,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
-    from matcher.bench.common import write_json
-    from matcher.calibrate import calibrate, table
+    from hotjoin.clients.cli import CliError
+    from hotjoin.matcher.router.calibrate import calibrate, table
+    from hotjoin.ops.bench.common import write_json
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     bad = [k for k in kinds if k not in ("select", "band", "window")]

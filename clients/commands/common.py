@@ -47,7 +47,7 @@ def rpc_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     def wrapper(args: argparse.Namespace) -> int:
         import grpc
 
-        from clients.cli import CliError
+        from hotjoin.clients.cli import CliError
 
         try:
             return fn(args)
@@ -69,7 +69,7 @@ def parse_range(text: str | None) -> tuple[float | None, float | None] | None:
 
 def token_of(args: argparse.Namespace) -> str | None:
     """The bearer token: ``--token``, else ``--token-file``, else ``$HOTJOIN_TOKEN``."""
-    from clients.cli import CliError
+    from hotjoin.clients.cli import CliError
 
     if getattr(args, "token", None):
         return str(args.token)
@@ -86,8 +86,8 @@ def token_of(args: argparse.Namespace) -> str | None:
 
 
 def client(args: argparse.Namespace) -> Any:
-    from clients.cli import CliError
-    from clients.client import HotjoinClient
+    from hotjoin.clients.cli import CliError
+    from hotjoin.clients.client import HotjoinClient
 
     try:
         return HotjoinClient(

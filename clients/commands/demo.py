@@ -66,7 +66,7 @@ def free_port(preferred: int) -> tuple[int, bool]:
 def start_server(data_dir: Path, port: int, metrics_port: int, log_path: Path,
                  extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
     """``hotjoin serve`` in a child process (its output goes to ``log_path``)."""
-    cmd = [sys.executable, "-m", "clients.cli", "serve", "--data-dir", str(data_dir),
+    cmd = [sys.executable, "-m", "hotjoin.clients.cli", "serve", "--data-dir", str(data_dir),
            "--port", str(port), "--metrics-port", str(metrics_port), *extra]
     with open(log_path, "ab") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -148,7 +148,7 @@ def _publish(hj: Any, batches: Any, total: int, batch_size: int, what: str,
 
 
 def _run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
+    from hotjoin.clients.cli import CliError
 
     t_start = time.monotonic()
     tmp = None
@@ -186,9 +186,9 @@ def _demo(args: argparse.Namespace, target: str, proc: subprocess.Popen[bytes], 
           t_start: float) -> int:
     import grpc
 
-    from clients.cli import CliError
-    from clients.client import HotjoinClient
-    from clients.loadgen import (
+    from hotjoin.clients.cli import CliError
+    from hotjoin.clients.client import HotjoinClient
+    from hotjoin.clients.loadgen import (
         Workload,
         incoming_events,
         pick_strategy,

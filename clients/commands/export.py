@@ -16,8 +16,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
-    from server.export import main_json
+    from hotjoin.clients.cli import CliError
+    from hotjoin.server.export import main_json
 
     try:
         print(main_json(args.data_dir, args.topic, args.out))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from clients.commands.common import add_target, client, rpc_errors
+from hotjoin.clients.commands.common import add_target, client, rpc_errors
 
 
 def register(sub: Any) -> None:
@@ -50,7 +50,7 @@ def read_rows(path: str) -> Iterator[dict[str, Any]]:
 
 
 def row_to_event(row: dict[str, Any]) -> Any:
-    from clients.client import event
+    from hotjoin.clients.client import event
 
     t = row.get("time")
     payload = row.get("payload") or b""
@@ -62,7 +62,7 @@ def row_to_event(row: dict[str, Any]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
+    from hotjoin.clients.cli import CliError
 
     if args.file != "-" and not Path(args.file).exists():
         raise CliError(f"no such file: {args.file}")

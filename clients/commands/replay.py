@@ -48,10 +48,15 @@ def _spark_message(e: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
-    from ops.replay.job import JavaMissingError, no_progress, replay_in_process, stderr_progress
-    from ops.replay.log import LogError, read_export
-    from ops.replay.worker import ReplayError
+    from hotjoin.clients.cli import CliError
+    from hotjoin.ops.replay.job import (
+        JavaMissingError,
+        no_progress,
+        replay_in_process,
+        stderr_progress,
+    )
+    from hotjoin.ops.replay.log import LogError, read_export
+    from hotjoin.ops.replay.worker import ReplayError
 
     if args.shards is not None and args.shards < 1:
         raise CliError(f"--shards must be >= 1, got {args.shards}")
@@ -90,9 +95,9 @@ def _run_spark(args: argparse.Namespace, log: Any, conf: dict[str, str], progres
     """Replay on a session for ``--master`` (an active session is reused and left running)."""
     from pyspark.sql import SparkSession
 
-    from clients.cli import CliError
-    from ops.replay.job import JavaMissingError, replay_spark, spark_session
-    from ops.replay.worker import ReplayError
+    from hotjoin.clients.cli import CliError
+    from hotjoin.ops.replay.job import JavaMissingError, replay_spark, spark_session
+    from hotjoin.ops.replay.worker import ReplayError
 
     existing = SparkSession.getActiveSession()
     spark = spark_session(args.master, conf)

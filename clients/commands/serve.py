@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
 
 def limits_of(args: argparse.Namespace) -> Any:
     """The ``Limits`` the quota options describe."""
-    from server.quotas import Limits
+    from hotjoin.server.quotas import Limits
 
     kw: dict[str, Any] = dict(
         message_bytes=args.max_message_bytes, batch_events=args.max_batch_events,
@@ -86,10 +86,10 @@ def limits_of(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     """Start the server and block until a signal stops it."""
-    from clients.cli import CliError
-    from server.app import HotjoinServer, TlsFiles
-    from server.auth import AuthFileError
-    from server.errors import InvalidArgument
+    from hotjoin.clients.cli import CliError
+    from hotjoin.server.app import HotjoinServer, TlsFiles
+    from hotjoin.server.auth import AuthFileError
+    from hotjoin.server.errors import InvalidArgument
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     kwargs: dict[str, Any] = {}

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clients.commands.common import add_target, client, parse_range, rpc_errors
+from hotjoin.clients.commands.common import add_target, client, parse_range, rpc_errors
 
 
 def register(sub: Any) -> None:
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 
 def spec_from_dict(d: dict[str, Any], defaults: argparse.Namespace | None = None) -> Any:
     """A ``SubscriptionSpec`` from one JSON object."""
-    from clients.client import band, select, window
+    from hotjoin.clients.client import band, select, window
 
     def r(name: str) -> Any:
         v = d.get(name)
@@ -53,7 +53,7 @@ def spec_from_dict(d: dict[str, Any], defaults: argparse.Namespace | None = None
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.cli import CliError
+    from hotjoin.clients.cli import CliError
 
     if args.file:
         lines = (sys.stdin.read() if str(args.file) == "-" else args.file.read_text()).splitlines()

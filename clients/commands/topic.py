@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from clients.commands.common import add_target, client, rpc_errors
+from hotjoin.clients.commands.common import add_target, client, rpc_errors
 
 
 def register(sub: Any) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .log import TopicOptions, read_export, write_export
+from hotjoin.ops.replay.log import TopicOptions, read_export, write_export
 
 KINDS = ("select", "band", "window")
 SPEEDUP_TARGET = 1.6
@@ -77,8 +77,8 @@ def _progress(msg: str) -> None:
 
 def generate(cfg: ReplayBenchConfig, out_dir: Path) -> dict[str, Any]:
     """Write the benchmark log as an export into ``out_dir``; returns its description."""
-    from clients.loadgen import _coverage
-    from matcher.workload import TableIConfig, select_ranges_arrays
+    from hotjoin.clients.loadgen import _coverage
+    from hotjoin.matcher.workload import TableIConfig, select_ranges_arrays
 
     rng = np.random.default_rng(cfg.seed)
     m = cfg.subscriptions
@@ -150,7 +150,7 @@ def _sorted(out: Path) -> pa.Table:
 def run(cfg: ReplayBenchConfig, json_path: str | None = None, markdown: str | None = None,
         workdir: str | None = None, keep: bool = False) -> dict[str, Any]:
     """Generate the log, run the baseline and each Spark configuration; returns the results."""
-    from .job import replay_in_process, replay_spark, spark_session
+    from hotjoin.ops.replay.job import replay_in_process, replay_spark, spark_session
 
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="hotjoin-bench-replay-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -277,7 +277,7 @@ def add_arguments(p: Any) -> None:
 
 
 def run_cli(args: Any) -> int:
-    from clients.cli import CliError
+    from hotjoin.clients.cli import CliError
 
     try:
         cores = tuple(int(x) for x in str(args.cores).split(",") if x.strip())

@@ -38,9 +38,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .log import ReplayLog, TopicOptions, band_hull, decode_subscriptions
-from .sharding import ShardPlan, plan_shards, published_keys, route, single_cell_plan
-from .worker import DELIVERY_SCHEMA, CellStats, run_cell
+from hotjoin.ops.replay.log import ReplayLog, TopicOptions, band_hull, decode_subscriptions
+from hotjoin.ops.replay.sharding import (
+    ShardPlan,
+    plan_shards,
+    published_keys,
+    route,
+    single_cell_plan,
+)
+from hotjoin.ops.replay.worker import DELIVERY_SCHEMA, CellStats, run_cell
 
 Progress = Callable[[str], None]
 
@@ -115,7 +121,7 @@ def part_path(out: str, cell: int) -> str:
 def _write_cell(out: str, cell: int, ops_payload: bytes, subs: dict[int, Any],
                 options: TopicOptions, progress: bool) -> CellStats:
     """Run one cell and write its part file (inside a Spark task or in process)."""
-    from .log import Ops
+    from hotjoin.ops.replay.log import Ops
 
     ops = Ops.from_arrow(pa.ipc.open_stream(ops_payload).read_all())
     fs, path = _out_fs(part_path(out, cell))
@@ -188,7 +194,7 @@ def replay_in_process(log: ReplayLog, out: str | None, shards: int = 1, skew: fl
         out = prepare_output(out, overwrite)
     for cell, payload in _payloads(prep):
         if out is None:
-            from .log import Ops
+            from hotjoin.ops.replay.log import Ops
 
             ops = Ops.from_arrow(pa.ipc.open_stream(payload).read_all())
             stats.append(run_cell(cell, ops, subs, log.options, batches.append))

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from matcher.model import BandJoin, Range, SelectJoin, Subscription, WindowJoin
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin, Subscription, WindowJoin
 
 PUBLISH, DELETE, SUBSCRIBE, UNSUBSCRIBE, RESTORE_PUBLISH, RESTORE_SUBSCRIBE = range(6)
 OP_NAMES = ("publish", "delete", "subscribe", "unsubscribe", "restore-publish", "restore-subscribe")
@@ -376,7 +376,7 @@ def write_export(out_dir: Path | str, options: TopicOptions, events: dict[str, A
     ``payload`` and ``received_unix_nanos`` may be left out. For tests and the benchmark, which
     build logs without a server; the schemas are the server's own (``server.export``).
     """
-    from server.export import EVENTS_SCHEMA, SUBSCRIPTIONS_SCHEMA
+    from hotjoin.server.export import EVENTS_SCHEMA, SUBSCRIPTIONS_SCHEMA
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

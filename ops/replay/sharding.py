@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .log import NO_SIDE, PUBLISH, RESTORE_PUBLISH, SIDE_R, SIDE_S, Ops
+from hotjoin.ops.replay.log import NO_SIDE, PUBLISH, RESTORE_PUBLISH, SIDE_R, SIDE_S, Ops
 
 _EPS = 2.0**-48
 

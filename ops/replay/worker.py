@@ -29,11 +29,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from matcher import Engine, Event
-from matcher.errors import HotjoinError
-from matcher.model import Matches, Subscription
-
-from .log import (
+from hotjoin.matcher import Engine, Event
+from hotjoin.matcher.errors import HotjoinError
+from hotjoin.matcher.model import Matches, Subscription
+from hotjoin.ops.replay.log import (
     DELETE,
     OP_NAMES,
     PUBLISH,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from server_harness import engine_factory
 
-from clients.client import HotjoinClient
-from server.app import HotjoinServer
+from hotjoin.clients.client import HotjoinClient
+from hotjoin.server.app import HotjoinServer
 
 
 @pytest.fixture

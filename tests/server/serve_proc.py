@@ -6,8 +6,8 @@ import sys
 
 from server_harness import engine_factory
 
-from clients.cli import build_parser
-from clients.commands.serve import run
+from hotjoin.clients.cli import build_parser
+from hotjoin.clients.commands.serve import run
 
 if __name__ == "__main__":
     args = build_parser().parse_args(["serve", *sys.argv[1:]])

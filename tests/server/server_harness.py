@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from matcher.model import Affected, Delivery, Event, Matches
-from matcher.oracle import OracleEngine, _Stored, _Sub
+from hotjoin.matcher.model import Affected, Delivery, Event, Matches
+from hotjoin.matcher.oracle import OracleEngine, _Stored, _Sub
 
 
 def to_matches(out: list[Delivery], sign: int) -> Matches:
@@ -94,7 +94,7 @@ class OracleAdapter(OracleEngine):
 
 def _engine_works() -> bool:
     try:
-        from matcher import BandJoin, Engine, Event, Range
+        from hotjoin.matcher import BandJoin, Engine, Event, Range
 
         e = Engine(lateness=0)
         e.subscribe(BandJoin(b=Range(-1, 1)))
@@ -111,7 +111,7 @@ ENGINE_WORKS = _engine_works()
 def engine_factory() -> Any:
     """``matcher.Engine`` when it can run a band join, else the oracle adapter (reported)."""
     if ENGINE_WORKS:
-        from matcher import Engine
+        from hotjoin.matcher import Engine
 
         return Engine
     return OracleAdapter

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from server_harness import engine_factory
 
-from clients.client import HotjoinClient, band, batch_rows, event, ref, select
-from server.app import HotjoinServer
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.clients.client import HotjoinClient, band, batch_rows, event, ref, select
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.app import HotjoinServer
 
 
 def _collect(stream, batched: bool) -> tuple[dict[int, list[tuple]], list[pb.ListenResponse]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ops.loadtest import ServeBenchConfig, histogram_percentiles, run
+from hotjoin.ops.loadtest import ServeBenchConfig, histogram_percentiles, run
 
 
 def test_histogram_percentiles_interpolate_within_buckets() -> None:

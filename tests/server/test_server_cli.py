@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from clients.cli import main
-from server.app import HotjoinServer
+from hotjoin.clients.cli import main
+from hotjoin.server.app import HotjoinServer
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -16,6 +16,6 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
     fresh = gen.generate(tmp_path)
     assert fresh, "protoc produced nothing"
     for f in fresh:
-        checked_in = ROOT / "server" / "pb" / f.name
+        checked_in = ROOT / "proto" / f.name
         assert checked_in.exists(), f"{checked_in} missing: run python proto/generate.py"
         assert checked_in.read_text() == f.read_text(), f"{checked_in} is stale: run python proto/generate.py"

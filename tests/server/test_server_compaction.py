@@ -16,14 +16,14 @@ from typing import Any
 
 from server_harness import engine_factory
 
-from clients.client import HotjoinClient, band, event, ref
-from matcher.model import Event as MEvent
-from server import snapshot
-from server.app import HotjoinServer
-from server.export import export_topic
-from server.log import MAGIC
-from server.pb import hotjoin_pb2 as pb
-from server.topic import Topic
+from hotjoin.clients.client import HotjoinClient, band, event, ref
+from hotjoin.matcher.model import Event as MEvent
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server import snapshot
+from hotjoin.server.app import HotjoinServer
+from hotjoin.server.export import export_topic
+from hotjoin.server.log import MAGIC
+from hotjoin.server.topic import Topic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -202,7 +202,7 @@ def test_kill9_during_compactions_restarts_to_a_consistent_prefix(data_dir: Path
         topic = srv.registry.get("t")
         got = _state(topic)
         # Reference: the same operations in the same order, up to the durable seq.
-        from matcher.model import BandJoin, Range
+        from hotjoin.matcher.model import BandJoin, Range
 
         ref_engine = engine_factory()(lateness=0, retention=30, strategy={"band": "BJ-SSI"})
         ref_engine.subscribe(BandJoin(b=Range(-1, 1)))

@@ -12,12 +12,12 @@ import grpc
 import pytest
 from server_harness import engine_factory
 
-from clients.client import HotjoinClient, band, event, ref, select, window
-from matcher.model import BandJoin, Range, SelectJoin, WindowJoin
-from matcher.model import Event as MEvent
-from matcher.oracle import OracleEngine
-from server.app import HotjoinServer
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.clients.client import HotjoinClient, band, event, ref, select, window
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import Event as MEvent
+from hotjoin.matcher.oracle import OracleEngine
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.app import HotjoinServer
 
 Key = tuple[int, int]  # (subscription id, seq)
 

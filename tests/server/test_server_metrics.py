@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from server_harness import engine_factory
 
-from clients.client import HotjoinClient, band, event
-from server.app import HotjoinServer
+from hotjoin.clients.client import HotjoinClient, band, event
+from hotjoin.server.app import HotjoinServer
 
 TOPIC = "m"
 

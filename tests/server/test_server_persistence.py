@@ -14,13 +14,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from server_harness import engine_factory
 
-from clients.client import HotjoinClient, band, event, ref
-from matcher.model import BandJoin, Range
-from matcher.model import Event as MEvent
-from matcher.oracle import OracleEngine
-from server.app import HotjoinServer
-from server.export import export_topic
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.clients.client import HotjoinClient, band, event, ref
+from hotjoin.matcher.model import BandJoin, Range
+from hotjoin.matcher.model import Event as MEvent
+from hotjoin.matcher.oracle import OracleEngine
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.app import HotjoinServer
+from hotjoin.server.export import export_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,11 +23,12 @@ import grpc
 import pytest
 from server_harness import engine_factory
 
-from clients.cli import main
-from clients.client import HotjoinClient, band, event
-from server import checkpoint, metrics
-from server.app import HotjoinServer
-from server.auth import (
+from hotjoin.clients.cli import main
+from hotjoin.clients.client import HotjoinClient, band, event
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server import checkpoint, metrics
+from hotjoin.server.app import HotjoinServer
+from hotjoin.server.auth import (
     ANONYMOUS,
     Authenticator,
     AuthFailure,
@@ -37,9 +38,8 @@ from server.auth import (
     new_token,
     parse_auth,
 )
-from server.pb import hotjoin_pb2 as pb
-from server.quotas import MAX_BATCH_EVENTS
-from server.topic import MAX_BATCH_EVENTS as TOPIC_MAX_BATCH_EVENTS
+from hotjoin.server.quotas import MAX_BATCH_EVENTS
+from hotjoin.server.topic import MAX_BATCH_EVENTS as TOPIC_MAX_BATCH_EVENTS
 
 UNAUTH, DENIED = grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED
 

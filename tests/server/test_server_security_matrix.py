@@ -14,9 +14,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from test_server_security import PRINCIPALS, Env, first_message, sample
 
-from clients.client import HotjoinClient, band, event, ref
-from server.pb import hotjoin_pb2 as pb
-from server.pb import hotjoin_pb2_grpc as rpc
+from hotjoin.clients.client import HotjoinClient, band, event, ref
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.proto import hotjoin_pb2_grpc as rpc
 
 UNAUTH, DENIED = grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED
 

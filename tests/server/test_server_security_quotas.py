@@ -16,10 +16,10 @@ import pytest
 from server_harness import engine_factory
 from test_server_security import PRINCIPALS, sample, write_auth
 
-from clients.client import HotjoinClient, band, event
-from server.app import HotjoinServer
-from server.pb import hotjoin_pb2 as pb
-from server.quotas import Limits
+from hotjoin.clients.client import HotjoinClient, band, event
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.app import HotjoinServer
+from hotjoin.server.quotas import Limits
 
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 # server-wide limits, and alice's own (tighter) ones from the auth file

@@ -23,10 +23,10 @@ from certs import CA
 from server_harness import engine_factory
 from test_server_security import PRINCIPALS, write_auth
 
-from clients.cli import main
-from clients.client import HotjoinClient, band
-from server.app import HotjoinServer, TlsFiles, is_loopback
-from server.auth import hash_token
+from hotjoin.clients.cli import main
+from hotjoin.clients.client import HotjoinClient, band
+from hotjoin.server.app import HotjoinServer, TlsFiles, is_loopback
+from hotjoin.server.auth import hash_token
 
 ROOT = Path(__file__).resolve().parents[2]
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE

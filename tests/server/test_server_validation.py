@@ -9,8 +9,8 @@ from typing import Any
 import grpc
 import pytest
 
-from clients.client import HotjoinClient, band, event, ref, select, window
-from server.pb import hotjoin_pb2 as pb
+from hotjoin.clients.client import HotjoinClient, band, event, ref, select, window
+from hotjoin.proto import hotjoin_pb2 as pb
 
 INVALID, NOT_FOUND, EXISTS = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
                               grpc.StatusCode.ALREADY_EXISTS)

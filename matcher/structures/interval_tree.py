@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from .gapped_pool import GappedGroupPool
-from .group_pool import GroupedSortedPool
+from hotjoin.matcher.structures.gapped_pool import GappedGroupPool
+from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 
 def _mid(lo: float, hi: float) -> float:

@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from . import window_kernels as K
-from .band_join import DenseIds, MatchBuffer
-from .base_table import BaseTable
-from .interval_tree import IntervalTree
-from .model import Side
-from .rect_index import BoxForest, forest_arrays
-from .select_join import box_coords, own_other
-from .skyline import SkylineIndex, skyline_pass
-from .subscriptions import SubscriptionColumns
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.joins import window_kernels as K
+from hotjoin.matcher.joins.band import DenseIds, MatchBuffer
+from hotjoin.matcher.joins.select import box_coords, own_other
+from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
+from hotjoin.matcher.model import Side
+from hotjoin.matcher.structures.interval_tree import IntervalTree
+from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
+from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 WINDOW_STRATEGIES = ("WJ-JoinFirst", "WJ-SelectFirst", "WJ-SSI", "WJ-Hotspot")
 _NONE = np.empty(0, dtype=np.int64)
@@ -354,7 +354,7 @@ class SSI(WindowStrategy):
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         super().__init__(cols, options, tables)
-        from .stabbing import DynamicStabbingPartition
+        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
         self.coords = box_coords(cols, 0, window=True)
         self.d = BoxForest(3)
@@ -416,7 +416,7 @@ class Hotspot(WindowStrategy):
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         super().__init__(cols, options, tables)
-        from .hotspot import HotspotTracker
+        from hotjoin.matcher.partition.hotspot import HotspotTracker
 
         self.groups = {d: HotWindowGroups(cols, d) for d in (1, -1)}
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Engine
-from ..model import Event, Range, SelectJoin
-from ..select_join import SELECT_STRATEGIES
-from .common import Progress, interleaved, machine, plot_lines, write_json
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.joins.select import SELECT_STRATEGIES
+from hotjoin.matcher.model import Event, Range, SelectJoin
+from hotjoin.ops.bench.common import Progress, interleaved, machine, plot_lines, write_json
 
 VALUE_DOMAIN = 1_000_000.0
 
@@ -121,7 +121,7 @@ def build_engine(c: SelectBenchConfig, name: str, subs: list[Any],
 
 def available(strategies: tuple[str, ...]) -> tuple[str, ...]:
     """Drop the hotspot strategies while ``matcher.hotspot`` is not importable."""
-    if importlib.util.find_spec("matcher.hotspot") is not None:
+    if importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None:
         return strategies
     return tuple(s for s in strategies if not s.endswith("Hotspot"))
 

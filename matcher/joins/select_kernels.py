@@ -33,8 +33,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .band_kernels import A_LO, C_LO, COUNT, IDENTIFY, OVERFLOW, PAIRS, owed, owed_rec, push
-from .rect_index import stab_group
+from hotjoin.matcher.joins.band_kernels import (
+    A_LO,
+    C_LO,
+    COUNT,
+    IDENTIFY,
+    OVERFLOW,
+    PAIRS,
+    owed,
+    owed_rec,
+    push,
+)
+from hotjoin.matcher.structures.rect_index import stab_group
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
            "sj_select_first", "sj_ssi", "sj_vanilla"]

@@ -72,7 +72,7 @@ from typing import Literal, Protocol
 import numpy as np
 from numba import njit
 
-from .stabbing import _check_arrays, _check_interval, canonical_partition
+from hotjoin.matcher.partition.stabbing import _check_arrays, _check_interval, canonical_partition
 
 __all__ = [
     "EquiWidthHistogram",

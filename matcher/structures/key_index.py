@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .group_pool import GroupedSortedPool
+from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 RemoveHook = Callable[[float, float, int, int], None]
 

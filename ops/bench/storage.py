@@ -14,8 +14,8 @@ import numpy as np
 from numba import njit
 from sortedcontainers import SortedList
 
-from ..sorted_runs import SortedRuns, insert_sorted
-from .common import machine
+from hotjoin.matcher.structures.sorted_runs import SortedRuns, insert_sorted
+from hotjoin.ops.bench.common import machine
 
 
 @njit(cache=True)

@@ -43,13 +43,13 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..histogram import (
+from hotjoin.matcher.partition.histogram import (
     EquiWidthHistogram,
     ExactStabbingCounter,
     SSIHistogram,
     relative_error,
 )
-from .common import Progress, machine, plot_lines, write_json
+from hotjoin.ops.bench.common import Progress, machine, plot_lines, write_json
 
 EQW, SSI, EQW_MEM, OPT = "HIST-EQW", "HIST-SSI", "HIST-EQW (same floats)", "HIST-OPT*"
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .band_kernels import IDENTIFY, PAIRS, owed, push
-from .rect_index import stab_group
-from .select_kernels import emit_marked, lower_bound, record, upper_bound
+from hotjoin.matcher.joins.band_kernels import IDENTIFY, PAIRS, owed, push
+from hotjoin.matcher.joins.select_kernels import emit_marked, lower_bound, record, upper_bound
+from hotjoin.matcher.structures.rect_index import stab_group
 
 
 @njit(cache=True)

@@ -39,7 +39,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from .group_pool import GroupedSortedPool
+from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 B = 16
 CoordFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

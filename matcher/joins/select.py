@@ -38,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from . import select_kernels as K
-from .band_join import DenseIds, MatchBuffer
-from .base_table import BaseTable
-from .interval_tree import IntervalTree
-from .rect_index import BoxForest, forest_arrays
-from .subscriptions import SubscriptionColumns
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.joins import select_kernels as K
+from hotjoin.matcher.joins.band import DenseIds, MatchBuffer
+from hotjoin.matcher.structures.interval_tree import IntervalTree
+from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
+from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 SELECT_STRATEGIES = ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot")
 SCATTERED_SF_COST = 8.0
@@ -187,7 +187,7 @@ class HotForestGroups(ForestGroups):
         super().__init__(cols, dirn, dims, window)
         from sortedcontainers import SortedList
 
-        from .stabbing import DynamicStabbingPartition
+        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
         self.dirn = dirn  # columns are re-read at each call: they grow (reallocate)
         self.scattered = IntervalTree()
@@ -421,7 +421,7 @@ class SSI(SelectStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from .stabbing import DynamicStabbingPartition
+        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
         eps = float(options.get("epsilon", 1.0))
         self.groups = {d: ForestGroups(cols, d) for d in (1, -1)}
@@ -465,7 +465,7 @@ class Hotspot(SelectStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from .hotspot import HotspotTracker
+        from hotjoin.matcher.partition.hotspot import HotspotTracker
 
         eps = float(options.get("epsilon", 1.0))
         self.groups = {d: HotForestGroups(cols, d, epsilon=eps) for d in (1, -1)}

@@ -44,12 +44,15 @@ from typing import Any
 
 import numpy as np
 
-from .band_join import BAND_STRATEGIES, BandStrategy, DenseIds, MatchBuffer, make_band_strategy
-from .base_table import BaseTable
-from .cost_model import CostProfile, g2, g3, lg, load_profile
-from .histogram import IntervalHistogramChooser, count_stabbed
-from .model import Side
-from .select_join import (
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.joins.band import (
+    BAND_STRATEGIES,
+    BandStrategy,
+    DenseIds,
+    MatchBuffer,
+    make_band_strategy,
+)
+from hotjoin.matcher.joins.select import (
     SCATTERED_SF_COST,
     SELECT_STRATEGIES,
     SelectStrategy,
@@ -57,14 +60,17 @@ from .select_join import (
     own_other,
     partner_group,
 )
-from .subscriptions import SubscriptionColumns
-from .window_join import (
+from hotjoin.matcher.joins.window import (
     WINDOW_STRATEGIES,
     Partners,
     WindowStrategy,
     make_window_strategy,
 )
-from .window_kernels import count_within
+from hotjoin.matcher.joins.window_kernels import count_within
+from hotjoin.matcher.model import Side
+from hotjoin.matcher.partition.histogram import IntervalHistogramChooser, count_stabbed
+from hotjoin.matcher.router.cost_model import CostProfile, g2, g3, lg, load_profile
+from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 BAND_REFRESH = 64
 """Band joins re-evaluate Theorem 2's costs every this many tuples (|S| moves by at most that)."""

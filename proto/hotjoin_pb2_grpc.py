@@ -5,7 +5,7 @@
 import grpc
 import warnings
 
-from server.pb import hotjoin_pb2 as server_dot_pb_dot_hotjoin__pb2
+from hotjoin.proto import hotjoin_pb2 as hotjoin_dot_proto_dot_hotjoin__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -20,7 +20,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in server/pb/hotjoin_pb2_grpc.py depends on'
+        + ' but the generated code in hotjoin/proto/hotjoin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,23 +38,23 @@ class TopicServiceStub:
         """
         self.CreateTopic = channel.unary_unary(
                 '/hotjoin.v1.TopicService/CreateTopic',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.CreateTopicRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.Topic.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.CreateTopicRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.Topic.FromString,
                 _registered_method=True)
         self.GetTopic = channel.unary_unary(
                 '/hotjoin.v1.TopicService/GetTopic',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.GetTopicRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.Topic.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.GetTopicRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.Topic.FromString,
                 _registered_method=True)
         self.ListTopics = channel.unary_unary(
                 '/hotjoin.v1.TopicService/ListTopics',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.ListTopicsRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.ListTopicsResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
         self.DeleteTopic = channel.unary_unary(
                 '/hotjoin.v1.TopicService/DeleteTopic',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.DeleteTopicRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.DeleteTopicResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteTopicResponse.FromString,
                 _registered_method=True)
 
 
@@ -90,23 +90,23 @@ def add_TopicServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopic,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.CreateTopicRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.Topic.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.CreateTopicRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.Topic.SerializeToString,
             ),
             'GetTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTopic,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.GetTopicRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.Topic.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.GetTopicRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.Topic.SerializeToString,
             ),
             'ListTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTopics,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.ListTopicsRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.ListTopicsResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListTopicsRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListTopicsResponse.SerializeToString,
             ),
             'DeleteTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTopic,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.DeleteTopicRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.DeleteTopicResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteTopicResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -134,8 +134,8 @@ class TopicService:
             request,
             target,
             '/hotjoin.v1.TopicService/CreateTopic',
-            server_dot_pb_dot_hotjoin__pb2.CreateTopicRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.Topic.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.CreateTopicRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.Topic.FromString,
             options,
             channel_credentials,
             insecure,
@@ -161,8 +161,8 @@ class TopicService:
             request,
             target,
             '/hotjoin.v1.TopicService/GetTopic',
-            server_dot_pb_dot_hotjoin__pb2.GetTopicRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.Topic.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.GetTopicRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.Topic.FromString,
             options,
             channel_credentials,
             insecure,
@@ -188,8 +188,8 @@ class TopicService:
             request,
             target,
             '/hotjoin.v1.TopicService/ListTopics',
-            server_dot_pb_dot_hotjoin__pb2.ListTopicsRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.ListTopicsResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.ListTopicsRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.ListTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -215,8 +215,8 @@ class TopicService:
             request,
             target,
             '/hotjoin.v1.TopicService/DeleteTopic',
-            server_dot_pb_dot_hotjoin__pb2.DeleteTopicRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.DeleteTopicResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.DeleteTopicRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.DeleteTopicResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -239,28 +239,28 @@ class SubscriptionServiceStub:
         """
         self.Subscribe = channel.unary_unary(
                 '/hotjoin.v1.SubscriptionService/Subscribe',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.SubscribeRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.Subscription.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.Subscription.FromString,
                 _registered_method=True)
         self.SubscribeMany = channel.unary_unary(
                 '/hotjoin.v1.SubscriptionService/SubscribeMany',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
                 _registered_method=True)
         self.SubscribeStream = channel.stream_unary(
                 '/hotjoin.v1.SubscriptionService/SubscribeStream',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
                 _registered_method=True)
         self.Unsubscribe = channel.unary_unary(
                 '/hotjoin.v1.SubscriptionService/Unsubscribe',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.UnsubscribeRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.UnsubscribeResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.UnsubscribeRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.UnsubscribeResponse.FromString,
                 _registered_method=True)
         self.ListSubscriptions = channel.unary_unary(
                 '/hotjoin.v1.SubscriptionService/ListSubscriptions',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.ListSubscriptionsRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.ListSubscriptionsResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListSubscriptionsRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListSubscriptionsResponse.FromString,
                 _registered_method=True)
 
 
@@ -304,28 +304,28 @@ def add_SubscriptionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Subscribe': grpc.unary_unary_rpc_method_handler(
                     servicer.Subscribe,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.SubscribeRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.Subscription.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.Subscription.SerializeToString,
             ),
             'SubscribeMany': grpc.unary_unary_rpc_method_handler(
                     servicer.SubscribeMany,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyResponse.SerializeToString,
             ),
             'SubscribeStream': grpc.stream_unary_rpc_method_handler(
                     servicer.SubscribeStream,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.SubscribeManyResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyResponse.SerializeToString,
             ),
             'Unsubscribe': grpc.unary_unary_rpc_method_handler(
                     servicer.Unsubscribe,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.UnsubscribeRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.UnsubscribeResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.UnsubscribeRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.UnsubscribeResponse.SerializeToString,
             ),
             'ListSubscriptions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListSubscriptions,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.ListSubscriptionsRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.ListSubscriptionsResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListSubscriptionsRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListSubscriptionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -353,8 +353,8 @@ class SubscriptionService:
             request,
             target,
             '/hotjoin.v1.SubscriptionService/Subscribe',
-            server_dot_pb_dot_hotjoin__pb2.SubscribeRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.Subscription.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.Subscription.FromString,
             options,
             channel_credentials,
             insecure,
@@ -380,8 +380,8 @@ class SubscriptionService:
             request,
             target,
             '/hotjoin.v1.SubscriptionService/SubscribeMany',
-            server_dot_pb_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -407,8 +407,8 @@ class SubscriptionService:
             request_iterator,
             target,
             '/hotjoin.v1.SubscriptionService/SubscribeStream',
-            server_dot_pb_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.SubscribeManyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -434,8 +434,8 @@ class SubscriptionService:
             request,
             target,
             '/hotjoin.v1.SubscriptionService/Unsubscribe',
-            server_dot_pb_dot_hotjoin__pb2.UnsubscribeRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.UnsubscribeResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.UnsubscribeRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.UnsubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -461,8 +461,8 @@ class SubscriptionService:
             request,
             target,
             '/hotjoin.v1.SubscriptionService/ListSubscriptions',
-            server_dot_pb_dot_hotjoin__pb2.ListSubscriptionsRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.ListSubscriptionsResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.ListSubscriptionsRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.ListSubscriptionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -485,18 +485,18 @@ class PublishServiceStub:
         """
         self.Publish = channel.unary_unary(
                 '/hotjoin.v1.PublishService/Publish',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.PublishRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.PublishResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishResponse.FromString,
                 _registered_method=True)
         self.PublishStream = channel.stream_stream(
                 '/hotjoin.v1.PublishService/PublishStream',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.PublishRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.PublishResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishResponse.FromString,
                 _registered_method=True)
         self.DeleteEvents = channel.unary_unary(
                 '/hotjoin.v1.PublishService/DeleteEvents',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.DeleteEventsRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.DeleteEventsResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteEventsRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteEventsResponse.FromString,
                 _registered_method=True)
 
 
@@ -529,18 +529,18 @@ def add_PublishServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Publish': grpc.unary_unary_rpc_method_handler(
                     servicer.Publish,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.PublishRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.PublishResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishResponse.SerializeToString,
             ),
             'PublishStream': grpc.stream_stream_rpc_method_handler(
                     servicer.PublishStream,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.PublishRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.PublishResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.PublishResponse.SerializeToString,
             ),
             'DeleteEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteEvents,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.DeleteEventsRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.DeleteEventsResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteEventsRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.DeleteEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -568,8 +568,8 @@ class PublishService:
             request,
             target,
             '/hotjoin.v1.PublishService/Publish',
-            server_dot_pb_dot_hotjoin__pb2.PublishRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.PublishResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.PublishRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.PublishResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -595,8 +595,8 @@ class PublishService:
             request_iterator,
             target,
             '/hotjoin.v1.PublishService/PublishStream',
-            server_dot_pb_dot_hotjoin__pb2.PublishRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.PublishResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.PublishRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.PublishResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -622,8 +622,8 @@ class PublishService:
             request,
             target,
             '/hotjoin.v1.PublishService/DeleteEvents',
-            server_dot_pb_dot_hotjoin__pb2.DeleteEventsRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.DeleteEventsResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.DeleteEventsRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.DeleteEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -646,8 +646,8 @@ class ListenServiceStub:
         """
         self.Listen = channel.unary_stream(
                 '/hotjoin.v1.ListenService/Listen',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.ListenRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.ListenResponse.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenResponse.FromString,
                 _registered_method=True)
 
 
@@ -665,8 +665,8 @@ def add_ListenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Listen': grpc.unary_stream_rpc_method_handler(
                     servicer.Listen,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.ListenRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.ListenResponse.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -694,8 +694,8 @@ class ListenService:
             request,
             target,
             '/hotjoin.v1.ListenService/Listen',
-            server_dot_pb_dot_hotjoin__pb2.ListenRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.ListenResponse.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.ListenRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.ListenResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -718,8 +718,8 @@ class StatsServiceStub:
         """
         self.GetTopicStats = channel.unary_unary(
                 '/hotjoin.v1.StatsService/GetTopicStats',
-                request_serializer=server_dot_pb_dot_hotjoin__pb2.TopicStatsRequest.SerializeToString,
-                response_deserializer=server_dot_pb_dot_hotjoin__pb2.TopicStats.FromString,
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.TopicStatsRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.TopicStats.FromString,
                 _registered_method=True)
 
 
@@ -737,8 +737,8 @@ def add_StatsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetTopicStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTopicStats,
-                    request_deserializer=server_dot_pb_dot_hotjoin__pb2.TopicStatsRequest.FromString,
-                    response_serializer=server_dot_pb_dot_hotjoin__pb2.TopicStats.SerializeToString,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.TopicStatsRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.TopicStats.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -766,8 +766,8 @@ class StatsService:
             request,
             target,
             '/hotjoin.v1.StatsService/GetTopicStats',
-            server_dot_pb_dot_hotjoin__pb2.TopicStatsRequest.SerializeToString,
-            server_dot_pb_dot_hotjoin__pb2.TopicStats.FromString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.TopicStatsRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.TopicStats.FromString,
             options,
             channel_credentials,
             insecure,

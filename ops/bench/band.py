@@ -29,13 +29,24 @@ from typing import Any
 
 import numpy as np
 
-from ..band_join import BAND_STRATEGIES
-from ..engine import Engine
-from ..model import BandJoin, Range
-from ..workload import TableIConfig, mean_affected, r_arrays, s_arrays
-from .common import Progress, interleaved, machine, plot_bars, plot_lines, write_json
-
-CENTRE_SPAN = (-5000.0, 5000.0)
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.joins.band import BAND_STRATEGIES
+from hotjoin.matcher.model import BandJoin, Range
+from hotjoin.matcher.workload import (
+    TableIConfig,
+    clustered_bands,
+    mean_affected,
+    r_arrays,
+    s_arrays,
+)
+from hotjoin.ops.bench.common import (
+    Progress,
+    interleaved,
+    machine,
+    plot_bars,
+    plot_lines,
+    write_json,
+)
 
 
 @dataclass
@@ -59,18 +70,6 @@ class BandBenchConfig:
 def _table_cfg(c: BandBenchConfig) -> TableIConfig:
     return TableIConfig(n_subscriptions=c.subscriptions, s_size=c.s_size, integer=False,
                         seed=c.seed)
-
-
-def clustered_bands(n: int, tau: int, half_width: float, seed: int,
-                    stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` ranges in ``tau`` clusters: each contains its cluster centre, reaches ≤ half_width."""
-    rng = np.random.default_rng([seed, 11, n, tau, stream])
-    k = min(tau, n)
-    centres = CENTRE_SPAN[0] + (np.arange(k) + 0.5) * (CENTRE_SPAN[1] - CENTRE_SPAN[0]) / k
-    c = centres[rng.permutation(np.arange(n) % k)]
-    lo = c - rng.uniform(0.0, half_width, n)
-    hi = c + rng.uniform(0.0, half_width, n)
-    return lo, hi
 
 
 def calibrate_half_width(c: BandBenchConfig, s_keys: np.ndarray, n: int | None = None,
@@ -101,7 +100,7 @@ def _engine(c: BandBenchConfig, name: str, lo: np.ndarray, hi: np.ndarray,
     e = Engine(strategy={"band": name}, options={"alpha": c.alpha, "epsilon": c.epsilon})
     e.subscribe_many([BandJoin(b=Range(a, b)) for a, b in zip(lo.tolist(), hi.tolist(),
                                                                strict=True)])
-    from ..model import Event
+    from hotjoin.matcher.model import Event
 
     keys, vals, times = s
     e.tables["S"].bulk_load(

@@ -28,11 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Engine
-from ..model import Range, WindowJoin
-from ..window_join import WINDOW_STRATEGIES
-from .common import Progress, machine, plot_lines, write_json
-from .select import VALUE_DOMAIN, a_ranges, available, build_engine, clusters, measure
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.joins.window import WINDOW_STRATEGIES
+from hotjoin.matcher.model import Range, WindowJoin
+from hotjoin.ops.bench.common import Progress, machine, plot_lines, write_json
+from hotjoin.ops.bench.select import (
+    VALUE_DOMAIN,
+    a_ranges,
+    available,
+    build_engine,
+    clusters,
+    measure,
+)
 
 
 @dataclass

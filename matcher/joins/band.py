@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from . import band_kernels as K
-from .base_table import BaseTable
-from .gapped_pool import DELTA, GappedGroupPool, insert_pair, remove_pair
-from .interval_tree import IntervalTree
-from .sorted_runs import SAMPLE_EVERY, SortedRuns
-from .subscriptions import SubscriptionColumns
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.joins import band_kernels as K
+from hotjoin.matcher.structures.gapped_pool import DELTA, GappedGroupPool, insert_pair, remove_pair
+from hotjoin.matcher.structures.interval_tree import IntervalTree
+from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY, SortedRuns
+from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 BAND_STRATEGIES = ("BJ-QOuter", "BJ-DOuter", "BJ-MJ", "BJ-SSI", "BJ-Hotspot")
 
@@ -572,7 +572,7 @@ class SSI(BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from .stabbing import DynamicStabbingPartition
+        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
         self.groups = SSIGroups(cols)
         self.partition = DynamicStabbingPartition(epsilon=float(options.get("epsilon", 1.0)),
@@ -633,7 +633,7 @@ class Hotspot(BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from .hotspot import HotspotTracker
+        from hotjoin.matcher.partition.hotspot import HotspotTracker
 
         self.listener = _HotspotListener(cols)
         self.tracker = HotspotTracker(alpha=float(options.get("alpha", 0.001)),

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from ..calibrate import ALL_MEMBERS, MemberTimes, load, time_members, warm_up
-from ..engine import Engine
-from ..model import BandJoin, Range, SelectJoin
-from .common import Progress, machine, plot_lines, write_json
-from .select import VALUE_DOMAIN, a_ranges, clusters, key_sigma
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin
+from hotjoin.matcher.router.calibrate import ALL_MEMBERS, MemberTimes, load, time_members, warm_up
+from hotjoin.ops.bench.common import Progress, machine, plot_lines, write_json
+from hotjoin.ops.bench.select import VALUE_DOMAIN, a_ranges, clusters, key_sigma
 
 
 @dataclass
@@ -86,8 +86,13 @@ def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
 
 
 def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, np.ndarray]]:
-    from ..workload import r_arrays, s_arrays
-    from .band import BandBenchConfig, _table_cfg, calibrate_half_width, clustered_bands
+    from hotjoin.matcher.workload import r_arrays, s_arrays
+    from hotjoin.ops.bench.band import (
+        BandBenchConfig,
+        _table_cfg,
+        calibrate_half_width,
+        clustered_bands,
+    )
 
     bc = BandBenchConfig(subscriptions=n, s_size=n)
     s_keys, s_vals, s_times = s_arrays(_table_cfg(bc), n)
@@ -102,7 +107,7 @@ def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray,
 
 
 def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...]]:
-    from .window import WindowBenchConfig, data, subs
+    from hotjoin.ops.bench.window import WindowBenchConfig, data, subs
 
     wc = WindowBenchConfig(subscriptions=n, events=c.tuples + c.lead_in)
     s, r = data(wc, wc.per_key)

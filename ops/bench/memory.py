@@ -71,8 +71,8 @@ def _rss() -> int:
 
 
 def _subscriptions(cfg: Any, n: int) -> list[Any]:
-    from ..model import Range, SelectJoin, WindowJoin
-    from ..workload import band_subscriptions, select_ranges_arrays, window_arrays
+    from hotjoin.matcher.model import Range, SelectJoin, WindowJoin
+    from hotjoin.matcher.workload import band_subscriptions, select_ranges_arrays, window_arrays
 
     k = n // 3
     n_band, n_sel, n_win = n - 2 * k, k, k
@@ -88,7 +88,7 @@ def _subscriptions(cfg: Any, n: int) -> list[Any]:
 
 def _events(cfg: Any, n: int, start_time: int, prefix: str, batch: int) -> list[Any]:
     """``n`` events alternating R and S with times ``start_time, start_time + 1, …``."""
-    from ..workload import r_events, s_events
+    from hotjoin.matcher.workload import r_events, s_events
 
     nr = n // 2
     ns = n - nr
@@ -107,8 +107,8 @@ def _events(cfg: Any, n: int, start_time: int, prefix: str, batch: int) -> list[
 
 def _warm_up() -> None:
     """Compile/load every kernel the measured engine will run (tiny engine of all kinds)."""
-    from ..engine import Engine
-    from ..workload import TableIConfig
+    from hotjoin.matcher.engine import Engine
+    from hotjoin.matcher.workload import TableIConfig
 
     cfg = TableIConfig(seed=99)
     e = Engine(strategy="auto")
@@ -121,8 +121,8 @@ def _warm_up() -> None:
 
 def child(c: MemoryBenchConfig) -> dict[str, Any]:
     """The measurement itself (run in a fresh process; see the module docstring)."""
-    from ..engine import Engine
-    from ..workload import TableIConfig
+    from hotjoin.matcher.engine import Engine
+    from hotjoin.matcher.workload import TableIConfig
 
     t0 = time.perf_counter()
     rss_import = _rss()
@@ -175,9 +175,9 @@ def child(c: MemoryBenchConfig) -> dict[str, Any]:
 
 def run(c: MemoryBenchConfig, json_path: str | None = None) -> dict[str, Any]:
     """Run :func:`child` in a fresh interpreter and return (and optionally write) its result."""
-    from .common import machine, write_json
+    from hotjoin.ops.bench.common import machine, write_json
 
-    cmd = [sys.executable, "-m", "matcher.bench.memory", "--child",
+    cmd = [sys.executable, "-m", "hotjoin.ops.bench.memory", "--child",
            "--subscriptions", str(c.subscriptions), "--tuples", str(c.tuples),
            "--live", str(c.live), "--strategy", c.strategy, "--seed", str(c.seed)]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

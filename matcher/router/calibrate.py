@@ -15,20 +15,23 @@ strategy for doing *more*). 95% intervals are ±1.96 standard errors (every fit 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
+import os
+import platform
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .cost_model import FEATURES, CostProfile
-from .engine import Engine
-from .model import BandJoin, Range, SelectJoin, WindowJoin
-from .router import DEFAULT_MEMBERS
-from .select_join import partner_group
-from .window_join import partners_of
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.joins.select import partner_group
+from hotjoin.matcher.joins.window import partners_of
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
+from hotjoin.matcher.router.dynamic import DEFAULT_MEMBERS
 
 VALUE_DOMAIN = 1_000_000.0
 ALL_MEMBERS = {"select": DEFAULT_MEMBERS["select"] + ("SJ-SSI",),
@@ -345,10 +348,26 @@ def calibrate(kinds: tuple[str, ...], quick: bool, tuples: int,
         del e
     meta = {"grid": [p.label() for p in points], "tuples_per_point": tuples,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    from .bench.common import machine
-
     meta["machine"] = machine()
     return fit_profile(samples, meta)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gb = None
+    with contextlib.suppress(ValueError, OSError):
+        mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gb,
+            "python": platform.python_version(), "platform": platform.platform()}
 
 
 def table(profile: CostProfile, report: dict[str, Any]) -> str:

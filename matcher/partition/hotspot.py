@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from .stabbing import (
+from hotjoin.matcher.partition.stabbing import (
     DynamicStabbingPartition,
     GroupMirror,
     PartitionListener,

@@ -7,10 +7,7 @@ rotating order), so a noisy neighbour on a shared machine slows all of them alik
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,23 +16,9 @@ from typing import Any
 
 import numpy as np
 
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gb = None
-    with contextlib.suppress(ValueError, OSError):
-        mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gb,
-            "python": platform.python_version(), "platform": platform.platform()}
+from hotjoin.matcher.router.calibrate import (
+    machine as machine,  # re-exported: what the figures ran on
+)
 
 
 class Progress:

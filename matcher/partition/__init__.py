@@ -1,0 +1,9 @@
+"""Stabbing partitions of intervals (paper 004 §2, App. A) and interval histograms (App. B).
+
+- :mod:`~hotjoin.matcher.partition.stabbing`: the dynamic stabbing partition, τ groups each
+  sharing a point, kept within a constant factor of the optimum (§2, Lemma 2).
+- :mod:`~hotjoin.matcher.partition.hotspot`: the hotspot tracker: α-hotspots of a stream of
+  intervals and the scattered rest (§2.2, Theorem 1).
+- :mod:`~hotjoin.matcher.partition.histogram`: HIST-EQW and HIST-SSI interval histograms that
+  feed the router's cost models (App. B).
+"""

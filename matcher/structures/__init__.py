@@ -1,0 +1,6 @@
+"""Generic dynamic structures the strategies are built from (no paper concept of their own).
+
+Sorted runs (:mod:`sorted_runs`), pools of sorted groups (:mod:`group_pool`,
+:mod:`gapped_pool`), the interval tree, the rectangle index of SJ-SSI's per-group probes
+(:mod:`rect_index`) and the per-key index of a base table (:mod:`key_index`).
+"""
