@@ -27,15 +27,27 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn, Protocol
 
 from hotjoin.server import metrics
 from hotjoin.server.errors import InvalidArgument, ResourceExhausted
 
-if TYPE_CHECKING:
-    from hotjoin.server.auth import Principal
+
+class Principal(Protocol):
+    """What quotas need of a caller (``hotjoin.server.auth.Principal`` is one): its owner name,
+    its label for metrics and its per-principal limit overrides. A protocol, so this module does
+    not import ``auth`` (which imports ``LIMIT_FIELDS`` from here)."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def limits(self) -> Mapping[str, float]: ...
 
 MAX_BATCH_EVENTS = 10_000  # the topic's own hard limit (server/topic.py)
 

@@ -242,8 +242,12 @@ class SkylineIndex:
             self.points = np.ascontiguousarray(points, dtype=np.float64)
             self.version += 1
 
-    def _fresh(self, st: _KeySky) -> bool:
+    def is_fresh(self, st: _KeySky) -> bool:
+        """Whether ``st`` (a key's skyline, ``keys[key]``) is current: not marked stale and built
+        against the current version of the points. O(1)."""
         return not st.stale and st.version == self.version
+
+    _fresh = is_fresh
 
     def _on_insert(self, key: float, value: float, time: int, slot: int) -> None:
         st = self.keys.get(key)

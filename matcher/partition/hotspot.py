@@ -329,6 +329,10 @@ class HotspotTracker:
         """``|J_H|``."""
         return len(self._hmembers)
 
+    def hotspot_sizes(self) -> list[int]:
+        """|Q_i^H| of every current α-hotspot (§2.2), e.g. for the router's Σ√|Q_i^H| term. O(h)."""
+        return [len(m) for m in self._hmembers.values()]
+
     @property
     def size(self) -> int:
         """``|J| = |J_H| + |J_S|``."""

@@ -120,7 +120,7 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
     names: tuple[str, ...] = tuple(ix.member_names)
     nm = len(names)
     clock = time.perf_counter_ns
-    t_default = 0 if e._max_time is None else e._max_time
+    t_default = 0 if e.watermark is None else e.watermark + e.lateness  # largest time seen
     ks, vs = keys.tolist(), values.tolist()
     ts = times.tolist() if times is not None else [t_default] * len(ks)
     rows: list[tuple[float, float, int]] = []

@@ -369,8 +369,7 @@ class SelectDynamic(_Routing, SelectStrategy):
         if s is None:
             assert self.hot is not None
             tr = self.hot.trackers[d]
-            s = self._hot_sqrt[d] = float(sum(math.sqrt(len(m)) for m in
-                                              tr._hmembers.values()))
+            s = self._hot_sqrt[d] = float(sum(math.sqrt(n) for n in tr.hotspot_sizes()))
         return s
 
     def features(self, dirn: int, v: float, table: BaseTable, size: int) -> list[list[float]]:
@@ -689,7 +688,7 @@ class WindowDynamic(_Routing, WindowStrategy):
                     ns = float(len(g.scattered))
                     nh = n - ns
                     scat = (n1 * ns / n if n else 0.0) * g2(mp)
-                if st is not None and sky._fresh(st):
+                if st is not None and sky.is_fresh(st):
                     mbar = float(st.n)
                     mpb = 2.0 * mbar
                 else:  # a stale skyline is recomputed in one pass over the key's partners

@@ -92,7 +92,7 @@ def m_b_and_skyline(e: Engine, r: tuple[np.ndarray, ...]) -> tuple[float, float]
     s_table = e.tables["S"]
     ix = s_table.key_index
     assert ix is not None
-    now = int(e._max_time or 0)
+    now = 0 if e.watermark is None else e.watermark + e.lateness  # largest time seen
     mbs, sks = [], []
     sky = getattr(w, "skies", {}).get(1)
     for key in r[0][:200].tolist():
