@@ -177,7 +177,8 @@ class EngineCollector(Collector):
             ("committed_cursors", "Subscriptions with a committed cursor.", "committed_cursors"),
             ("cursor_lag_max", "Largest lag (topic seq - committed seq) of a committed cursor.",
              "cursor_lag_max"),
-            ("cursor_lag_sum", "Sum of the lags of the committed cursors.", "cursor_lag_sum"),
+            ("committed_cursors_lag", "Lag of all committed cursors together (sum of topic seq "
+             "- committed seq).", "cursor_lag_sum"),
         )]
         for name, st in self._topics():
             for side, n in st.get("tuples", {}).items():

@@ -22,7 +22,8 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics-port", type=int, default=9464,
                    help="Prometheus /metrics port (default 9464; -1 disables)")
     p.add_argument("--buffer", type=int, default=1024,
-                   help="messages buffered per subscription for resuming listeners (default 1024)")
+                   help="messages buffered per subscription for resuming listeners when the topic "
+                        "keeps messages in memory only (--delivery-retention-bytes 0; default 1024)")
     p.add_argument("--max-workers", type=int, default=64,
                    help="RPC worker threads; each open Listen stream holds one (default 64)")
     p.add_argument("--compact-min-bytes", type=int, default=64 << 20,
