@@ -234,10 +234,16 @@ class HotjoinClient:
 
     # topics
     def create_topic(self, name: str, lateness: int = 0, retention: int | None = None,
-                     strategy: Mapping[str, str] | None = None) -> pb.Topic:
+                     strategy: Mapping[str, str] | None = None, *,
+                     delivery_retention_bytes: int | None = None,
+                     delivery_retention_ms: int | None = None) -> pb.Topic:
         req = pb.CreateTopicRequest(name=name, lateness=lateness, strategy=dict(strategy or {}))
         if retention is not None:
             req.retention = retention
+        if delivery_retention_bytes is not None:
+            req.delivery_retention_bytes = delivery_retention_bytes
+        if delivery_retention_ms is not None:
+            req.delivery_retention_ms = delivery_retention_ms
         return self.topics.CreateTopic(req, timeout=self.timeout)
 
     def get_topic(self, name: str) -> pb.Topic:

@@ -486,7 +486,8 @@ class DeliveryHub:
 
     def _take(self, ch: Chunk, lo: int, lis: Listener, budget: list[int], gap: dict[int, list[int]],
               blocks: list[Item], bounded: bool) -> int:
-        """Rows of ``ch`` from ``lo`` that ``lis`` wants, within ``budget`` ([messages, bytes]);
+        """Rows of ``ch`` from ``lo`` that ``lis`` wants, within ``budget`` ([messages, bytes,
+        taken so far]);
         appends them as one block and returns the row after the last one taken (or the end)."""
         cur = lis.cur
         n = ch.sids.shape[0]
@@ -519,7 +520,13 @@ class DeliveryHub:
         if rows.size:
             sizes = row_bytes(ch)[rows + lo] if ch.pairs else np.full(rows.size, ROW_BYTES)
             fit = int(np.searchsorted(np.cumsum(sizes), budget[1], side="right"))
-            take = max(min(rows.size, budget[0], fit), 1)
+            take = min(rows.size, budget[0], fit)
+            if take == 0:
+                if budget[2]:  # the drain is full: resume at this row next time
+                    budget[1] = 0
+                    return lo + int(rows[0])
+                take = 1  # a message bigger than the whole budget still goes, alone
+            budget[2] += take
             if take < rows.size:
                 rows = rows[:take]
                 end = lo + int(rows[-1]) + 1
@@ -596,7 +603,7 @@ class DeliveryHub:
                 self._gaps_of_lost(lis, gap)  # report every lost range
                 lis.checked = True
                 lis.pos = max(lis.pos, ring_start)
-            budget = [lis.max_batch, self.listener_bytes]
+            budget = [lis.max_batch, self.listener_bytes, 0]
             first = max(bisect.bisect_right(self._starts, lis.pos) - 1, 0)
             for i in range(first, len(self._ring)):
                 ch = self._ring[i]
@@ -629,7 +636,7 @@ class DeliveryHub:
             if lis.cur.shape[0] < self.size:
                 lis.cur = _grow(lis.cur, self.size, -1)
             self._gaps_of_lost(lis, gap)  # after the read: retention may have run meanwhile
-            budget = [lis.max_batch, self.listener_bytes]
+            budget = [lis.max_batch, self.listener_bytes, 0]
             for first, last, cols in recs:
                 if budget[0] <= 0 or budget[1] <= 0:
                     break
