@@ -53,6 +53,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hotjoin.server.log import _fsync_dir, write_all
 
 _HEAD = struct.Struct("<IIqqq")  # length, crc32, first_seq, last_seq, unix_ns
@@ -65,12 +67,31 @@ Columns = tuple[Any, ...]  # (sids, seqs, signs, counts, ops, op_table, pairs)
 
 
 def encode(columns: Columns) -> bytes:
-    """The record payload of one chunk's columns (pickle protocol 5: numpy arrays as raw bytes)."""
-    return pickle.dumps(columns, protocol=5)
+    """The record payload of one chunk's columns: pickle (protocol 5) of the numeric columns, the
+    operation table and the pairs flattened to ``(rows, lengths, r_ids, s_ids)`` — two plain
+    lists of strings, which pickle at C speed, instead of two small arrays per message."""
+    *head, pairs = columns
+    flat = None
+    if pairs:
+        rows = np.fromiter(pairs.keys(), dtype=np.int64, count=len(pairs))
+        rs = [p[0] for p in pairs.values()]
+        lens = np.fromiter((len(r) for r in rs), dtype=np.int64, count=len(rs))
+        flat = (rows, lens, np.concatenate(rs).tolist(),
+                np.concatenate([p[1] for p in pairs.values()]).tolist())
+    return pickle.dumps((*head, flat), protocol=5)
 
 
 def decode(payload: bytes) -> Columns:
-    return pickle.loads(payload)  # noqa: S301 - the server's own files, crc-checked
+    """The columns ``encode`` wrote (the pairs as a dict row -> (r_ids, s_ids) again)."""
+    *head, flat = pickle.loads(payload)  # noqa: S301 - the server's own files, crc-checked
+    pairs = None
+    if flat is not None:
+        rows, lens, r_all, s_all = flat
+        r_arr, s_arr = np.array(r_all, dtype=object), np.array(s_all, dtype=object)
+        ends = np.cumsum(lens).tolist()
+        starts = [0, *ends[:-1]]
+        pairs = {row: (r_arr[a:b], s_arr[a:b]) for row, a, b in zip(rows.tolist(), starts, ends, strict=True)}
+    return (*head, pairs)
 
 
 class _Segment:

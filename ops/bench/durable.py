@@ -1,0 +1,70 @@
+"""Cost of durable delivery (issue 17): ``hotjoin bench serve`` with and without the match log.
+
+Runs the server load test (``hotjoin.ops.loadtest.run_one``, the harness of ``hotjoin bench
+serve``) for each rate and delivery mode twice, interleaved in one run: with the default durable
+delivery (match log written beside the event log, synced in the same group commit) and with
+``--delivery-retention-bytes 0`` (messages in memory only, the behaviour before issue 17) as the
+same-run reference. Prints one JSON line per run and a Markdown table of the ratios.
+
+    python -m hotjoin.ops.bench.durable --subscriptions 20000 --stored 50000 --duration 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hotjoin.ops.loadtest import ServeBenchConfig, run_one
+
+MODES = {"durable": (), "memory-only": ("--delivery-retention-bytes", "0")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--subscriptions", type=int, default=20_000)
+    p.add_argument("--stored", type=int, default=50_000)
+    p.add_argument("--duration", type=float, default=10.0)
+    p.add_argument("--rates", default="5000,0", help="events/s, 0 = as fast as possible")
+    p.add_argument("--deliveries", default="affected,pairs")
+    p.add_argument("--kind", default="select")
+    args = p.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-durable-"))
+    try:
+        for delivery in args.deliveries.split(","):
+            for rate in (float(r) for r in args.rates.split(",")):
+                pair: dict[str, dict[str, Any]] = {}
+                for mode, extra in MODES.items():
+                    cfg = ServeBenchConfig(subscriptions=(args.subscriptions,), stored=args.stored,
+                                           rate=rate, duration=args.duration, kind=args.kind,
+                                           delivery=delivery, extra_server_args=extra)
+                    rec = run_one(cfg, args.subscriptions, work / f"{delivery}-{int(rate)}-{mode}", None)
+                    rec["mode"] = mode
+                    print(json.dumps(rec), flush=True)
+                    pair[mode] = rec
+                d, m = pair["durable"], pair["memory-only"]
+                rows.append({
+                    "delivery": delivery, "rate": rate or "max",
+                    "thr_durable": d["throughput_events_per_s"], "thr_memory": m["throughput_events_per_s"],
+                    "ack_p99": (d["publish_to_ack_ms"].get("p99"), m["publish_to_ack_ms"].get("p99")),
+                    "del_p99": (d["publish_to_delivery_ms"].get("p99"), m["publish_to_delivery_ms"].get("p99")),
+                    "messages_per_event": d["messages_per_event"],
+                })
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("| delivery | rate | events/s durable | events/s memory-only | ratio | ack p99 ms (durable / memory) "
+          "| delivery p99 ms (durable / memory) | messages/event |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['delivery']} | {r['rate']} | {r['thr_durable']:.0f} | {r['thr_memory']:.0f} | "
+              f"{r['thr_durable'] / max(r['thr_memory'], 1e-9):.2f} | {r['ack_p99'][0]} / {r['ack_p99'][1]} | "
+              f"{r['del_p99'][0]} / {r['del_p99'][1]} | {r['messages_per_event']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
