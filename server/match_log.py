@@ -115,20 +115,24 @@ class _Segment:
         self.newest_ns = max(self.newest_ns, ns)
 
 
-def _scan(seg: _Segment, log_seq: int) -> int:
-    """Index the intact records of ``seg`` with ``last_seq <= log_seq``; returns the good size."""
+def _scan(seg: _Segment, log_seq: int, verify: bool) -> int:
+    """Index the records of ``seg`` with ``last_seq <= log_seq``; returns the good size. With
+    ``verify`` every record's checksum is checked (the newest segment: the only one a crash can
+    leave torn); older segments were synced when they rolled, so only their headers are read."""
+    size = seg.path.stat().st_size
+    pos = 0
     with open(seg.path, "rb") as f:
-        data = f.read()
-    pos, n = 0, len(data)
-    while pos + _HEAD.size <= n:
-        length, crc, first, last, ns = _HEAD.unpack_from(data, pos)
-        end = pos + _HEAD.size + length
-        if end > n or last > log_seq:
-            break
-        if zlib.crc32(data[pos + 8:end]) != crc:
-            break
-        seg.add(first, last, pos, end - pos, ns)
-        pos = end
+        data = f.read() if verify else b""
+        while pos + _HEAD.size <= size:
+            head = data[pos:pos + _HEAD.size] if verify else os.pread(f.fileno(), _HEAD.size, pos)
+            length, crc, first, last, ns = _HEAD.unpack(head)
+            end = pos + _HEAD.size + length
+            if end > size or last > log_seq:
+                break
+            if verify and zlib.crc32(data[pos + 8:end]) != crc:
+                break
+            seg.add(first, last, pos, end - pos, ns)
+            pos = end
     if not seg.firsts:
         seg.newest_ns = int(seg.path.stat().st_mtime_ns)
     return pos
@@ -153,8 +157,8 @@ class MatchLog:
         for p in sorted(directory.glob("*.seg")):
             self.segments.append(_Segment(int(p.stem), p))
         keep: list[_Segment] = []
-        for seg in self.segments:
-            good = _scan(seg, log_seq)
+        for k, seg in enumerate(self.segments):
+            good = _scan(seg, log_seq, verify=k >= len(self.segments) - 2)
             if good < seg.path.stat().st_size:  # a torn tail, or batches the event log lacks
                 with open(seg.path, "r+b") as f:
                     f.truncate(good)

@@ -196,6 +196,14 @@ def test_gap_only_beyond_the_delivery_retention(data_dir: Path) -> None:
             # within the bound: no Gap, exactly the messages after the cursor
             gaps, got = _collect(c.listen("t", subscriber="me", cursors={sid: first + 5}))
             assert gaps == [] and got == [(sid, s) for s in range(first + 6, seq + 1)]
+            assert main(["topic", "--target", srv.target, "create", "t2", "--delivery-retention-bytes",
+                         "0", "--delivery-retention-ms", "-1"]) == 0
+            t2 = c.get_topic("t2")
+            assert (t2.delivery_retention_bytes, t2.delivery_retention_ms) == (0, -1)
+            assert not (data_dir / "topics" / "t2" / "matches").exists(), "memory only: no match log"
+            with pytest.raises(grpc.RpcError) as err:
+                c.create_topic("t3", delivery_retention_bytes=-1)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     finally:
         srv.stop(0)
 
