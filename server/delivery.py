@@ -615,6 +615,8 @@ class DeliveryHub:
                 stop = self._take(ch, lis.pos - ch.start, lis, budget, gap, blocks, not durable)
                 lis.pos = ch.start + stop
                 lis.dseq = ch.last_seq if lis.pos >= end else ch.first_seq - 1
+                if lis.pos < end:  # the drain is full inside this chunk
+                    break
             at_end = lis.pos >= self._end
             out, gaps = self._finish(lis, gap, blocks, at_end)
         return self._emit(lis, out, gaps, at_end)
