@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import threading
 import time
 from array import array
@@ -53,6 +54,7 @@ import numpy as np
 
 from hotjoin.server.match_log import MatchLog
 
+log = logging.getLogger("hotjoin.delivery")
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
 LISTENER_BYTES = 4 << 20  # per drain of one listener: its backlog in the server's memory
@@ -633,7 +635,15 @@ class DeliveryHub:
                 return []
             lis.wake.clear()
             upto = self._released
-        recs = self.store.read(lis.dseq, upto, self.listener_bytes)
+        try:
+            recs = self.store.read(lis.dseq, upto, self.listener_bytes)
+        except Exception:  # an unreadable record: say so with a Gap rather than fail the stream
+            log.exception("match log unreadable after seq %d; reporting a gap up to %d", lis.dseq, upto)
+            recs = []
+            with self._lock:
+                att = np.flatnonzero(lis.cur[: self.size] >= 0)
+                hit = att[lis.cur[att] < upto]
+                self._lost[hit] = np.maximum(self._lost[hit], upto)
         with self._lock:
             if lis.cur.shape[0] < self.size:
                 lis.cur = _grow(lis.cur, self.size, -1)

@@ -336,3 +336,23 @@ def test_hub_delivers_every_owed_message_once(tmp_path_factory: pytest.TempPathF
         seqs = [q for s, q in got if s == sid]
         assert seqs == sorted(seqs)
     ml.close()
+
+
+def test_unreadable_match_log_record_becomes_a_gap(tmp_path: Path) -> None:
+    ml = MatchLog(tmp_path, log_seq=0, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=1)
+    hub.add_subscription(0, "a", registered_seq=1)
+    for seq in range(2, 6):
+        ch = _chunk(seq)
+        ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+        hub.push(ch)
+    seg = ml.segments[0]
+    with open(seg.path, "r+b") as f:  # damage the payload of the record of seq 2 (disk rot)
+        f.seek(int(seg.offsets[0]) + 36)
+        f.write(b"\x00" * 8)
+    lis = hub.listen("a", [], {}, default_after_seq=0, from_latest=False, current_seq=5)
+    gaps, seqs, _ = _drain_all(hub, lis)
+    assert [(g.subscription_id, g.from_seq, g.to_seq) for g in gaps] == [(0, 1, 5)] and seqs == []
+    hub.push(_chunk(6))
+    ml.append(6, 6, encode(_chunk(6).columns()))
+    assert _drain_all(hub, lis)[1] == [6], "the stream goes on after the gap"
