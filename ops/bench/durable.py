@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
                     cfg = ServeBenchConfig(subscriptions=(args.subscriptions,), stored=args.stored,
                                            rate=rate, duration=args.duration, kind=args.kind,
                                            delivery=delivery, extra_server_args=extra)
-                    rec = run_one(cfg, args.subscriptions, work / f"{delivery}-{int(rate)}-{mode}", None)
+                    run_dir = work / f"{delivery}-{int(rate)}-{mode}"
+                    run_dir.mkdir(parents=True)
+                    rec = run_one(cfg, args.subscriptions, run_dir, None)
                     rec["mode"] = mode
                     print(json.dumps(rec), flush=True)
                     pair[mode] = rec
