@@ -137,9 +137,9 @@ OP_BYTES = 160
 def row_bytes(ch: Chunk | MatchBlock) -> np.ndarray:
     """Estimated bytes of each message (row) of a chunk or block."""
     out = np.full(len(ch), ROW_BYTES, dtype=np.int64)
-    if ch.pairs:
-        for row, (r, _s) in ch.pairs.items():
-            out[row] += PAIR_BYTES * len(r)
+    if ch.pairs:  # a PAIRS message's count is its number of pairs
+        rows = np.fromiter(ch.pairs.keys(), dtype=np.int64, count=len(ch.pairs))
+        out[rows] += PAIR_BYTES * ch.counts[rows]
     return out
 
 
