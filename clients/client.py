@@ -368,15 +368,20 @@ class MatchStream:
         self._cancelled = False
         self._start_seq: int | None = None
         self._committed_at = time.monotonic()
+        self._committed: dict[int, int] = {}
 
     def commit(self, include_last: bool = False) -> int:
         """Commit the processed positions (with ``include_last`` also the last yielded message);
         returns how many subscriptions were committed."""
-        pos = dict(self.cursors if include_last else self.processed)
+        done = self._committed
+        pos = {s: q for s, q in (self.cursors if include_last else self.processed).items()
+               if q > done.get(s, -1)}  # never moves a position this stream committed back
+        self._committed_at = time.monotonic()
         if not pos:
             return 0
-        self._committed_at = time.monotonic()
-        return self.client.commit_cursors(self.request.topic, pos)
+        n = self.client.commit_cursors(self.request.topic, pos)
+        done.update(pos)
+        return n
 
     def _maybe_commit(self) -> None:
         if self.auto_commit is not None and time.monotonic() - self._committed_at >= self.auto_commit:

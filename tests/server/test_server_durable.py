@@ -356,3 +356,26 @@ def test_unreadable_match_log_record_becomes_a_gap(tmp_path: Path) -> None:
     hub.push(_chunk(6))
     ml.append(6, 6, encode(_chunk(6).columns()))
     assert _drain_all(hub, lis)[1] == [6], "the stream goes on after the gap"
+
+
+def test_cli_listen_commit_resumes_where_the_last_run_stopped(
+        client: HotjoinClient, server: HotjoinServer, capsys: pytest.CaptureFixture[str]) -> None:
+    client.create_topic("t", lateness=10**6)
+    sid = client.subscribe("t", band((-1, 1), subscriber="me"))
+    client.publish("t", [event("R", "r0", 0.0, 0.0, time=0)])
+    client.publish("t", [event("S", f"s{i}", 0.5, 0.0, time=i) for i in range(3)])  # seqs 3, 4, 5
+    t = ["--target", server.target]
+
+    def seqs() -> list[int]:
+        import json
+        return [int(json.loads(x)["match"]["seq"]) for x in capsys.readouterr().out.splitlines()
+                if "match" in json.loads(x)]
+
+    assert main(["listen", *t, "t", "--subscriber", "me", "--count", "2", "--commit"]) == 0
+    assert seqs() == [3, 4]
+    assert client.get_cursors("t", subscription_ids=[sid]).cursors[0].committed_seq == 4
+    assert main(["listen", *t, "t", "--subscriber", "me", "--count", "1", "--commit"]) == 0
+    assert seqs() == [5]
+    assert main(["listen", *t, "t", "--subscriber", "me", "--count", "1", "--ignore-committed"]) == 0
+    assert seqs() == [3]
+    assert client.get_cursors("t").cursors[0].committed_seq == 5
