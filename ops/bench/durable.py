@@ -31,31 +31,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rates", default="5000,0", help="events/s, 0 = as fast as possible")
     p.add_argument("--deliveries", default="affected,pairs")
     p.add_argument("--kind", default="select")
+    p.add_argument("--no-listener", action="store_true",
+                   help="no listener process: the publish path's cost alone")
+    p.add_argument("--repeat", type=int, default=1, help="run each pair this many times")
     args = p.parse_args(argv)
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-durable-"))
     try:
-        for delivery in args.deliveries.split(","):
-            for rate in (float(r) for r in args.rates.split(",")):
-                pair: dict[str, dict[str, Any]] = {}
-                for mode, extra in MODES.items():
-                    cfg = ServeBenchConfig(subscriptions=(args.subscriptions,), stored=args.stored,
-                                           rate=rate, duration=args.duration, kind=args.kind,
-                                           delivery=delivery, extra_server_args=extra)
-                    run_dir = work / f"{delivery}-{int(rate)}-{mode}"
-                    run_dir.mkdir(parents=True)
-                    rec = run_one(cfg, args.subscriptions, run_dir, None)
-                    rec["mode"] = mode
-                    print(json.dumps(rec), flush=True)
-                    pair[mode] = rec
-                d, m = pair["durable"], pair["memory-only"]
-                rows.append({
-                    "delivery": delivery, "rate": rate or "max",
-                    "thr_durable": d["throughput_events_per_s"], "thr_memory": m["throughput_events_per_s"],
-                    "ack_p99": (d["publish_to_ack_ms"].get("p99"), m["publish_to_ack_ms"].get("p99")),
-                    "del_p99": (d["publish_to_delivery_ms"].get("p99"), m["publish_to_delivery_ms"].get("p99")),
-                    "messages_per_event": d["messages_per_event"],
-                })
+        for delivery, rate, rep in ((d, float(r), k) for d in args.deliveries.split(",")
+                                    for r in args.rates.split(",") for k in range(args.repeat)):
+            pair: dict[str, dict[str, Any]] = {}
+            for mode, extra in MODES.items():
+                cfg = ServeBenchConfig(subscriptions=(args.subscriptions,), stored=args.stored,
+                                       rate=rate, duration=args.duration, kind=args.kind,
+                                       delivery=delivery, extra_server_args=extra,
+                                       listener=not args.no_listener)
+                run_dir = work / f"{delivery}-{int(rate)}-{mode}-{rep}"
+                run_dir.mkdir(parents=True)
+                rec = run_one(cfg, args.subscriptions, run_dir, None)
+                rec["mode"] = mode
+                print(json.dumps(rec), flush=True)
+                pair[mode] = rec
+            d, m = pair["durable"], pair["memory-only"]
+            rows.append({
+                "delivery": delivery, "rate": rate or "max",
+                "thr_durable": d["throughput_events_per_s"], "thr_memory": m["throughput_events_per_s"],
+                "ack_p99": (d["publish_to_ack_ms"].get("p99"), m["publish_to_ack_ms"].get("p99")),
+                "del_p99": (d["publish_to_delivery_ms"].get("p99"), m["publish_to_delivery_ms"].get("p99")),
+                "messages_per_event": d["messages_per_event"],
+            })
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("| delivery | rate | events/s durable | events/s memory-only | ratio | ack p99 ms (durable / memory) "
