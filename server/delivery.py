@@ -65,7 +65,7 @@ class Chunk:
     """The messages of one batch of operations, as columns (rows in seq order)."""
 
     __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pairs", "ords", "pbefore",
-                 "start", "n_pairs", "first_seq", "last_seq", "nbytes")
+                 "start", "n_pairs", "first_seq", "last_seq", "nbytes", "flat")
 
     def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
                  ops: np.ndarray, op_table: list[tuple[str, str, str, int]],
@@ -80,10 +80,15 @@ class Chunk:
         self.first_seq = int(seqs[0]) if seqs.shape[0] else 0
         self.last_seq = int(seqs[-1]) if seqs.shape[0] else 0
         self.nbytes = 0
+        # the pairs flattened: (rows with pairs, r_ids, s_ids of those rows in row order), set by
+        # ``build`` for the match log (one array per side instead of two per message)
+        self.flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def columns(self) -> tuple[Any, ...]:
-        """The chunk as plain columns (what the match log stores)."""
-        return (self.sids, self.seqs, self.signs, self.counts, self.ops, self.op_table, self.pairs)
+        """The chunk as plain columns (what the match log stores): the pairs as ``flat`` when
+        known, else as the row -> (r_ids, s_ids) dict."""
+        return (self.sids, self.seqs, self.signs, self.counts, self.ops, self.op_table,
+                self.flat if self.flat is not None else self.pairs)
 
     @staticmethod
     def from_columns(cols: tuple[Any, ...], first_seq: int, last_seq: int) -> Chunk:
@@ -96,12 +101,12 @@ class Chunk:
         return int(self.sids.shape[0])
 
     @staticmethod
-    def build(parts: Sequence[tuple[int, int, str, str, str, int, np.ndarray, np.ndarray,
-                                    dict[int, tuple[np.ndarray, np.ndarray]] | None]]) -> Chunk:
+    def build(parts: Sequence[tuple[Any, ...]]) -> Chunk:
         """One chunk from per-operation parts ``(seq, sign, op, side, event_id, received_ns,
-        sids, counts, pairs)``: ``counts`` may be signed (its sign then wins over ``sign``);
-        ``pairs`` maps a row of the part to its ``(r_ids, s_ids)`` (PAIRS messages)."""
-        op_table = [(op, side, eid, rns) for (_, _, op, side, eid, rns, _, _, _) in parts]
+        sids, counts, pairs[, flat])``: ``counts`` may be signed (its sign then wins over
+        ``sign``); ``pairs`` maps a row of the part to its ``(r_ids, s_ids)`` (PAIRS messages);
+        ``flat`` optionally gives the same pairs as ``(rows, r_ids, s_ids)`` arrays."""
+        op_table = [(p[2], p[3], p[4], p[5]) for p in parts]
         lens = [len(p[6]) for p in parts]
         n = sum(lens)
         sids = np.concatenate([p[6] for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
@@ -111,15 +116,28 @@ class Chunk:
         signs = np.where(counts > 0, 1, np.where(counts < 0, -1, base_sign)).astype(np.int8)
         ops = np.repeat(np.arange(len(parts), dtype=np.int32), lens)
         pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+        frows: list[np.ndarray] = []
+        fr: list[np.ndarray] = []
+        fs: list[np.ndarray] = []
         off = 0
         for p, ln in zip(parts, lens, strict=True):
             if p[8]:
                 pairs = pairs or {}
                 for row, pr in p[8].items():
                     pairs[off + row] = pr
+                flat = p[9] if len(p) > 9 else None
+                if flat is None:
+                    rows = sorted(p[8])
+                    flat = (np.array(rows, dtype=np.int64), np.concatenate([p[8][r][0] for r in rows]),
+                            np.concatenate([p[8][r][1] for r in rows]))
+                frows.append(flat[0] + off)
+                fr.append(flat[1])
+                fs.append(flat[2])
             off += ln
         assert off == n
         ch = Chunk(sids, seqs, signs, np.abs(counts), ops, op_table, pairs)
+        if frows:
+            ch.flat = (np.concatenate(frows), np.concatenate(fr), np.concatenate(fs))
         if parts:
             ch.first_seq, ch.last_seq = int(parts[0][0]), int(parts[-1][0])
         ch.nbytes = int(row_bytes(ch).sum()) + OP_BYTES * len(op_table)
@@ -138,7 +156,9 @@ def row_bytes(ch: Chunk | MatchBlock) -> np.ndarray:
     """Estimated bytes of each message (row) of a chunk or block."""
     out = np.full(len(ch), ROW_BYTES, dtype=np.int64)
     if ch.pairs:  # a PAIRS message's count is its number of pairs
-        rows = np.fromiter(ch.pairs.keys(), dtype=np.int64, count=len(ch.pairs))
+        flat = getattr(ch, "flat", None)
+        rows = flat[0] if flat is not None else np.fromiter(ch.pairs.keys(), dtype=np.int64,
+                                                            count=len(ch.pairs))
         out[rows] += PAIR_BYTES * ch.counts[rows]
     return out
 
@@ -672,6 +692,7 @@ class DeliveryHub:
 def _filter(chunk: Chunk, keep: np.ndarray) -> None:
     """Drop the rows of subscriptions that are gone (``keep`` false)."""
     idx = np.flatnonzero(keep)
+    chunk.flat = None  # row numbers change
     if chunk.pairs:
         remap = {int(old): new for new, old in enumerate(idx.tolist())}
         chunk.pairs = {remap[r]: p for r, p in chunk.pairs.items() if r in remap} or None

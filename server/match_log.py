@@ -68,16 +68,19 @@ Columns = tuple[Any, ...]  # (sids, seqs, signs, counts, ops, op_table, pairs)
 
 def encode(columns: Columns) -> bytes:
     """The record payload of one chunk's columns: pickle (protocol 5) of the numeric columns, the
-    operation table and the pairs flattened to ``(rows, lengths, r_ids, s_ids)`` — two plain
-    lists of strings, which pickle at C speed, instead of two small arrays per message."""
+    operation table and the pairs flattened to ``(rows, lengths, r_ids, s_ids)`` — one object
+    array per side, which pickles at C speed, instead of two small arrays per message. The last
+    column is either that flat form without lengths (``Chunk.flat``) or the row -> pairs dict."""
     *head, pairs = columns
     flat = None
-    if pairs:
-        rows = np.fromiter(pairs.keys(), dtype=np.int64, count=len(pairs))
-        rs = [p[0] for p in pairs.values()]
+    if isinstance(pairs, tuple):
+        rows, r_all, s_all = pairs
+        flat = (rows, head[3][rows], r_all, s_all)  # a PAIRS message's count is its pair count
+    elif pairs:
+        rows = np.array(sorted(pairs), dtype=np.int64)
+        rs = [pairs[r][0] for r in rows.tolist()]
         lens = np.fromiter((len(r) for r in rs), dtype=np.int64, count=len(rs))
-        flat = (rows, lens, np.concatenate(rs).tolist(),
-                np.concatenate([p[1] for p in pairs.values()]).tolist())
+        flat = (rows, lens, np.concatenate(rs), np.concatenate([pairs[r][1] for r in rows.tolist()]))
     return pickle.dumps((*head, flat), protocol=5)
 
 
@@ -87,7 +90,7 @@ def decode(payload: bytes) -> Columns:
     pairs = None
     if flat is not None:
         rows, lens, r_all, s_all = flat
-        r_arr, s_arr = np.array(r_all, dtype=object), np.array(s_all, dtype=object)
+        r_arr, s_arr = np.asarray(r_all, dtype=object), np.asarray(s_all, dtype=object)
         ends = np.cumsum(lens).tolist()
         starts = [0, *ends[:-1]]
         pairs = {row: (r_arr[a:b], s_arr[a:b]) for row, a, b in zip(rows.tolist(), starts, ends, strict=True)}

@@ -969,13 +969,20 @@ class Topic:
         uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
         pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         aff = self._affected
-        want = np.flatnonzero(~aff[uniq])
+        wanted = ~aff[uniq]
+        want = np.flatnonzero(wanted)
+        flat = None
         if want.size:
             r_ids, s_ids = out.r_ids[order], out.s_ids[order]
             for row in want.tolist():
                 st, c = int(starts[row]), int(counts[row])
                 pairs[row] = (r_ids[st : st + c], s_ids[st : st + c])
-        sink.append((seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None))
+            if want.size == uniq.size:  # the same pairs as two arrays, for the match log
+                flat = (want, r_ids, s_ids)
+            else:
+                m = np.repeat(wanted, counts)
+                flat = (want, r_ids[m], s_ids[m])
+        sink.append((seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
         self._m_messages.inc(len(uniq))
 
     def _snapshot_message(self, sid: int, seq: int, received_ns: int, sink: list[Any]) -> None:
