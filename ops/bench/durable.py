@@ -7,6 +7,7 @@ delivery (match log written beside the event log, synced in the same group commi
 same-run reference. Prints one JSON line per run and a Markdown table of the ratios.
 
     python -m hotjoin.ops.bench.durable --subscriptions 20000 --stored 50000 --duration 10
+    python -m hotjoin.ops.bench.durable --codec     # record bytes and encode/decode CPU only
 """
 
 from __future__ import annotations
@@ -23,6 +24,47 @@ from hotjoin.ops.loadtest import ServeBenchConfig, run_one
 MODES = {"durable": (), "memory-only": ("--delivery-retention-bytes", "0")}
 
 
+def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
+    """Bytes and CPU of one batch's match-log record (``Chunk.build`` + ``match_log.encode`` /
+    ``decode``), best of 5: 100 events, 10 subscriptions each, 0 / 1 / 10 pairs per message."""
+    import time
+
+    import numpy as np
+
+    from hotjoin.server.delivery import Chunk
+    from hotjoin.server.match_log import decode, encode
+
+    rng = np.random.default_rng(rng_seed)
+    out = []
+    for label, per, pp in (("AFFECTED", 10, 0), ("PAIRS, 1 pair", 10, 1), ("PAIRS, 10 pairs", 10, 10)):
+        parts = []
+        for k in range(100):  # the parts Topic._messages builds for 100 published S events
+            sids = np.sort(rng.choice(100_000, per, replace=False)).astype(np.int64)
+            pr = flat = None
+            if pp:
+                r = np.array([f"r{rng.integers(10**6)}" for _ in range(pp * per)], dtype=object)
+                s_ = np.array([f"e{1000 + k}"] * (pp * per), dtype=object)
+                pr = {i: (r[i * pp:(i + 1) * pp], s_[i * pp:(i + 1) * pp]) for i in range(per)}
+                flat = (np.arange(per), r, s_)
+            parts.append((1000 + k, 1, "publish", "S", f"e{1000 + k}", 0, sids,
+                          np.full(per, max(pp, 1), dtype=np.int64), pr, flat))
+        best = [1e9, 1e9, 1e9]
+        for _ in range(5):
+            t0 = time.perf_counter()
+            ch = Chunk.build(parts)
+            t1 = time.perf_counter()
+            rec = encode(ch.columns())
+            t2 = time.perf_counter()
+            decode(rec)
+            t3 = time.perf_counter()
+            best = [min(b, x) for b, x in zip(best, (t1 - t0, t2 - t1, t3 - t2), strict=True)]
+        n = len(ch)
+        out.append({"messages": label, "bytes_per_message": round((len(rec) + 36) / n, 1),
+                    "build_us": round(best[0] * 1e6), "encode_us": round(best[1] * 1e6),
+                    "encode_ns_per_message": round(best[1] * 1e9 / n), "decode_us": round(best[2] * 1e6)})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--subscriptions", type=int, default=20_000)
@@ -34,7 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-listener", action="store_true",
                    help="no listener process: the publish path's cost alone")
     p.add_argument("--repeat", type=int, default=1, help="run each pair this many times")
+    p.add_argument("--codec", action="store_true",
+                   help="only the match log's record size and encode/decode CPU per batch")
     args = p.parse_args(argv)
+    if args.codec:
+        for r in codec():
+            print(json.dumps(r))
+        return 0
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-durable-"))
     try:

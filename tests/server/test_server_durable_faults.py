@@ -113,8 +113,9 @@ class Consumer:
     """One listener: records every message it is handed, per (subscription, seq)."""
 
     def __init__(self, name: str, client: HotjoinClient, subscriber: str, delay: float = 0.0,
-                 commit_each: bool = False) -> None:
+                 commit_each: bool = False, ids: tuple[int, ...] = (), batch: bool = True) -> None:
         self.name, self.client, self.subscriber = name, client, subscriber
+        self.ids, self.batch = ids, batch  # with ids: listens to those subscriptions, not by name
         self.delay = delay
         self.commit_each = commit_each
         self.got: list[tuple[int, int, Msg]] = []
@@ -126,8 +127,9 @@ class Consumer:
         self.error: BaseException | None = None
 
     def start(self, cursors: dict[int, int] | None = None, reconnect: bool = True) -> None:
-        self.stream = self.client.listen("t", subscriber=self.subscriber, cursors=cursors,
-                                         batch=True, retry_delay=0.05, reconnect=reconnect)
+        self.stream = self.client.listen("t", subscriber="" if self.ids else self.subscriber,
+                                         subscription_ids=self.ids, cursors=cursors,
+                                         batch=self.batch, retry_delay=0.05, reconnect=reconnect)
         self.thread = threading.Thread(target=self._run, args=(self.stream,), daemon=True)
         self.thread.start()
 
@@ -178,7 +180,8 @@ def _one_run(data_dir: Path, seed: int) -> dict[str, int]:
         c.create_topic("t", lateness=10**9)
         for spec, _ in SPECS:
             c.subscribe("t", spec)
-        live = [Consumer("live-sel", c, "sel"), Consumer("live-band", c, "band"),
+        # by subscriber with MatchBatch responses, and by subscription ids with single messages
+        live = [Consumer("live-sel", c, "sel"), Consumer("live-band", c, "band", ids=(2, 3), batch=False),
                 Consumer("live-win", c, "win")]
         lagging = Consumer("lagging-band", c, "band", delay=0.002)
         stopper = Consumer("stopper-win", c, "win")
