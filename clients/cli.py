@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "hotjoin.clients.commands.publish",
     "hotjoin.clients.commands.listen",
     "hotjoin.clients.commands.stats",
+    "hotjoin.clients.commands.cursors",
     "hotjoin.clients.commands.export",
     "hotjoin.clients.commands.replay",
     "hotjoin.clients.commands.calibrate",

@@ -8,9 +8,17 @@
 ...         print(msg)
 
 ``publisher()`` batches events over the streaming RPC for high rates; ``listen()`` returns an
-iterator over matches that reconnects after a dropped connection and resumes from the last
-sequence number it yielded per subscription (the server answers with a ``Gap`` if messages it
-asks for are no longer buffered).
+iterator over matches that reconnects after a dropped connection or a server restart and
+resumes from the last sequence number it yielded per subscription; the server keeps every
+message within the topic's delivery retention on disk, and answers with a ``Gap`` only for
+messages beyond it.
+
+**Delivery guarantee.** Within one ``MatchStream`` every message is yielded exactly once by
+(subscription, seq): reconnects resume after the last yielded seq, and a message at or below it
+is dropped should one ever arrive again. Across restarts of the *application*, the stream starts
+from the cursors committed on the server (``MatchStream.commit()``, or ``auto_commit=`` seconds;
+``commit_cursors``), so delivery is **at-least-once**: what was yielded after the last commit is
+delivered again. Committing after processing each message makes it exactly-once by seq.
 
 A server with security turned on (server/SECURITY.md) takes ``token=`` (sent as
 ``authorization: Bearer <token>`` on every call) and ``tls_ca=`` (the CA that signed the
@@ -22,6 +30,7 @@ target's host.
 from __future__ import annotations
 
 import collections
+import contextlib
 import queue
 import threading
 import time
@@ -225,10 +234,16 @@ class HotjoinClient:
 
     # topics
     def create_topic(self, name: str, lateness: int = 0, retention: int | None = None,
-                     strategy: Mapping[str, str] | None = None) -> pb.Topic:
+                     strategy: Mapping[str, str] | None = None, *,
+                     delivery_retention_bytes: int | None = None,
+                     delivery_retention_ms: int | None = None) -> pb.Topic:
         req = pb.CreateTopicRequest(name=name, lateness=lateness, strategy=dict(strategy or {}))
         if retention is not None:
             req.retention = retention
+        if delivery_retention_bytes is not None:
+            req.delivery_retention_bytes = delivery_retention_bytes
+        if delivery_retention_ms is not None:
+            req.delivery_retention_ms = delivery_retention_ms
         return self.topics.CreateTopic(req, timeout=self.timeout)
 
     def get_topic(self, name: str) -> pb.Topic:
@@ -289,8 +304,14 @@ class HotjoinClient:
     # listening
     def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
                cursors: Mapping[int, int] | None = None, from_latest: bool = False,
-               reconnect: bool = True, retry_delay: float = 0.2, batch: bool = False) -> MatchStream:
+               reconnect: bool = True, retry_delay: float = 0.2, batch: bool = False,
+               auto_commit: float | None = None, ignore_committed: bool = False) -> MatchStream:
         """An iterator over ``ListenResponse`` messages that resumes after reconnects.
+
+        Subscriptions without an entry in ``cursors`` start after their committed cursor on the
+        server (unless ``ignore_committed``), else as ``from_latest`` says. With ``auto_commit``
+        the positions of processed messages (those before the one the application asks for
+        next) are committed at most every ``auto_commit`` seconds and when the stream ends.
 
         With ``batch`` the server packs matches without pairs into ``MatchBatch`` responses
         (``WhichOneof("message") == "matches"``; expand them with ``batch_rows``): one gRPC
@@ -298,8 +319,25 @@ class HotjoinClient:
         same way.
         """
         req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
-                               from_latest=from_latest, batch=batch)
-        return MatchStream(self, req, dict(cursors or {}), reconnect, retry_delay)
+                               from_latest=from_latest, batch=batch, ignore_committed=ignore_committed)
+        return MatchStream(self, req, dict(cursors or {}), reconnect, retry_delay, auto_commit)
+
+    def commit_cursors(self, topic: str, cursors: Mapping[int, int] | None = None,
+                       subscriber: str = "", after_seq: int | None = None) -> int:
+        """Commit processed positions ``{subscription id: seq}`` (and/or ``after_seq`` for every
+        subscription of ``subscriber``); durable on return. Returns how many were committed."""
+        req = pb.CommitCursorsRequest(topic=topic, subscriber=subscriber, cursors=[
+            pb.Cursor(subscription_id=s, after_seq=q) for s, q in (cursors or {}).items()])
+        if after_seq is not None:
+            req.after_seq = after_seq
+        return self.listening.CommitCursors(req, timeout=self.timeout).committed
+
+    def get_cursors(self, topic: str, subscriber: str = "",
+                    subscription_ids: Iterable[int] = ()) -> pb.GetCursorsResponse:
+        """Committed positions and lag of the topic's live subscriptions."""
+        return self.listening.GetCursors(pb.GetCursorsRequest(
+            topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids)),
+            timeout=self.timeout)
 
     def stats(self, topic: str) -> pb.TopicStats:
         return self.stats_stub.GetTopicStats(pb.TopicStatsRequest(topic=topic), timeout=self.timeout)
@@ -309,21 +347,48 @@ class MatchStream:
     """Iterate over a Listen stream; reconnects and resumes from the last seq per subscription.
 
     Parts of a split PAIRS message are joined, so each yielded ``Match`` is complete and
-    ``cursors[sid]`` is exactly the seq of the last message yielded for ``sid``. ``cancel()``
-    ends the iteration from another thread.
+    ``cursors[sid]`` is exactly the seq of the last message yielded for ``sid``; ``processed``
+    holds the positions of the messages before the last one yielded (the application asked for
+    the next one, so it is done with them), which ``commit()`` commits. ``cancel()`` ends the
+    iteration from another thread.
     """
 
     def __init__(self, client: HotjoinClient, request: pb.ListenRequest, cursors: dict[int, int],
-                 reconnect: bool, retry_delay: float) -> None:
+                 reconnect: bool, retry_delay: float, auto_commit: float | None = None) -> None:
         self.client = client
         self.request = request
         self.cursors = cursors
+        self.processed: dict[int, int] = {}
         self.reconnect = reconnect
         self.retry_delay = retry_delay
+        self.auto_commit = auto_commit
         self.reconnects = 0
+        self.duplicates = 0  # messages at or below a cursor that were dropped (should stay 0)
         self._call: Any = None
         self._cancelled = False
         self._start_seq: int | None = None
+        self._committed_at = time.monotonic()
+        self._committed: dict[int, int] = {}
+
+    def commit(self, include_last: bool = False) -> int:
+        """Commit the processed positions (with ``include_last`` also the last yielded message);
+        returns how many subscriptions were committed."""
+        done = self._committed
+        pos = {s: q for s, q in (self.cursors if include_last else self.processed).items()
+               if q > done.get(s, -1)}  # never moves a position this stream committed back
+        self._committed_at = time.monotonic()
+        if not pos:
+            return 0
+        n = self.client.commit_cursors(self.request.topic, pos)
+        done.update(pos)
+        return n
+
+    def _maybe_commit(self) -> None:
+        if self.auto_commit is not None and time.monotonic() - self._committed_at >= self.auto_commit:
+            try:
+                self.commit()
+            except grpc.RpcError:  # retried at the next interval; never fails the iteration
+                self._committed_at = time.monotonic()
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -341,12 +406,22 @@ class MatchStream:
         return req
 
     def __iter__(self) -> Iterator[pb.ListenResponse]:
+        try:
+            yield from self._iterate()
+        finally:
+            if self.auto_commit is not None:
+                with contextlib.suppress(grpc.RpcError, ValueError):
+                    self.commit()
+
+    def _iterate(self) -> Iterator[pb.ListenResponse]:
         partial: pb.Match | None = None
+        cursors, processed = self.cursors, self.processed
         while not self._cancelled:
             self._call = self.client.listening.Listen(self._next_request())
             try:
                 for resp in self._call:
                     kind = resp.WhichOneof("message")
+                    done: Iterable[tuple[int, int]] = ()
                     if kind == "match":
                         m = resp.match
                         if m.more or partial is not None:
@@ -360,18 +435,32 @@ class MatchStream:
                             partial.more = False
                             resp = pb.ListenResponse(match=partial)
                             m, partial = partial, None
-                        self.cursors[m.subscription_id] = m.seq
+                        if m.seq <= cursors.get(m.subscription_id, -1):
+                            self.duplicates += 1  # exactly once by seq within the stream
+                            continue
+                        cursors[m.subscription_id] = m.seq
+                        done = ((m.subscription_id, m.seq),)
                     elif kind == "matches":
                         mb = resp.matches
-                        self.cursors.update(zip(mb.subscription_ids, mb.seqs, strict=True))
+                        rows = list(zip(mb.subscription_ids, mb.seqs, strict=True))
+                        if any(q <= cursors.get(s, -1) for s, q in rows):
+                            resp, rows = self._dedupe(mb, rows)
+                            if not rows:
+                                continue
+                        cursors.update(rows)
+                        done = rows
                     elif kind == "gap":
                         g = resp.gap
-                        self.cursors[g.subscription_id] = max(self.cursors.get(g.subscription_id, 0), g.to_seq)
+                        cursors[g.subscription_id] = max(cursors.get(g.subscription_id, 0), g.to_seq)
+                        done = ((g.subscription_id, cursors[g.subscription_id]),)
                     elif kind == "unsubscribed":
-                        self.cursors.pop(resp.unsubscribed.subscription_id, None)
+                        cursors.pop(resp.unsubscribed.subscription_id, None)
+                        processed.pop(resp.unsubscribed.subscription_id, None)
                     elif kind == "caught_up" and self._start_seq is None:
                         self._start_seq = resp.caught_up.seq
                     yield resp
+                    processed.update(done)  # the application asked for the next message
+                    self._maybe_commit()
                 return
             except grpc.RpcError as e:
                 partial = None
@@ -381,6 +470,21 @@ class MatchStream:
                     raise
                 self.reconnects += 1
                 time.sleep(self.retry_delay)
+
+
+    def _dedupe(self, mb: pb.MatchBatch, rows: list[tuple[int, int]]
+                ) -> tuple[pb.ListenResponse, list[tuple[int, int]]]:
+        """The batch without rows at or below the cursors (never expected from the server)."""
+        keep = [i for i, (s, q) in enumerate(rows) if q > self.cursors.get(s, -1)]
+        self.duplicates += len(rows) - len(keep)
+        out = pb.MatchBatch(ops=mb.ops)
+        for i in keep:
+            out.subscription_ids.append(mb.subscription_ids[i])
+            out.seqs.append(mb.seqs[i])
+            out.signs.append(mb.signs[i])
+            out.counts.append(mb.counts[i])
+            out.op_index.append(mb.op_index[i])
+        return pb.ListenResponse(matches=out), [rows[i] for i in keep]
 
 
 def batch_rows(mb: pb.MatchBatch) -> list[pb.Match]:

@@ -75,7 +75,7 @@ class EventRef(_message.Message):
     def __init__(self, side: _Optional[_Union[Side, str]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class Topic(_message.Message):
-    __slots__ = ("name", "lateness", "retention", "strategy", "seq")
+    __slots__ = ("name", "lateness", "retention", "strategy", "seq", "delivery_retention_bytes", "delivery_retention_ms")
     class StrategyEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -88,15 +88,19 @@ class Topic(_message.Message):
     RETENTION_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     lateness: int
     retention: int
     strategy: _containers.ScalarMap[str, str]
     seq: int
-    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., seq: _Optional[int] = ...) -> None: ...
+    delivery_retention_bytes: int
+    delivery_retention_ms: int
+    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., seq: _Optional[int] = ..., delivery_retention_bytes: _Optional[int] = ..., delivery_retention_ms: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "lateness", "retention", "strategy")
+    __slots__ = ("name", "lateness", "retention", "strategy", "delivery_retention_bytes", "delivery_retention_ms")
     class StrategyEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -108,11 +112,15 @@ class CreateTopicRequest(_message.Message):
     LATENESS_FIELD_NUMBER: _ClassVar[int]
     RETENTION_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     lateness: int
     retention: int
     strategy: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    delivery_retention_bytes: int
+    delivery_retention_ms: int
+    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., delivery_retention_bytes: _Optional[int] = ..., delivery_retention_ms: _Optional[int] = ...) -> None: ...
 
 class GetTopicRequest(_message.Message):
     __slots__ = ("name",)
@@ -307,7 +315,7 @@ class Cursor(_message.Message):
     def __init__(self, subscription_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class ListenRequest(_message.Message):
-    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch")
+    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch", "ignore_committed")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +323,7 @@ class ListenRequest(_message.Message):
     DEFAULT_AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     FROM_LATEST_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscriber: str
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -322,7 +331,8 @@ class ListenRequest(_message.Message):
     default_after_seq: int
     from_latest: bool
     batch: bool
-    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ...) -> None: ...
+    ignore_committed: bool
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ..., ignore_committed: _Optional[bool] = ...) -> None: ...
 
 class Pair(_message.Message):
     __slots__ = ("r_id", "s_id")
@@ -420,6 +430,54 @@ class ListenResponse(_message.Message):
     matches: MatchBatch
     def __init__(self, match: _Optional[_Union[Match, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., unsubscribed: _Optional[_Union[Unsubscribed, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., matches: _Optional[_Union[MatchBatch, _Mapping]] = ...) -> None: ...
 
+class CommitCursorsRequest(_message.Message):
+    __slots__ = ("topic", "cursors", "subscriber", "after_seq")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CURSORS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    cursors: _containers.RepeatedCompositeFieldContainer[Cursor]
+    subscriber: str
+    after_seq: int
+    def __init__(self, topic: _Optional[str] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., subscriber: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class CommitCursorsResponse(_message.Message):
+    __slots__ = ("committed",)
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    committed: int
+    def __init__(self, committed: _Optional[int] = ...) -> None: ...
+
+class GetCursorsRequest(_message.Message):
+    __slots__ = ("topic", "subscriber", "subscription_ids")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscriber: str
+    subscription_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CommittedCursor(_message.Message):
+    __slots__ = ("subscription_id", "subscriber", "committed_seq", "lag")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: int
+    subscriber: str
+    committed_seq: int
+    lag: int
+    def __init__(self, subscription_id: _Optional[int] = ..., subscriber: _Optional[str] = ..., committed_seq: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class GetCursorsResponse(_message.Message):
+    __slots__ = ("seq", "cursors")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CURSORS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    cursors: _containers.RepeatedCompositeFieldContainer[CommittedCursor]
+    def __init__(self, seq: _Optional[int] = ..., cursors: _Optional[_Iterable[_Union[CommittedCursor, _Mapping]]] = ...) -> None: ...
+
 class TopicStatsRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -427,7 +485,7 @@ class TopicStatsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners")
+    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners", "delivery")
     class TuplesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -472,6 +530,7 @@ class TopicStats(_message.Message):
     HOTSPOTS_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     seq: int
     watermark: int
@@ -481,7 +540,28 @@ class TopicStats(_message.Message):
     hotspots: _containers.ScalarMap[str, int]
     decisions: _containers.ScalarMap[str, int]
     listeners: int
-    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ...) -> None: ...
+    delivery: DeliveryStats
+    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ..., delivery: _Optional[_Union[DeliveryStats, _Mapping]] = ...) -> None: ...
+
+class DeliveryStats(_message.Message):
+    __slots__ = ("buffer_bytes", "buffer_limit_bytes", "buffer_messages", "match_log_bytes", "retained_from_seq", "committed_cursors", "cursor_lag_sum", "cursor_lag_max")
+    BUFFER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MATCH_LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_CURSORS_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_LAG_SUM_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_LAG_MAX_FIELD_NUMBER: _ClassVar[int]
+    buffer_bytes: int
+    buffer_limit_bytes: int
+    buffer_messages: int
+    match_log_bytes: int
+    retained_from_seq: int
+    committed_cursors: int
+    cursor_lag_sum: int
+    cursor_lag_max: int
+    def __init__(self, buffer_bytes: _Optional[int] = ..., buffer_limit_bytes: _Optional[int] = ..., buffer_messages: _Optional[int] = ..., match_log_bytes: _Optional[int] = ..., retained_from_seq: _Optional[int] = ..., committed_cursors: _Optional[int] = ..., cursor_lag_sum: _Optional[int] = ..., cursor_lag_max: _Optional[int] = ...) -> None: ...
 
 class SubscribeOp(_message.Message):
     __slots__ = ("subscription_id", "spec", "owner")

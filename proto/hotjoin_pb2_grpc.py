@@ -649,12 +649,34 @@ class ListenServiceStub:
                 request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenRequest.SerializeToString,
                 response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenResponse.FromString,
                 _registered_method=True)
+        self.CommitCursors = channel.unary_unary(
+                '/hotjoin.v1.ListenService/CommitCursors',
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.CommitCursorsRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.CommitCursorsResponse.FromString,
+                _registered_method=True)
+        self.GetCursors = channel.unary_unary(
+                '/hotjoin.v1.ListenService/GetCursors',
+                request_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.GetCursorsRequest.SerializeToString,
+                response_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.GetCursorsResponse.FromString,
+                _registered_method=True)
 
 
 class ListenServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Listen(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitCursors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCursors(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -667,6 +689,16 @@ def add_ListenServiceServicer_to_server(servicer, server):
                     servicer.Listen,
                     request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenRequest.FromString,
                     response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.ListenResponse.SerializeToString,
+            ),
+            'CommitCursors': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitCursors,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.CommitCursorsRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.CommitCursorsResponse.SerializeToString,
+            ),
+            'GetCursors': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCursors,
+                    request_deserializer=hotjoin_dot_proto_dot_hotjoin__pb2.GetCursorsRequest.FromString,
+                    response_serializer=hotjoin_dot_proto_dot_hotjoin__pb2.GetCursorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -696,6 +728,60 @@ class ListenService:
             '/hotjoin.v1.ListenService/Listen',
             hotjoin_dot_proto_dot_hotjoin__pb2.ListenRequest.SerializeToString,
             hotjoin_dot_proto_dot_hotjoin__pb2.ListenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitCursors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hotjoin.v1.ListenService/CommitCursors',
+            hotjoin_dot_proto_dot_hotjoin__pb2.CommitCursorsRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.CommitCursorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCursors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hotjoin.v1.ListenService/GetCursors',
+            hotjoin_dot_proto_dot_hotjoin__pb2.GetCursorsRequest.SerializeToString,
+            hotjoin_dot_proto_dot_hotjoin__pb2.GetCursorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -33,7 +33,13 @@ from hotjoin.server.interceptor import GuardInterceptor
 from hotjoin.server.quotas import Limits, Quotas
 from hotjoin.server.registry import TopicRegistry
 from hotjoin.server.service import add_services
-from hotjoin.server.topic import CHECKPOINT_MIN_OPS, COMPACT_MIN_BYTES, COMPACT_RATIO, EngineFactory
+from hotjoin.server.topic import (
+    CHECKPOINT_MIN_OPS,
+    COMPACT_MIN_BYTES,
+    COMPACT_RATIO,
+    DeliveryOptions,
+    EngineFactory,
+)
 
 log = logging.getLogger("hotjoin.server")
 
@@ -101,6 +107,7 @@ class HotjoinServer:
         audit_log: Path | None = None,
         allow_insecure: bool = False,
         metrics_host: str | None = None,
+        delivery: DeliveryOptions | None = None,
     ) -> None:
         self.tls = tls
         creds = tls.credentials() if tls is not None else None  # fail before opening any topic
@@ -119,7 +126,7 @@ class HotjoinServer:
         self.registry = TopicRegistry(
             data_dir, engine_factory, buffer_capacity=buffer_capacity, sync=sync,
             compact_min_bytes=compact_min_bytes, compact_ratio=compact_ratio, compact_all=compact_all,
-            checkpoint_min_ops=checkpoint_min_ops,
+            checkpoint_min_ops=checkpoint_min_ops, delivery=delivery,
         )
         self.host = host
         self.quotas = Quotas(quota_limits, owned=self.registry.owned)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import threading
 import time
 from array import array
@@ -51,15 +52,20 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.server.match_log import MatchLog
+
+log = logging.getLogger("hotjoin.delivery")
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
+LISTENER_BYTES = 4 << 20  # per drain of one listener: its backlog in the server's memory
+BUFFER_BYTES = 256 << 20  # the messages of one topic kept in memory
 
 
 class Chunk:
     """The messages of one batch of operations, as columns (rows in seq order)."""
 
     __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pairs", "ords", "pbefore",
-                 "start", "n_pairs")
+                 "start", "n_pairs", "first_seq", "last_seq", "nbytes", "flat")
 
     def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
                  ops: np.ndarray, op_table: list[tuple[str, str, str, int]],
@@ -70,17 +76,37 @@ class Chunk:
         self.pbefore: np.ndarray | None = None
         self.start = 0
         self.n_pairs = 0
+        # the operations' seq range (set by ``build``; rows may be filtered later) and its size
+        self.first_seq = int(seqs[0]) if seqs.shape[0] else 0
+        self.last_seq = int(seqs[-1]) if seqs.shape[0] else 0
+        self.nbytes = 0
+        # the pairs flattened: (rows with pairs, r_ids, s_ids of those rows in row order), set by
+        # ``build`` for the match log (one array per side instead of two per message)
+        self.flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def columns(self) -> tuple[Any, ...]:
+        """The chunk as plain columns (what the match log stores): the pairs as ``flat`` when
+        known, else as the row -> (r_ids, s_ids) dict."""
+        return (self.sids, self.seqs, self.signs, self.counts, self.ops, self.op_table,
+                self.flat if self.flat is not None else self.pairs)
+
+    @staticmethod
+    def from_columns(cols: tuple[Any, ...], first_seq: int, last_seq: int) -> Chunk:
+        ch = Chunk(*cols)
+        ch.first_seq, ch.last_seq = first_seq, last_seq
+        ch.nbytes = int(row_bytes(ch).sum()) + OP_BYTES * len(ch.op_table)
+        return ch
 
     def __len__(self) -> int:
         return int(self.sids.shape[0])
 
     @staticmethod
-    def build(parts: Sequence[tuple[int, int, str, str, str, int, np.ndarray, np.ndarray,
-                                    dict[int, tuple[np.ndarray, np.ndarray]] | None]]) -> Chunk:
+    def build(parts: Sequence[tuple[Any, ...]]) -> Chunk:
         """One chunk from per-operation parts ``(seq, sign, op, side, event_id, received_ns,
-        sids, counts, pairs)``: ``counts`` may be signed (its sign then wins over ``sign``);
-        ``pairs`` maps a row of the part to its ``(r_ids, s_ids)`` (PAIRS messages)."""
-        op_table = [(op, side, eid, rns) for (_, _, op, side, eid, rns, _, _, _) in parts]
+        sids, counts, pairs[, flat])``: ``counts`` may be signed (its sign then wins over
+        ``sign``); ``pairs`` maps a row of the part to its ``(r_ids, s_ids)`` (PAIRS messages);
+        ``flat`` optionally gives the same pairs as ``(rows, r_ids, s_ids)`` arrays."""
+        op_table = [(p[2], p[3], p[4], p[5]) for p in parts]
         lens = [len(p[6]) for p in parts]
         n = sum(lens)
         sids = np.concatenate([p[6] for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
@@ -90,15 +116,51 @@ class Chunk:
         signs = np.where(counts > 0, 1, np.where(counts < 0, -1, base_sign)).astype(np.int8)
         ops = np.repeat(np.arange(len(parts), dtype=np.int32), lens)
         pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+        frows: list[np.ndarray] = []
+        fr: list[np.ndarray] = []
+        fs: list[np.ndarray] = []
         off = 0
         for p, ln in zip(parts, lens, strict=True):
             if p[8]:
                 pairs = pairs or {}
                 for row, pr in p[8].items():
                     pairs[off + row] = pr
+                flat = p[9] if len(p) > 9 else None
+                if flat is None:
+                    rows = sorted(p[8])
+                    flat = (np.array(rows, dtype=np.int64), np.concatenate([p[8][r][0] for r in rows]),
+                            np.concatenate([p[8][r][1] for r in rows]))
+                frows.append(flat[0] + off)
+                fr.append(flat[1])
+                fs.append(flat[2])
             off += ln
         assert off == n
-        return Chunk(sids, seqs, signs, np.abs(counts), ops, op_table, pairs)
+        ch = Chunk(sids, seqs, signs, np.abs(counts), ops, op_table, pairs)
+        if frows:
+            ch.flat = (np.concatenate(frows), np.concatenate(fr), np.concatenate(fs))
+        if parts:
+            ch.first_seq, ch.last_seq = int(parts[0][0]), int(parts[-1][0])
+        ch.nbytes = int(row_bytes(ch).sum()) + OP_BYTES * len(op_table)
+        return ch
+
+
+# Memory estimate of a buffered message (documented in server/PERSISTENCE.md): its columns and
+# array slots, plus per pair two references and a share of the id strings; per operation its
+# table entry (tuple, event id, op name).
+ROW_BYTES = 48
+PAIR_BYTES = 64
+OP_BYTES = 160
+
+
+def row_bytes(ch: Chunk | MatchBlock) -> np.ndarray:
+    """Estimated bytes of each message (row) of a chunk or block."""
+    out = np.full(len(ch), ROW_BYTES, dtype=np.int64)
+    if ch.pairs:  # a PAIRS message's count is its number of pairs
+        flat = getattr(ch, "flat", None)
+        rows = flat[0] if flat is not None else np.fromiter(ch.pairs.keys(), dtype=np.int64,
+                                                            count=len(ch.pairs))
+        out[rows] += PAIR_BYTES * ch.counts[rows]
+    return out
 
 
 @dataclass(slots=True)
@@ -158,11 +220,24 @@ class DeliveryHub:
         on_gap: Callable[[int], None] | None = None,
         on_deliver: Callable[[list[Item]], None] | None = None,
         max_rows: int = 2_000_000,
+        store: MatchLog | None = None,
+        buffer_bytes: int = BUFFER_BYTES,
+        listener_bytes: int = LISTENER_BYTES,
     ) -> None:
         self.capacity = capacity
         self.max_pairs = max_pairs
         self.max_rows = max_rows
         self.boot_seq = boot_seq
+        # With a durable match log (server/match_log.py) memory is only a cache: a chunk leaving
+        # the ring, and a message beyond a subscription's count bounds, is read back from disk;
+        # only the log's retention loses messages. Without one the ring is all there is.
+        self.store = store
+        self.buffer_bytes = buffer_bytes
+        self.listener_bytes = listener_bytes
+        self._lost_before = boot_seq if store is None else store.retained_from - 1
+        self._released = boot_seq  # last seq of the newest chunk handed to ``push``
+        self._evicted_upto = boot_seq  # last seq of the newest chunk no longer in the ring
+        self._ring_bytes = 0
         self._on_gap = on_gap
         self._on_deliver = on_deliver
         self._lock = threading.Lock()
@@ -218,7 +293,8 @@ class DeliveryHub:
                 self._registered[sid] = registered_seq
                 self._unsub[sid] = 0
                 self._total[sid] = self._ptotal[sid] = 0
-                self._lost[sid] = self.boot_seq if registered_seq <= self.boot_seq else 0
+                lb = self._lost_before
+                self._lost[sid] = lb if registered_seq <= lb else 0
                 if len(self._subscriber_of) <= sid:
                     self._subscriber_of.extend([""] * (sid + 1 - len(self._subscriber_of)))
                 self._subscriber_of[sid] = subscriber
@@ -265,6 +341,7 @@ class DeliveryHub:
         if n == 0:
             return
         with self._lock:
+            self._released = max(self._released, chunk.last_seq)
             sids = chunk.sids
             live = self._exists[sids] if sids.max() < self.size else None
             if live is None or not live.all():
@@ -305,13 +382,20 @@ class DeliveryHub:
             self._starts.append(chunk.start)
             self._ring_rows += n
             self._ring_pairs += chunk.n_pairs
-            while len(self._ring) > 1 and (self._ring_rows > self.max_rows
-                                           or self._ring_pairs > self.max_pairs * 64):
+            self._ring_bytes += chunk.nbytes
+            durable = self.store is not None
+            while len(self._ring) > 1 and (
+                    self._ring_bytes > self.buffer_bytes
+                    or (not durable and (self._ring_rows > self.max_rows
+                                         or self._ring_pairs > self.max_pairs * 64))):
                 old = self._ring.pop(0)
                 self._starts.pop(0)
                 self._ring_rows -= len(old)
                 self._ring_pairs -= old.n_pairs
-                np.maximum.at(self._lost, old.sids, old.seqs)
+                self._ring_bytes -= old.nbytes
+                self._evicted_upto = max(self._evicted_upto, old.last_seq)
+                if not durable:
+                    np.maximum.at(self._lost, old.sids, old.seqs)
             for lis in self.listeners:
                 lis.wake.set()
 
@@ -384,102 +468,122 @@ class DeliveryHub:
                     self._exists[sid] = False
 
     def _reason(self, to_seq: int) -> str:
+        if self.store is not None:
+            return (f"beyond the topic's delivery retention (messages up to seq {to_seq} are no "
+                    f"longer kept; retention starts at seq {self.store.retained_from})")
         if to_seq <= self.boot_seq:
             return f"messages before the server restart at seq {self.boot_seq} are not retained"
         return EVICTED
 
-    def _drain(self, lis: Listener) -> list[Item]:
-        """Take up to ``lis.max_batch`` messages after the listener's cursors, in ring order."""
-        out: list[Item] = []
-        gap: dict[int, list[int]] = {}  # sid -> [from, to]: one Gap per subscription and drain
-        blocks: list[Item] = []
+    def dropped(self, upto_seq: int, sids: np.ndarray | None) -> None:
+        """The match log's retention deleted every message up to ``upto_seq`` of ``sids`` (None:
+        of every subscription registered by then); listeners behind it get a ``Gap``."""
         with self._lock:
-            if self.closed:
-                lis.closed = True
-                return out
-            lis.wake.clear()
-            if lis.cur.shape[0] < self.size:
-                lis.cur = _grow(lis.cur, self.size, -1)
-            cur = lis.cur
-            ring_start = self._ring[0].start if self._ring else self._end
-            if not lis.checked or lis.pos < ring_start:
-                # first drain, or the listener fell behind the ring: report every lost range
-                att = np.flatnonzero(cur[: self.size] >= 0)
-                lost = self._lost[att]
-                behind = att[lost > cur[att]]
-                for sid in behind.tolist():
-                    lo = max(int(cur[sid]) + 1, int(self._registered[sid]))
-                    hi = int(self._lost[sid])
-                    if lo <= hi:
-                        gap[sid] = [lo, hi]
-                    cur[sid] = hi
-                lis.checked = True
-                lis.pos = max(lis.pos, ring_start)
-            budget = lis.max_batch
+            n = self.size
+            if sids is None:
+                hit = np.flatnonzero(self._registered[:n] <= upto_seq)
+            else:
+                hit = sids[sids < n]
+            if hit.size:
+                self._lost[hit] = np.maximum(self._lost[hit], upto_seq)
+
+    def buffer_stats(self) -> tuple[int, int, int]:
+        """``(bytes, messages, chunks)`` held in memory (the ring)."""
+        with self._lock:
+            return self._ring_bytes, self._ring_rows, len(self._ring)
+
+    def _gaps_of_lost(self, lis: Listener, gap: dict[int, list[int]]) -> None:
+        """Report (and skip) every attached subscription's messages that are lost for good."""
+        cur = lis.cur
+        att = np.flatnonzero(cur[: self.size] >= 0)
+        lost = self._lost[att]
+        behind = att[lost > cur[att]]
+        for sid in behind.tolist():
+            lo = max(int(cur[sid]) + 1, int(self._registered[sid]))
+            hi = int(self._lost[sid])
+            if lo <= hi:
+                g = gap.get(sid)
+                gap[sid] = [lo, hi] if g is None else [min(g[0], lo), max(g[1], hi)]
+            cur[sid] = hi
+
+    def _take(self, ch: Chunk, lo: int, lis: Listener, budget: list[int], gap: dict[int, list[int]],
+              blocks: list[Item], bounded: bool) -> int:
+        """Rows of ``ch`` from ``lo`` that ``lis`` wants, within ``budget`` ([messages, bytes,
+        taken so far]);
+        appends them as one block and returns the row after the last one taken (or the end)."""
+        cur = lis.cur
+        n = ch.sids.shape[0]
+        sids = ch.sids[lo:]
+        seqs = ch.seqs[lo:]
+        c = cur[sids]
+        m = (c >= 0) & (seqs > c)
+        if not m.any():
+            return n
+        if bounded:
             cap, max_pairs = self.capacity, self.max_pairs
             total, ptotal = self._total, self._ptotal
-            first = max(bisect.bisect_right(self._starts, lis.pos) - 1, 0)
-            for i in range(first, len(self._ring)):
-                ch = self._ring[i]
-                end = ch.start + ch.sids.shape[0]
-                if end <= lis.pos:
-                    continue
-                if budget <= 0:
-                    break
-                lo = lis.pos - ch.start
-                sids = ch.sids[lo:]
-                seqs = ch.seqs[lo:]
-                c = cur[sids]
-                m = (c >= 0) & (seqs > c)
-                if m.any():
-                    keep = ch.ords[lo:] >= total[sids] - cap
-                    if ch.pbefore is not None:
-                        newest = ch.ords[lo:] == total[sids] - 1
-                        keep &= newest | (ptotal[sids] - ch.pbefore[lo:] <= max_pairs)
-                    lost_rows = np.flatnonzero(m & ~keep)
-                    if lost_rows.size:
-                        for r in lost_rows.tolist():  # seq order
-                            sid = int(sids[r])
-                            seq = int(seqs[r])
-                            g = gap.get(sid)
-                            if g is None:
-                                gap[sid] = [max(int(cur[sid]) + 1, int(self._registered[sid])), seq]
-                            else:
-                                g[1] = max(g[1], seq)
-                            cur[sid] = max(int(cur[sid]), seq)
-                    rows = np.flatnonzero(m & keep)
-                    if rows.size > budget:
-                        rows = rows[:budget]
-                        lis.pos = ch.start + lo + int(rows[-1]) + 1
-                    else:
-                        lis.pos = end
-                    if rows.size:
-                        budget -= rows.size
-                        abs_rows = rows + lo
-                        rs = ch.sids[abs_rows]
-                        rq = ch.seqs[abs_rows]
-                        np.maximum.at(cur, rs, rq)
-                        pairs = None
-                        if ch.pairs:
-                            pairs = {i: ch.pairs[r] for i, r in enumerate(abs_rows.tolist()) if r in ch.pairs}
-                        blocks.append(MatchBlock(rs, rq, ch.signs[abs_rows], ch.counts[abs_rows],
-                                              ch.ops[abs_rows], ch.op_table, pairs or None))
+            keep = ch.ords[lo:] >= total[sids] - cap
+            if ch.pbefore is not None:
+                newest = ch.ords[lo:] == total[sids] - 1
+                keep &= newest | (ptotal[sids] - ch.pbefore[lo:] <= max_pairs)
+            lost_rows = np.flatnonzero(m & ~keep)
+            for r in lost_rows.tolist():  # seq order
+                sid = int(sids[r])
+                seq = int(seqs[r])
+                g = gap.get(sid)
+                if g is None:
+                    gap[sid] = [max(int(cur[sid]) + 1, int(self._registered[sid])), seq]
                 else:
-                    lis.pos = end
-            # a subscription's gap precedes its messages (evicted rows are older than kept ones)
-            out = [GapItem(sid, lo, hi, self._reason(hi)) for sid, (lo, hi) in gap.items()]
-            gaps = len(out)
-            out += blocks
-            at_end = lis.pos >= self._end
-            if at_end and lis.unsub_pending:
-                for sid, seq in list(lis.unsub_pending.items()):
-                    out.append(UnsubscribedItem(sid, seq))
-                    cur[sid] = -1
-                    del lis.unsub_pending[sid]
-                    if not any(o._attached(sid) for o in self.listeners):
-                        self._exists[sid] = False
-            if not at_end:
-                lis.wake.set()
+                    g[1] = max(g[1], seq)
+                cur[sid] = max(int(cur[sid]), seq)
+            m &= keep
+        rows = np.flatnonzero(m)
+        end = n
+        if rows.size:
+            sizes = row_bytes(ch)[rows + lo] if ch.pairs else np.full(rows.size, ROW_BYTES)
+            fit = int(np.searchsorted(np.cumsum(sizes), budget[1], side="right"))
+            take = min(rows.size, budget[0], fit)
+            if take == 0:
+                if budget[2]:  # the drain is full: resume at this row next time
+                    budget[1] = 0
+                    return lo + int(rows[0])
+                take = 1  # a message bigger than the whole budget still goes, alone
+            budget[2] += take
+            if take < rows.size:
+                rows = rows[:take]
+                end = lo + int(rows[-1]) + 1
+            budget[0] -= rows.size
+            budget[1] -= int(sizes[: rows.size].sum())
+            abs_rows = rows + lo
+            rs = ch.sids[abs_rows]
+            rq = ch.seqs[abs_rows]
+            np.maximum.at(cur, rs, rq)
+            pairs = None
+            if ch.pairs:
+                pairs = {i: ch.pairs[r] for i, r in enumerate(abs_rows.tolist()) if r in ch.pairs}
+            blocks.append(MatchBlock(rs, rq, ch.signs[abs_rows], ch.counts[abs_rows],
+                                     ch.ops[abs_rows], ch.op_table, pairs or None))
+        return end
+
+    def _finish(self, lis: Listener, gap: dict[int, list[int]], blocks: list[Item], at_end: bool
+                ) -> tuple[list[Item], int]:
+        """Gaps first (a subscription's gap precedes its messages), then the blocks, then the
+        pending ``Unsubscribed`` once the listener is at the end. Call with the lock held."""
+        out: list[Item] = [GapItem(sid, lo, hi, self._reason(hi)) for sid, (lo, hi) in gap.items()]
+        gaps = len(out)
+        out += blocks
+        if at_end and lis.unsub_pending:
+            for sid, seq in list(lis.unsub_pending.items()):
+                out.append(UnsubscribedItem(sid, seq))
+                lis.cur[sid] = -1
+                del lis.unsub_pending[sid]
+                if not any(o._attached(sid) for o in self.listeners):
+                    self._exists[sid] = False
+        if not at_end:
+            lis.wake.set()
+        return out, gaps
+
+    def _emit(self, lis: Listener, out: list[Item], gaps: int, at_end: bool) -> list[Item]:
         if gaps and self._on_gap is not None:
             self._on_gap(gaps)
         if not lis.caught_up and at_end:
@@ -489,10 +593,106 @@ class DeliveryHub:
             self._on_deliver(out)
         return out
 
+    def _drain(self, lis: Listener) -> list[Item]:
+        """Take up to ``lis.max_batch`` messages (and about ``listener_bytes``) after the
+        listener's cursors: from the ring, or from the match log while the listener is behind it."""
+        if lis.on_disk:
+            return self._drain_disk(lis)
+        gap: dict[int, list[int]] = {}  # sid -> [from, to]: one Gap per subscription and drain
+        blocks: list[Item] = []
+        durable = self.store is not None
+        with self._lock:
+            if self.closed:
+                lis.closed = True
+                return []
+            lis.wake.clear()
+            if lis.cur.shape[0] < self.size:
+                lis.cur = _grow(lis.cur, self.size, -1)
+            cur = lis.cur
+            ring_start = self._ring[0].start if self._ring else self._end
+            if not lis.checked or lis.pos < ring_start:
+                # first drain, or the listener fell behind the ring
+                if durable:
+                    if not lis.checked:
+                        att = np.flatnonzero(cur[: self.size] >= 0)
+                        start = np.maximum(cur[att], self._registered[att] - 1)
+                        lis.dseq = int(start.min()) if att.size else self._released
+                    lis.checked = True
+                    if lis.dseq < self._evicted_upto:  # it needs what left the ring: read the disk
+                        lis.on_disk = True
+                        lis.wake.set()
+                        return []
+                self._gaps_of_lost(lis, gap)  # report every lost range
+                lis.checked = True
+                lis.pos = max(lis.pos, ring_start)
+            budget = [lis.max_batch, self.listener_bytes, 0]
+            first = max(bisect.bisect_right(self._starts, lis.pos) - 1, 0)
+            for i in range(first, len(self._ring)):
+                ch = self._ring[i]
+                end = ch.start + ch.sids.shape[0]
+                if end <= lis.pos:
+                    continue
+                if budget[0] <= 0 or budget[1] <= 0:
+                    break
+                stop = self._take(ch, lis.pos - ch.start, lis, budget, gap, blocks, not durable)
+                lis.pos = ch.start + stop
+                lis.dseq = ch.last_seq if lis.pos >= end else ch.first_seq - 1
+                if lis.pos < end:  # the drain is full inside this chunk
+                    break
+            at_end = lis.pos >= self._end
+            out, gaps = self._finish(lis, gap, blocks, at_end)
+        return self._emit(lis, out, gaps, at_end)
+
+    def _drain_disk(self, lis: Listener) -> list[Item]:
+        """Catch up from the match log: records after ``lis.dseq`` up to the last released seq;
+        switches back to the ring once everything after ``lis.dseq`` is in it."""
+        assert self.store is not None
+        gap: dict[int, list[int]] = {}
+        blocks: list[Item] = []
+        with self._lock:
+            if self.closed:
+                lis.closed = True
+                return []
+            lis.wake.clear()
+            upto = self._released
+        try:
+            recs = self.store.read(lis.dseq, upto, self.listener_bytes)
+        except Exception:  # an unreadable record: say so with a Gap rather than fail the stream
+            log.exception("match log unreadable after seq %d; reporting a gap up to %d", lis.dseq, upto)
+            recs = []
+            with self._lock:
+                att = np.flatnonzero(lis.cur[: self.size] >= 0)
+                hit = att[lis.cur[att] < upto]
+                self._lost[hit] = np.maximum(self._lost[hit], upto)
+        with self._lock:
+            if lis.cur.shape[0] < self.size:
+                lis.cur = _grow(lis.cur, self.size, -1)
+            self._gaps_of_lost(lis, gap)  # after the read: retention may have run meanwhile
+            budget = [lis.max_batch, self.listener_bytes, 0]
+            for first, last, cols in recs:
+                if budget[0] <= 0 or budget[1] <= 0:
+                    break
+                ch = Chunk.from_columns(cols, first, last)
+                stop = self._take(ch, 0, lis, budget, gap, blocks, False)
+                lis.dseq = last if stop >= len(ch) else first - 1
+                if stop < len(ch):
+                    break
+            else:
+                if not recs or recs[-1][1] >= upto:
+                    lis.dseq = max(lis.dseq, upto)
+            if lis.dseq >= self._evicted_upto:  # everything after dseq is in the ring
+                lis.on_disk = False
+                k = bisect.bisect_right([c.first_seq for c in self._ring], lis.dseq)
+                lis.pos = self._ring[k].start if k < len(self._ring) else self._end
+            out, gaps = self._finish(lis, gap, blocks, False)
+            lis.wake.set()
+        return self._emit(lis, out, gaps, False)
+
 
 def _filter(chunk: Chunk, keep: np.ndarray) -> None:
     """Drop the rows of subscriptions that are gone (``keep`` false)."""
     idx = np.flatnonzero(keep)
+    chunk.flat = None  # row numbers change
     if chunk.pairs:
         remap = {int(old): new for new, old in enumerate(idx.tolist())}
         chunk.pairs = {remap[r]: p for r, p in chunk.pairs.items() if r in remap} or None
@@ -517,6 +717,8 @@ class Listener:
         self.wake = threading.Event()
         self.closed = False
         self.caught_up = False
+        self.on_disk = False  # reading the match log (behind the ring)
+        self.dseq = 0  # every message with seq <= dseq that it wants was delivered
 
     def _attached(self, sid: int) -> bool:
         return sid < self.cur.shape[0] and self.cur[sid] >= 0

@@ -167,6 +167,19 @@ class EngineCollector(Collector):
             "side (1 = the cost profile is right on this workload).",
             labels=["topic", "strategy", "side"],
         )
+        # durable delivery (server/PERSISTENCE.md), per topic: no per-subscription label
+        delivery = [(GaugeMetricFamily(f"hotjoin_{m}", h, labels=["topic"]), key) for m, h, key in (
+            ("delivery_buffer_bytes", "Estimated bytes of undelivered messages held in memory.",
+             "buffer_bytes"),
+            ("delivery_buffer_fill_ratio", "Delivery buffer bytes / its limit.", "fill"),
+            ("match_log_bytes", "Bytes of the durable match log (delivery retention).",
+             "match_log_bytes"),
+            ("committed_cursors", "Subscriptions with a committed cursor.", "committed_cursors"),
+            ("cursor_lag_max", "Largest lag (topic seq - committed seq) of a committed cursor.",
+             "cursor_lag_max"),
+            ("committed_cursors_lag", "Lag of all committed cursors together (sum of topic seq "
+             "- committed seq).", "cursor_lag_sum"),
+        )]
         for name, st in self._topics():
             for side, n in st.get("tuples", {}).items():
                 tuples.add_metric([name, side], n)
@@ -184,7 +197,13 @@ class EngineCollector(Collector):
                         corrections.add_metric([name, strategy, side], x)
             seq.add_metric([name], st.get("seq", 0))
             listeners.add_metric([name], st.get("listeners", 0))
+            d = st.get("delivery")
+            if d:
+                for fam, v in delivery:
+                    fam.add_metric([name], d[v] if v != "fill" else
+                                   d["buffer_bytes"] / max(d["buffer_limit_bytes"], 1))
         yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners)
+        yield from (fam for fam, _ in delivery)
 
 
 def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:

@@ -26,6 +26,7 @@ from hotjoin.server.topic import (
     CHECKPOINT_MIN_OPS,
     COMPACT_MIN_BYTES,
     COMPACT_RATIO,
+    DeliveryOptions,
     EngineFactory,
     Topic,
 )
@@ -58,8 +59,10 @@ class TopicRegistry:
         compact_ratio: float = COMPACT_RATIO,
         compact_all: bool = False,
         checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
+        delivery: DeliveryOptions | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.delivery = delivery or DeliveryOptions()
         self.checkpoint_min_ops = checkpoint_min_ops
         self.compact_all = compact_all
         self.compact_min_bytes = compact_min_bytes
@@ -94,13 +97,26 @@ class TopicRegistry:
             self.compact_ratio,
             self.compact_all,
             self.checkpoint_min_ops,
+            self._delivery_of(opts),
         )
 
+    def _delivery_of(self, opts: Mapping[str, Any]) -> DeliveryOptions:
+        """The server's delivery defaults with the topic's own retention options applied."""
+        d = self.delivery
+        b, ms = opts.get("delivery_retention_bytes"), opts.get("delivery_retention_ms")
+        return DeliveryOptions(d.retention_bytes if b is None else b, d.retention_ms if ms is None else ms,
+                               d.segment_bytes, d.buffer_bytes, d.listener_bytes)
+
     def create(
-        self, name: str, lateness: int, retention: int | None, strategy: Mapping[str, str]
+        self, name: str, lateness: int, retention: int | None, strategy: Mapping[str, str],
+        delivery_retention_bytes: int | None = None, delivery_retention_ms: int | None = None,
     ) -> Topic:
         """Create a topic; the options are validated by building its engine first."""
         check_topic_name(name)
+        if delivery_retention_bytes is not None and delivery_retention_bytes < 0:
+            raise InvalidArgument(f"delivery_retention_bytes must be >= 0 (0: memory only), got {delivery_retention_bytes}")
+        if delivery_retention_ms is not None and delivery_retention_ms < -1:
+            raise InvalidArgument(f"delivery_retention_ms must be >= 0 or -1 (no limit), got {delivery_retention_ms}")
         if lateness < 0:
             raise InvalidArgument(f"lateness must be >= 0, got {lateness}")
         if retention is not None and retention < 0:
@@ -114,6 +130,10 @@ class TopicRegistry:
             raise InvalidArgument(str(e)) from None
         opts = {"name": name, "lateness": lateness, "retention": retention, "strategy": dict(strategy),
                 "created_unix_nanos": time.time_ns()}
+        if delivery_retention_bytes is not None:
+            opts["delivery_retention_bytes"] = delivery_retention_bytes
+        if delivery_retention_ms is not None:
+            opts["delivery_retention_ms"] = delivery_retention_ms
         with self._lock:
             if name in self._topics:
                 raise AlreadyExists(f"topic {name!r} already exists")

@@ -56,7 +56,8 @@ ACTIONS = {
     "SubscribeMany": "subscription.create", "SubscribeStream": "subscription.create",
     "Unsubscribe": "subscription.delete", "ListSubscriptions": "subscription.list",
     "Publish": "publish", "PublishStream": "publish", "DeleteEvents": "events.delete",
-    "Listen": "listen", "GetTopicStats": "stats",
+    "Listen": "listen", "GetTopicStats": "stats", "CommitCursors": "cursors.commit",
+    "GetCursors": "cursors.get",
 }
 CHANGES = frozenset({"CreateTopic", "DeleteTopic", "Subscribe", "SubscribeMany", "SubscribeStream",
                      "Unsubscribe"})
@@ -128,6 +129,8 @@ def encode_topic(topic: Topic) -> pb.Topic:
     out = pb.Topic(name=info["name"], lateness=info["lateness"], strategy=info["strategy"], seq=info["seq"])
     if info["retention"] is not None:
         out.retention = info["retention"]
+    out.delivery_retention_bytes = topic.delivery.retention_bytes
+    out.delivery_retention_ms = topic.delivery.retention_ms
     return out
 
 
@@ -220,7 +223,10 @@ class TopicService(rpc.TopicServiceServicer):
         p = _principal(context)
         p.require(request.name, "admin", "create a topic")
         retention = request.retention if request.HasField("retention") else None
-        topic = self.registry.create(request.name, request.lateness, retention, dict(request.strategy))
+        topic = self.registry.create(
+            request.name, request.lateness, retention, dict(request.strategy),
+            **{f: getattr(request, f) for f in ("delivery_retention_bytes", "delivery_retention_ms")
+               if request.HasField(f)})
         _changed(context, p, "topic.create", topic=request.name)
         return encode_topic(topic)
 
@@ -453,6 +459,7 @@ class ListenService(rpc.ListenServiceServicer):
             lis = topic.listen(
                 request.subscriber, list(request.subscription_ids), cursors,
                 request.default_after_seq, request.from_latest, owner=None if admin else p.owner,
+                use_committed=not request.ignore_committed,
             )
             context.add_callback(lis.wake.set)
             try:
@@ -471,6 +478,38 @@ class ListenService(rpc.ListenServiceServicer):
                 lis.close()
 
 
+    @_unary
+    def CommitCursors(self, request: pb.CommitCursorsRequest,
+                      context: grpc.ServicerContext) -> pb.CommitCursorsResponse:
+        """Commit processed positions (server/cursors.py); the caller needs the right to listen."""
+        p = _principal(context)
+        p.require(request.topic, "subscribe", "commit cursors")
+        topic = self.registry.get(request.topic)
+        owner = None if p.is_admin(topic.name) else p.owner
+        if request.HasField("after_seq") and not request.subscriber:
+            raise InvalidArgument("after_seq commits a subscriber's subscriptions: set subscriber")
+        done = topic.commit_cursors(
+            {c.subscription_id: c.after_seq for c in request.cursors}, request.subscriber,
+            request.after_seq if request.HasField("after_seq") else None, owner=owner)
+        return pb.CommitCursorsResponse(committed=len(done))
+
+    @_unary
+    def GetCursors(self, request: pb.GetCursorsRequest,
+                   context: grpc.ServicerContext) -> pb.GetCursorsResponse:
+        """Committed positions and lag of live subscriptions (the caller's own unless admin)."""
+        p = _principal(context)
+        p.require(request.topic, "subscribe", "read cursors")
+        topic = self.registry.get(request.topic)
+        owner = None if p.is_admin(topic.name) else p.owner
+        seq, rows = topic.committed(request.subscriber, list(request.subscription_ids), owner=owner)
+        out = pb.GetCursorsResponse(seq=seq)
+        for sid, subscriber, at in rows:
+            c = out.cursors.add(subscription_id=sid, subscriber=subscriber)
+            if at is not None:
+                c.committed_seq, c.lag = at, max(seq - at, 0)
+        return out
+
+
 class StatsService(rpc.StatsServiceServicer):
     def __init__(self, registry: TopicRegistry) -> None:
         self.registry = registry
@@ -485,6 +524,8 @@ class StatsService(rpc.StatsServiceServicer):
             out.watermark = st["watermark"]
         for field in ("tuples", "subscriptions", "tau", "hotspots", "decisions"):
             getattr(out, field).update({k: int(v) for k, v in st.get(field, {}).items()})
+        if "delivery" in st:
+            out.delivery.CopyFrom(pb.DeliveryStats(**st["delivery"]))
         return out
 
 

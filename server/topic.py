@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -64,7 +65,17 @@ from hotjoin.server.convert import (
     decode_spec,
     encode_spec,
 )
-from hotjoin.server.delivery import Chunk, DeliveryHub, Item, Listener, MatchBlock, observe_many
+from hotjoin.server.cursors import CursorStore
+from hotjoin.server.delivery import (
+    BUFFER_BYTES,
+    LISTENER_BYTES,
+    Chunk,
+    DeliveryHub,
+    Item,
+    Listener,
+    MatchBlock,
+    observe_many,
+)
 from hotjoin.server.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -82,6 +93,8 @@ from hotjoin.server.log import (
     read_log,
     write_all,
 )
+from hotjoin.server.match_log import RETENTION_BYTES, RETENTION_MS, SEGMENT_BYTES, MatchLog
+from hotjoin.server.match_log import encode as encode_columns
 
 log = logging.getLogger("hotjoin.topic")
 
@@ -95,6 +108,20 @@ COMPACT_RATIO = 2.0
 CHECKPOINT_MIN_OPS = 200_000
 CHECKPOINT_IDLE_SECONDS = 5.0
 CHECKPOINT_HARD_FACTOR = 5
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryOptions:
+    """Delivery bounds of a topic (server/PERSISTENCE.md "Durable delivery"): the match log's
+    retention (``retention_bytes`` 0 turns the match log off: messages live in memory only;
+    ``retention_ms`` −1: no time limit), its segment size, the memory ring's and one listener
+    drain's bytes."""
+
+    retention_bytes: int = RETENTION_BYTES
+    retention_ms: int = RETENTION_MS
+    segment_bytes: int = SEGMENT_BYTES
+    buffer_bytes: int = BUFFER_BYTES
+    listener_bytes: int = LISTENER_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +152,10 @@ class Topic:
         compact_ratio: float = COMPACT_RATIO,
         compact_all: bool = False,
         checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
+        delivery: DeliveryOptions | None = None,
     ) -> None:
         self.name = name
+        self.delivery = delivery or DeliveryOptions()
         self.lateness = lateness
         self.retention = retention
         self.strategy = dict(strategy)
@@ -185,13 +214,31 @@ class Topic:
         self._m_gaps = metrics.GAPS.labels(name)
         self._m_deliveries = metrics.DELIVERIES.labels(name)
         self._m_to_delivery = metrics.PUBLISH_TO_DELIVERY.labels(name)
+        # Durable delivery (server/match_log.py): every batch's messages are logged beside the
+        # event log, so listeners resume across restarts within the delivery retention; the
+        # committed cursors (server/cursors.py) are kept beside them.
+        opts = self.delivery
+        self.match_log: MatchLog | None = None
+        if directory is not None and opts.retention_bytes != 0:
+            self.match_log = MatchLog(directory / "matches", self.engine.seq,
+                                      retention_bytes=opts.retention_bytes,
+                                      retention_ms=opts.retention_ms,
+                                      segment_bytes=opts.segment_bytes, sync=sync)
+        self._msync = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"msync-{name}")
+        self.cursors = CursorStore(directory, sync=sync)
+        self._retention_checked = time.monotonic()
         self.hub = DeliveryHub(
             buffer_capacity,
             buffer_max_pairs,
             boot_seq=self.engine.seq,
             on_gap=self._m_gaps.inc,
             on_deliver=self._observe_delivery,
+            store=self.match_log,
+            buffer_bytes=opts.buffer_bytes,
+            listener_bytes=opts.listener_bytes,
         )
+        if self.match_log is not None:
+            self.match_log.on_drop = self.hub.dropped
         owners = self._owners
         self.hub.add_subscriptions(
             (sid, m.subscriber, m.registered_seq, owners.get(sid, "")) for sid, m in self._meta.items()
@@ -407,6 +454,7 @@ class Topic:
             token = self._append([pb.LogOp(seq=seq, unsubscribe=sid, received_unix_nanos=time.time_ns())],
                                  lambda: self.hub.remove_subscription(sid, seq))
         self.commit(token)
+        self.cursors.forget([sid])
         metrics.SUBSCRIBE_OPS.labels(self.name, "unsubscribe").inc()
         return seq
 
@@ -466,6 +514,7 @@ class Topic:
         default_after_seq: int,
         from_latest: bool,
         owner: str | None = None,
+        use_committed: bool = True,
     ) -> Listener:
         """Open a listener; unknown ids fail with ``NotFound``, nothing to listen to with
         ``InvalidArgument``. With ``owner`` set the listener sees only that owner's subscriptions:
@@ -482,9 +531,14 @@ class Topic:
                     theirs = self.owner_of(sid)
                     if (self.hub.owner_of(sid) if theirs is None else theirs) != owner:
                         self._deny(sid, "listen to")
+            # committed positions come before the request's defaults (default_after_seq,
+            # from_latest), as Kafka's committed offsets before auto.offset.reset; explicit
+            # cursors come first
+            start = dict(self.cursors.positions()) if use_committed else {}
+            start.update(cursors)
             try:
                 return self.hub.listen(
-                    subscriber, list(subscription_ids), dict(cursors), default_after_seq,
+                    subscriber, list(subscription_ids), start, default_after_seq,
                     from_latest, self.engine.seq, owner=owner,
                 )
             except KeyError as x:
@@ -493,6 +547,58 @@ class Topic:
                 raise PermissionDenied(
                     f"subscription {x.args[0]} of topic {self.name!r} belongs to another principal",
                     "admin") from None
+
+    def commit_cursors(self, cursors: Mapping[int, int], subscriber: str = "",
+                       after_seq: int | None = None, owner: str | None = None) -> list[tuple[int, int]]:
+        """Commit processed positions (server/cursors.py): ``cursors`` per subscription, and
+        ``after_seq`` for every subscription of ``subscriber``; durable on return. With ``owner``
+        set only that owner's subscriptions. Returns the committed ``(sid, seq)`` pairs."""
+        with self._lock:
+            self._check_open()
+            seq = self.engine.seq
+            pairs: dict[int, int] = {}
+            if subscriber and after_seq is not None:
+                for sid, meta in self._meta.items():
+                    if meta.subscriber == subscriber and (owner is None
+                                                          or self._owners.get(sid, "") == owner):
+                        pairs[sid] = after_seq
+            for sid, at in cursors.items():
+                if sid not in self._meta:
+                    raise NotFound(f"topic {self.name!r} has no subscription {sid}")
+                if owner is not None:
+                    self._check_owner(sid, owner, "commit a cursor of")
+                pairs[sid] = at
+            for sid, at in pairs.items():
+                if at > seq:
+                    raise InvalidArgument(f"cursor {at} of subscription {sid} is beyond the "
+                                          f"topic's sequence {seq}")
+            if not pairs and not subscriber:
+                raise InvalidArgument("commit needs cursors, or a subscriber and after_seq")
+        out = sorted(pairs.items())
+        self.cursors.commit(out)
+        return out
+
+    def committed(self, subscriber: str = "", subscription_ids: Sequence[int] = (),
+                  owner: str | None = None) -> tuple[int, list[tuple[int, str, int | None]]]:
+        """``(topic seq, [(sid, subscriber, committed seq or None)])`` of the live subscriptions
+        asked for (all when neither ``subscriber`` nor ids are given; of ``owner`` when set)."""
+        with self._lock:
+            self._check_open()
+            seq = self.engine.seq
+            wanted = set(subscription_ids)
+            for sid in wanted:
+                if sid not in self._meta:
+                    raise NotFound(f"topic {self.name!r} has no subscription {sid}")
+            out = []
+            for sid, meta in self._meta.items():
+                if wanted and sid not in wanted and meta.subscriber != subscriber:
+                    continue
+                if not wanted and subscriber and meta.subscriber != subscriber:
+                    continue
+                if owner is not None and self._owners.get(sid, "") != owner:
+                    continue
+                out.append((sid, meta.subscriber, self.cursors.get(sid)))
+        return seq, out
 
     # ---- info -------------------------------------------------------------------------------
 
@@ -513,7 +619,19 @@ class Topic:
             st["seq"] = self.engine.seq
             st["watermark"] = self.engine.watermark
             st["listeners"] = len(self.hub.listeners)
+        st["delivery"] = self.delivery_stats(st["seq"])
         return st
+
+    def delivery_stats(self, seq: int) -> dict[str, int]:
+        """Memory ring, match log and committed cursors in numbers (stats RPC and metrics)."""
+        ring_bytes, ring_messages, _ = self.hub.buffer_stats()
+        n, lag_sum, lag_max = self.cursors.summary(seq)
+        ml = self.match_log
+        return {"buffer_bytes": ring_bytes, "buffer_limit_bytes": self.hub.buffer_bytes,
+                "buffer_messages": ring_messages,
+                "match_log_bytes": ml.bytes if ml is not None else 0,
+                "retained_from_seq": ml.retained_from if ml is not None else self.hub.boot_seq + 1,
+                "committed_cursors": n, "cursor_lag_sum": lag_sum, "cursor_lag_max": lag_max}
 
     def close(self, deleted: bool = False) -> None:
         """Stop serving (topic deleted or server stopping): end listeners, close the log.
@@ -538,6 +656,10 @@ class Topic:
                 self.hub.close("UNAVAILABLE", "the server is shutting down")
             if self._log is not None:
                 self._log.close()
+            if self.match_log is not None:
+                self.match_log.close()
+            self.cursors.close()
+            self._msync.shutdown(wait=False)
 
     # ---- internals --------------------------------------------------------------------------
 
@@ -560,6 +682,9 @@ class Topic:
             self._log_ops += len(ops)
             self._ckpt_ops += len(ops)
             self._last_op = time.monotonic()
+            if self.match_log is not None and self._last_op - self._retention_checked > 1.0:
+                self._retention_checked = self._last_op
+                self.match_log.enforce_retention()  # retention.ms (bytes: at each segment roll)
             if (self._checkpoints and not self._ckpt_running
                     and self._ckpt_ops >= max(CHECKPOINT_HARD_FACTOR * self.checkpoint_min_ops,
                                               self._ckpt_ops_at)):
@@ -672,7 +797,14 @@ class Topic:
         if log_ is not None and token:
             t0 = time.perf_counter()
             try:
+                # the match log's records were written before the frame; both are synced, in
+                # parallel (fdatasync releases the GIL), before anything is acknowledged
+                ml, fut = self.match_log, None
+                if ml is not None and ml.durable < ml.written:
+                    fut = self._msync.submit(ml.sync_upto, ml.written)
                 log_.sync_upto(token)
+                if fut is not None:
+                    fut.result()
             except OSError as x:
                 self._closed = True
                 raise Unavailable(f"topic {self.name!r}: log sync failed ({x}); topic closed") from x
@@ -685,21 +817,37 @@ class Topic:
             return
         with self._release_lock:
             log_ = self._log
+            ml = self.match_log
             while pending:
                 token, action = pending[0]
                 if log_ is not None and token > log_.durable:
+                    break
+                if ml is not None and getattr(action, "mtoken", 0) > ml.durable:
                     break
                 pending.popleft()
                 action()
 
     def _deliver_action(self, parts: list[Any]) -> Callable[[], None]:
+        """Build the batch's chunk and, with a match log, write it there (before the batch's
+        frame goes to the event log: call with the topic lock held, before ``_append``)."""
         if not parts:
             return _nothing
         hub = self.hub
+        chunk = Chunk.build(parts)
+        mtoken = 0
+        if self.match_log is not None:
+            try:
+                mtoken = self.match_log.append(chunk.first_seq, chunk.last_seq,
+                                               encode_columns(chunk.columns()))
+            except OSError as x:
+                self._closed = True
+                raise Unavailable(f"topic {self.name!r}: match log write failed ({x}); "
+                                  "topic closed") from x
 
         def deliver() -> None:
-            hub.push(Chunk.build(parts))
+            hub.push(chunk)
 
+        deliver.mtoken = mtoken  # type: ignore[attr-defined]
         return deliver
 
     def _live_records(self) -> int:
@@ -821,13 +969,20 @@ class Topic:
         uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
         pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         aff = self._affected
-        want = np.flatnonzero(~aff[uniq])
+        wanted = ~aff[uniq]
+        want = np.flatnonzero(wanted)
+        flat = None
         if want.size:
             r_ids, s_ids = out.r_ids[order], out.s_ids[order]
             for row in want.tolist():
                 st, c = int(starts[row]), int(counts[row])
                 pairs[row] = (r_ids[st : st + c], s_ids[st : st + c])
-        sink.append((seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None))
+            if want.size == uniq.size:  # the same pairs as two arrays, for the match log
+                flat = (want, r_ids, s_ids)
+            else:
+                m = np.repeat(wanted, counts)
+                flat = (want, r_ids[m], s_ids[m])
+        sink.append((seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
         self._m_messages.inc(len(uniq))
 
     def _snapshot_message(self, sid: int, seq: int, received_ns: int, sink: list[Any]) -> None:

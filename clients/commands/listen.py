@@ -1,4 +1,5 @@
-"""``hotjoin listen TOPIC``: print matches as JSON lines, resuming after reconnects."""
+"""``hotjoin listen TOPIC``: print matches as JSON lines, resuming after reconnects (and, with
+``--commit``, from the cursors committed on the server by an earlier run)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def register(sub: Any) -> None:
     p.add_argument("--after", type=int, default=None, help="resume after this seq (all subscriptions)")
     p.add_argument("--from-latest", action="store_true", help="skip buffered messages")
     p.add_argument("--count", type=int, default=0, help="stop after this many matches (0: never)")
+    p.add_argument("--commit", action="store_true",
+                   help="commit the position of every printed message on the server (every second "
+                        "and at the end), so a later listen resumes after it (at-least-once)")
+    p.add_argument("--ignore-committed", action="store_true",
+                   help="start from --after / the first message even where a cursor was committed")
     p.set_defaults(func=rpc_errors(run))
 
 
@@ -27,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     n = 0
     with client(args) as hj:
         cursors = {i: args.after for i in args.id} if args.after is not None else None
-        stream = hj.listen(args.topic, args.subscriber, args.id, cursors, from_latest=args.from_latest)
+        stream = hj.listen(args.topic, args.subscriber, args.id, cursors, from_latest=args.from_latest,
+                           auto_commit=1.0 if args.commit else None,
+                           ignore_committed=args.ignore_committed)
         if args.after is not None:
             stream.request.default_after_seq = args.after
         for msg in stream:
@@ -35,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
             if msg.WhichOneof("message") == "match":
                 n += 1
                 if args.count and n >= args.count:
+                    if args.commit:  # printed = processed
+                        stream.commit(include_last=True)
                     stream.cancel()
                     break
     return 0

@@ -22,7 +22,8 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics-port", type=int, default=9464,
                    help="Prometheus /metrics port (default 9464; -1 disables)")
     p.add_argument("--buffer", type=int, default=1024,
-                   help="messages buffered per subscription for resuming listeners (default 1024)")
+                   help="messages buffered per subscription for resuming listeners when the topic "
+                        "keeps messages in memory only (--delivery-retention-bytes 0; default 1024)")
     p.add_argument("--max-workers", type=int, default=64,
                    help="RPC worker threads; each open Listen stream holds one (default 64)")
     p.add_argument("--compact-min-bytes", type=int, default=64 << 20,
@@ -37,6 +38,21 @@ def register(sub: Any) -> None:
                    help="checkpoint a topic whose log is not compacted once this many operations "
                         "(and half as many as its live records) were logged since the last one, so a restart "
                         "replays only the tail (default 200000; 0 disables)")
+    d = p.add_argument_group("durable delivery (server/PERSISTENCE.md)")
+    d.add_argument("--delivery-retention-bytes", type=int, default=1 << 30,
+                   help="per topic: keep delivery messages on disk for resuming listeners until the "
+                        "topic's match log exceeds this size (default 1 GiB; 0: memory only, no "
+                        "resume across restarts); a topic may set its own at creation")
+    d.add_argument("--delivery-retention-ms", type=int, default=7 * 24 * 3600 * 1000,
+                   help="... or until they are older than this (default 7 days; -1: no time limit)")
+    d.add_argument("--delivery-segment-bytes", type=int, default=64 << 20,
+                   help="match log segment size, the unit of retention (default 64 MiB)")
+    d.add_argument("--delivery-buffer-bytes", type=int, default=256 << 20,
+                   help="per topic: delivery messages kept in memory (default 256 MiB); older ones "
+                        "are read back from the match log, or become a Gap without one")
+    d.add_argument("--listener-max-bytes", type=int, default=4 << 20,
+                   help="per listener: messages taken from the buffers at once, the listener's "
+                        "backlog in memory (default 4 MiB)")
     s = p.add_argument_group("security (server/SECURITY.md)")
     s.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate chain (PEM)")
     s.add_argument("--tls-key", type=Path, help="the private key of --tls-cert (PEM)")
@@ -90,6 +106,7 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     from hotjoin.server.app import HotjoinServer, TlsFiles
     from hotjoin.server.auth import AuthFileError
     from hotjoin.server.errors import InvalidArgument
+    from hotjoin.server.topic import DeliveryOptions
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     kwargs: dict[str, Any] = {}
@@ -100,6 +117,14 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     if args.tls_client_ca is not None and args.tls_cert is None:
         raise CliError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
     tls = None if args.tls_cert is None else TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
+    for flag in ("delivery_retention_bytes", "delivery_buffer_bytes", "listener_max_bytes"):
+        if getattr(args, flag) < 0:
+            raise CliError(f"--{flag.replace('_', '-')} must be >= 0")
+    if args.delivery_retention_ms < -1 or args.delivery_segment_bytes <= 0:
+        raise CliError("--delivery-retention-ms must be >= 0 or -1, --delivery-segment-bytes > 0")
+    delivery = DeliveryOptions(args.delivery_retention_bytes, args.delivery_retention_ms,
+                               args.delivery_segment_bytes, args.delivery_buffer_bytes,
+                               max(args.listener_max_bytes, 1))
     try:
         srv = HotjoinServer(
             data_dir=args.data_dir, host=args.host, port=args.port,
@@ -108,7 +133,8 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
             compact_min_bytes=args.compact_min_bytes, compact_ratio=args.compact_ratio,
             compact_all=args.compact_all, checkpoint_min_ops=args.checkpoint_min_ops,
             tls=tls, auth_file=args.auth_file, limits=limits_of(args), audit_log=args.audit_log,
-            allow_insecure=args.allow_insecure, metrics_host=args.metrics_host, **kwargs,
+            allow_insecure=args.allow_insecure, metrics_host=args.metrics_host, delivery=delivery,
+            **kwargs,
         ).start()
     except (AuthFileError, InvalidArgument, ValueError) as e:
         raise CliError(str(e)) from None

@@ -19,6 +19,11 @@ def register(sub: Any) -> None:
     c.add_argument("--retention", type=int, default=None, help="drop tuples older than W - retention")
     c.add_argument("--strategy", action="append", default=[], metavar="KIND=NAME",
                    help="engine strategy for a join kind, e.g. band=BJ-SSI (repeatable)")
+    c.add_argument("--delivery-retention-bytes", type=int, default=None,
+                   help="keep undelivered messages on disk up to this many bytes (default: the "
+                        "server's --delivery-retention-bytes; 0: memory only)")
+    c.add_argument("--delivery-retention-ms", type=int, default=None,
+                   help="... and for this long (default: the server's; -1: no time limit)")
     ls = tsub.add_parser("list", help="list topics")
     g = tsub.add_parser("get", help="show one topic")
     g.add_argument("name")
@@ -35,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
     with client(args) as hj:
         if args.action == "create":
             strategy = dict(s.split("=", 1) for s in args.strategy)
-            out: Any = MessageToDict(hj.create_topic(args.name, args.lateness, args.retention, strategy))
+            out: Any = MessageToDict(hj.create_topic(
+                args.name, args.lateness, args.retention, strategy,
+                delivery_retention_bytes=args.delivery_retention_bytes,
+                delivery_retention_ms=args.delivery_retention_ms))
         elif args.action == "list":
             out = [MessageToDict(t) for t in hj.list_topics()]
         elif args.action == "get":

@@ -10,6 +10,7 @@ from server_harness import engine_factory
 
 from hotjoin.clients.client import HotjoinClient
 from hotjoin.server.app import HotjoinServer
+from hotjoin.server.topic import DeliveryOptions
 
 
 @pytest.fixture
@@ -28,3 +29,14 @@ def server(data_dir: Path) -> Iterator[HotjoinServer]:
 def client(server: HotjoinServer) -> Iterator[HotjoinClient]:
     with HotjoinClient(server.target, timeout=30) as c:
         yield c
+
+
+@pytest.fixture
+def memory_client(data_dir: Path) -> Iterator[HotjoinClient]:
+    """A client of a server whose delivery messages live in memory only (delivery retention 0):
+    the per-subscription buffer bounds (capacity 64) then decide what becomes a Gap."""
+    srv = HotjoinServer(data_dir=data_dir, port=0, buffer_capacity=64, engine_factory=engine_factory(),
+                        delivery=DeliveryOptions(retention_bytes=0)).start()
+    with HotjoinClient(srv.target, timeout=30) as c:
+        yield c
+    srv.stop(0)

@@ -71,8 +71,9 @@ def test_batched_listen_equals_single_messages(client: HotjoinClient) -> None:
     assert seq == client.get_topic("t").seq
 
 
-def test_batched_listen_gap_after_eviction_and_resume(client: HotjoinClient) -> None:
+def test_batched_listen_gap_after_eviction_and_resume(memory_client: HotjoinClient) -> None:
     """Capacity 64 (conftest): the oldest messages give one Gap, then the newest 64, in order."""
+    client = memory_client
     client.create_topic("t", lateness=10**6)
     sid = client.subscribe("t", band((-1, 1), subscriber="me", delivery="affected"))
     other = client.subscribe("t", band((-1, 1), subscriber="me", delivery="pairs"))

@@ -177,8 +177,9 @@ def _matching_pair_stream(client: HotjoinClient, n: int, start: int = 0) -> None
     client.publish("t", [event("S", f"s{start + i}", 0.5, 0.0, time=start + i) for i in range(n)])
 
 
-def test_resume_after_drop_and_gap_after_eviction(client: HotjoinClient) -> None:
+def test_resume_after_drop_and_gap_after_eviction(memory_client: HotjoinClient) -> None:
     """Buffer capacity is 64 (conftest): resume loses nothing buffered, reports a gap otherwise."""
+    client = memory_client
     client.create_topic("t", lateness=1_000_000)
     sid = client.subscribe("t", band((-1, 1), subscriber="me"))
     client.publish("t", [event("R", "r0", 0.0, 0.0, time=0)])

@@ -18,6 +18,7 @@ from server_harness import engine_factory
 
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.server.app import HotjoinServer
+from hotjoin.server.topic import DeliveryOptions
 
 TOPIC = "m"
 
@@ -26,8 +27,10 @@ TOPIC = "m"
 def served(tmp_path: Path) -> Iterator[tuple[HotjoinServer, HotjoinClient]]:
     global TOPIC
     TOPIC = f"m{uuid.uuid4().hex[:8]}"
+    # messages in memory only (delivery retention 0), so capacity 2 evicts and a gap is counted
     srv = HotjoinServer(data_dir=tmp_path / "d", port=0, metrics_port=0, buffer_capacity=2,
-                        engine_factory=engine_factory()).start()
+                        engine_factory=engine_factory(),
+                        delivery=DeliveryOptions(retention_bytes=0)).start()
     c = HotjoinClient(srv.target)
     c.create_topic(TOPIC, lateness=0)
     sid = c.subscribe(TOPIC, band((-1, 1), subscriber="x"))

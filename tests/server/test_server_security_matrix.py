@@ -48,6 +48,8 @@ RPCS: list[tuple[str, Callable[[HotjoinClient], Any], str, str | None]] = [
     ("DeleteEvents", lambda c: c.delete_events("t", [ref("R", "r1")]), "publish", "reader"),
     ("Listen", lambda c: first_message(c.listen("t", subscriber="a", reconnect=False)), "subscribe", "writer"),
     ("GetTopicStats", lambda c: c.stats("t"), "any", "outsider"),
+    ("CommitCursors", lambda c: c.commit_cursors("t", {0: 1}), "subscribe", "writer"),
+    ("GetCursors", lambda c: c.get_cursors("t"), "subscribe", "writer"),
     ("Reflection", _reflect, "", None),
 ]
 MODES = ("no token", "wrong token", "lacking right")
@@ -71,7 +73,8 @@ def _state(e: Env) -> tuple[Any, ...]:
     topics = sorted((t.name, t.seq) for t in root.list_topics())
     subs = [(s.subscription_id, s.spec.subscriber) for s in root.list_subscriptions("t")]
     st = root.stats("t")
-    return topics, subs, dict(st.tuples), st.listeners
+    committed = [(c.subscription_id, c.committed_seq) for c in root.get_cursors("t").cursors]
+    return topics, subs, dict(st.tuples), st.listeners, committed
 
 
 @pytest.mark.parametrize("mode", MODES)

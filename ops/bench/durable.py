@@ -1,0 +1,124 @@
+"""Cost of durable delivery (issue 17): ``hotjoin bench serve`` with and without the match log.
+
+Runs the server load test (``hotjoin.ops.loadtest.run_one``, the harness of ``hotjoin bench
+serve``) for each rate and delivery mode twice, interleaved in one run: with the default durable
+delivery (match log written beside the event log, synced in the same group commit) and with
+``--delivery-retention-bytes 0`` (messages in memory only, the behaviour before issue 17) as the
+same-run reference. Prints one JSON line per run and a Markdown table of the ratios.
+
+    python -m hotjoin.ops.bench.durable --subscriptions 20000 --stored 50000 --duration 10
+    python -m hotjoin.ops.bench.durable --codec     # record bytes and encode/decode CPU only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hotjoin.ops.loadtest import ServeBenchConfig, run_one
+
+MODES = {"durable": (), "memory-only": ("--delivery-retention-bytes", "0")}
+
+
+def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
+    """Bytes and CPU of one batch's match-log record (``Chunk.build`` + ``match_log.encode`` /
+    ``decode``), best of 5: 100 events, 10 subscriptions each, 0 / 1 / 10 pairs per message."""
+    import time
+
+    import numpy as np
+
+    from hotjoin.server.delivery import Chunk
+    from hotjoin.server.match_log import decode, encode
+
+    rng = np.random.default_rng(rng_seed)
+    out = []
+    for label, per, pp in (("AFFECTED", 10, 0), ("PAIRS, 1 pair", 10, 1), ("PAIRS, 10 pairs", 10, 10)):
+        parts = []
+        for k in range(100):  # the parts Topic._messages builds for 100 published S events
+            sids = np.sort(rng.choice(100_000, per, replace=False)).astype(np.int64)
+            pr = flat = None
+            if pp:
+                r = np.array([f"r{rng.integers(10**6)}" for _ in range(pp * per)], dtype=object)
+                s_ = np.array([f"e{1000 + k}"] * (pp * per), dtype=object)
+                pr = {i: (r[i * pp:(i + 1) * pp], s_[i * pp:(i + 1) * pp]) for i in range(per)}
+                flat = (np.arange(per), r, s_)
+            parts.append((1000 + k, 1, "publish", "S", f"e{1000 + k}", 0, sids,
+                          np.full(per, max(pp, 1), dtype=np.int64), pr, flat))
+        best = [1e9, 1e9, 1e9]
+        for _ in range(5):
+            t0 = time.perf_counter()
+            ch = Chunk.build(parts)
+            t1 = time.perf_counter()
+            rec = encode(ch.columns())
+            t2 = time.perf_counter()
+            decode(rec)
+            t3 = time.perf_counter()
+            best = [min(b, x) for b, x in zip(best, (t1 - t0, t2 - t1, t3 - t2), strict=True)]
+        n = len(ch)
+        out.append({"messages": label, "bytes_per_message": round((len(rec) + 36) / n, 1),
+                    "build_us": round(best[0] * 1e6), "encode_us": round(best[1] * 1e6),
+                    "encode_ns_per_message": round(best[1] * 1e9 / n), "decode_us": round(best[2] * 1e6)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--subscriptions", type=int, default=20_000)
+    p.add_argument("--stored", type=int, default=50_000)
+    p.add_argument("--duration", type=float, default=10.0)
+    p.add_argument("--rates", default="5000,0", help="events/s, 0 = as fast as possible")
+    p.add_argument("--deliveries", default="affected,pairs")
+    p.add_argument("--kind", default="select")
+    p.add_argument("--no-listener", action="store_true",
+                   help="no listener process: the publish path's cost alone")
+    p.add_argument("--repeat", type=int, default=1, help="run each pair this many times")
+    p.add_argument("--codec", action="store_true",
+                   help="only the match log's record size and encode/decode CPU per batch")
+    args = p.parse_args(argv)
+    if args.codec:
+        for r in codec():
+            print(json.dumps(r))
+        return 0
+    rows: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-durable-"))
+    try:
+        for delivery, rate, rep in ((d, float(r), k) for d in args.deliveries.split(",")
+                                    for r in args.rates.split(",") for k in range(args.repeat)):
+            pair: dict[str, dict[str, Any]] = {}
+            for mode, extra in MODES.items():
+                cfg = ServeBenchConfig(subscriptions=(args.subscriptions,), stored=args.stored,
+                                       rate=rate, duration=args.duration, kind=args.kind,
+                                       delivery=delivery, extra_server_args=extra,
+                                       listener=not args.no_listener)
+                run_dir = work / f"{delivery}-{int(rate)}-{mode}-{rep}"
+                run_dir.mkdir(parents=True)
+                rec = run_one(cfg, args.subscriptions, run_dir, None)
+                rec["mode"] = mode
+                print(json.dumps(rec), flush=True)
+                pair[mode] = rec
+            d, m = pair["durable"], pair["memory-only"]
+            rows.append({
+                "delivery": delivery, "rate": rate or "max",
+                "thr_durable": d["throughput_events_per_s"], "thr_memory": m["throughput_events_per_s"],
+                "ack_p99": (d["publish_to_ack_ms"].get("p99"), m["publish_to_ack_ms"].get("p99")),
+                "del_p99": (d["publish_to_delivery_ms"].get("p99"), m["publish_to_delivery_ms"].get("p99")),
+                "messages_per_event": d["messages_per_event"],
+            })
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("| delivery | rate | events/s durable | events/s memory-only | ratio | ack p99 ms (durable / memory) "
+          "| delivery p99 ms (durable / memory) | messages/event |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['delivery']} | {r['rate']} | {r['thr_durable']:.0f} | {r['thr_memory']:.0f} | "
+              f"{r['thr_durable'] / max(r['thr_memory'], 1e-9):.2f} | {r['ack_p99'][0]} / {r['ack_p99'][1]} | "
+              f"{r['del_p99'][0]} / {r['del_p99'][1]} | {r['messages_per_event']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

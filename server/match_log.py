@@ -1,0 +1,317 @@
+"""Durable match log of one topic: every delivery message, in segments, within a retention bound.
+
+A listener that resumes after a ``kill -9`` must receive exactly the messages it had not
+received, with their original sequence numbers, signs and pairs (SPEC §4 "Delivery retention").
+The topic therefore writes each batch's messages (one ``Chunk``: columns of subscription ids,
+seqs, signs, counts, the operation table and the pairs of PAIRS messages) to this log *before*
+it writes the batch's frame to the event log, both under the topic lock, and a batch is
+acknowledged and released to listeners only after both files are synced (the event log's group
+commit, ``Topic.commit``, syncs this log first). ``kill -9`` keeps every completed ``write``
+(the page cache survives the process), so on restart every operation of the event log has its
+messages here; a record of a batch whose event frame never made it (killed in between) is
+dropped on open (``last_seq > log_seq``).
+
+**Format.** ``DATA_DIR/topics/<name>/matches/<start>.seg``, where ``<start>`` (20 digits) is the
+first sequence number the segment covers; a segment holds records
+``[u32 length][u32 crc32][u64 first_seq][u64 last_seq][i64 unix_ns][pickle of the chunk's
+columns]`` (crc over everything after it). The active segment rolls at ``segment_bytes``.
+
+**Retention** (like Kafka's ``retention.bytes`` / ``retention.ms``): whole segments, oldest first,
+are deleted once the segments exceed ``retention_bytes`` or their newest record is older than
+``retention_ms``; the active segment is never deleted. ``retained_from`` is the first seq still
+covered; a listener asking for messages before it gets an explicit ``Gap`` ("beyond the topic's
+delivery retention").
+
+**Costs** (``server/PERSISTENCE.md``): one pickle per batch under the topic lock, 36 bytes of
+header per batch, about 25 bytes per AFFECTED message and 25 + (len(r_id) + len(s_id) + ~10)
+bytes per pair of a PAIRS message; one more ``fdatasync`` per group commit.
+
+>>> import tempfile, numpy as np
+>>> d = Path(tempfile.mkdtemp())
+>>> ml = MatchLog(d, log_seq=0, sync=False)
+>>> cols = (np.array([0]), np.array([3]), np.array([1], dtype=np.int8), np.array([2]),
+...         np.array([0], dtype=np.int32), [("publish", "R", "r1", 0)], None)
+>>> ml.sync_upto(ml.append(3, 3, encode(cols)))
+>>> [(f, l, c[1].tolist()) for f, l, c in ml.read(after_seq=0, upto_seq=3)]
+[(3, 3, [3])]
+>>> ml.close(); MatchLog(d, log_seq=2, sync=False).read(0, 10)   # the batch at seq 3 was never logged
+[]
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import pickle
+import struct
+import threading
+import time
+import zlib
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hotjoin.server.log import _fsync_dir, write_all
+
+_HEAD = struct.Struct("<IIqqq")  # length, crc32, first_seq, last_seq, unix_ns
+_SEQS = struct.Struct("<qqq")
+RETENTION_BYTES = 1 << 30  # 1 GiB per topic
+RETENTION_MS = 7 * 24 * 3600 * 1000  # 7 days, Kafka's default retention.ms
+SEGMENT_BYTES = 64 << 20
+
+Columns = tuple[Any, ...]  # (sids, seqs, signs, counts, ops, op_table, pairs)
+
+
+def encode(columns: Columns) -> bytes:
+    """The record payload of one chunk's columns: pickle (protocol 5) of the numeric columns, the
+    operation table and the pairs flattened to ``(rows, lengths, r_ids, s_ids)`` — one object
+    array per side, which pickles at C speed, instead of two small arrays per message. The last
+    column is either that flat form without lengths (``Chunk.flat``) or the row -> pairs dict."""
+    *head, pairs = columns
+    flat = None
+    if isinstance(pairs, tuple):
+        rows, r_all, s_all = pairs
+        flat = (rows, head[3][rows], r_all, s_all)  # a PAIRS message's count is its pair count
+    elif pairs:
+        rows = np.array(sorted(pairs), dtype=np.int64)
+        rs = [pairs[r][0] for r in rows.tolist()]
+        lens = np.fromiter((len(r) for r in rs), dtype=np.int64, count=len(rs))
+        flat = (rows, lens, np.concatenate(rs), np.concatenate([pairs[r][1] for r in rows.tolist()]))
+    return pickle.dumps((*head, flat), protocol=5)
+
+
+def decode(payload: bytes) -> Columns:
+    """The columns ``encode`` wrote (the pairs as a dict row -> (r_ids, s_ids) again)."""
+    *head, flat = pickle.loads(payload)  # noqa: S301 - the server's own files, crc-checked
+    pairs = None
+    if flat is not None:
+        rows, lens, r_all, s_all = flat
+        r_arr, s_arr = np.asarray(r_all, dtype=object), np.asarray(s_all, dtype=object)
+        ends = np.cumsum(lens).tolist()
+        starts = [0, *ends[:-1]]
+        pairs = {row: (r_arr[a:b], s_arr[a:b]) for row, a, b in zip(rows.tolist(), starts, ends, strict=True)}
+    return (*head, pairs)
+
+
+class _Segment:
+    """One segment file and the index of its records (first/last seq, offset, length)."""
+
+    __slots__ = ("start", "path", "size", "firsts", "lasts", "offsets", "lengths", "newest_ns")
+
+    def __init__(self, start: int, path: Path) -> None:
+        self.start = start
+        self.path = path
+        self.size = 0
+        self.firsts, self.lasts = array("q"), array("q")
+        self.offsets, self.lengths = array("q"), array("q")
+        self.newest_ns = 0
+
+    def add(self, first: int, last: int, offset: int, length: int, ns: int) -> None:
+        self.firsts.append(first)
+        self.lasts.append(last)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+        self.newest_ns = max(self.newest_ns, ns)
+
+
+def _scan(seg: _Segment, log_seq: int, verify: bool) -> int:
+    """Index the records of ``seg`` with ``last_seq <= log_seq``; returns the good size. With
+    ``verify`` every record's checksum is checked (the newest segment: the only one a crash can
+    leave torn); older segments were synced when they rolled, so only their headers are read."""
+    size = seg.path.stat().st_size
+    pos = 0
+    with open(seg.path, "rb") as f:
+        data = f.read() if verify else b""
+        while pos + _HEAD.size <= size:
+            head = data[pos:pos + _HEAD.size] if verify else os.pread(f.fileno(), _HEAD.size, pos)
+            length, crc, first, last, ns = _HEAD.unpack(head)
+            end = pos + _HEAD.size + length
+            if end > size or last > log_seq:
+                break
+            if verify and zlib.crc32(data[pos + 8:end]) != crc:
+                break
+            seg.add(first, last, pos, end - pos, ns)
+            pos = end
+    if not seg.firsts:
+        seg.newest_ns = int(seg.path.stat().st_mtime_ns)
+    return pos
+
+
+class MatchLog:
+    """The match log of one topic (see the module docstring). Thread-safe: ``append`` is called
+    under the topic lock, ``sync_upto`` from committing threads, ``read`` from listeners."""
+
+    def __init__(self, directory: Path, log_seq: int, retention_bytes: int = RETENTION_BYTES,
+                 retention_ms: int = RETENTION_MS, segment_bytes: int = SEGMENT_BYTES,
+                 sync: bool = True) -> None:
+        self.directory = directory
+        self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms
+        self.segment_bytes = max(1 << 10, min(segment_bytes, max(retention_bytes // 4, 1 << 10)))
+        self.sync = sync
+        self._lock = threading.Lock()  # the segment list
+        self.sync_lock = threading.Lock()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[_Segment] = []
+        for p in sorted(directory.glob("*.seg")):
+            self.segments.append(_Segment(int(p.stem), p))
+        keep: list[_Segment] = []
+        for k, seg in enumerate(self.segments):
+            good = _scan(seg, log_seq, verify=k >= len(self.segments) - 2)
+            if good < seg.path.stat().st_size:  # a torn tail, or batches the event log lacks
+                with open(seg.path, "r+b") as f:
+                    f.truncate(good)
+                    os.fsync(f.fileno())
+            if seg.start > log_seq + 1 and not seg.firsts:  # rolled for batches never logged
+                seg.path.unlink()
+                continue
+            seg.size = good
+            keep.append(seg)
+        self.segments = keep
+        if not self.segments:  # a new topic, or one logged before match logs existed
+            self.segments.append(self._new_segment(log_seq + 1))
+        self._fd = os.open(self.segments[-1].path, os.O_WRONLY | os.O_APPEND)
+        self.written = 0  # tokens: bytes written through this object
+        self.durable = 0
+        self.syncs = 0
+        self.appended_seq = max(log_seq, self.segments[-1].start - 1)
+        # called as on_drop(upto_seq, None) when retention deleted every message up to upto_seq
+        self.on_drop: Callable[[int, None], None] | None = None
+
+    def _new_segment(self, start: int) -> _Segment:
+        path = self.directory / f"{start:020d}.seg"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        _fsync_dir(self.directory)
+        seg = _Segment(start, path)
+        seg.newest_ns = time.time_ns()
+        return seg
+
+    @property
+    def retained_from(self) -> int:
+        """The first sequence number whose messages are still in the log."""
+        with self._lock:
+            return self.segments[0].start
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self.segments)
+
+    def append(self, first_seq: int, last_seq: int, payload: bytes) -> int:
+        """Write one record (no sync; callers serialise appends in seq order); returns the token
+        for ``sync_upto``. Rolls to a new segment once the active one is full."""
+        seg = self.segments[-1]
+        if seg.size >= self.segment_bytes and seg.firsts:
+            self._roll(first_seq)
+            seg = self.segments[-1]
+        ns = time.time_ns()
+        body = _SEQS.pack(first_seq, last_seq, ns) + payload
+        rec = struct.pack("<II", len(payload), zlib.crc32(body)) + body
+        write_all(self._fd, rec)
+        with self._lock:
+            seg.add(first_seq, last_seq, seg.size, len(rec), ns)
+            seg.size += len(rec)
+        self.written += len(rec)
+        self.appended_seq = last_seq
+        return self.written
+
+    def _roll(self, start: int) -> None:
+        with self.sync_lock:  # everything written to the old segment becomes durable first
+            if self.sync:
+                os.fdatasync(self._fd)
+                self.syncs += 1
+            self.durable = self.written
+            os.close(self._fd)
+            seg = self._new_segment(start)
+            self._fd = os.open(seg.path, os.O_WRONLY | os.O_APPEND)
+        with self._lock:
+            self.segments.append(seg)
+        self.enforce_retention()
+
+    def sync_upto(self, token: int) -> None:
+        """Return once every record up to ``token`` is durable (group commit, as ``OpLog``)."""
+        if self.durable >= token:
+            return
+        with self.sync_lock:
+            if self.durable >= token:
+                return
+            target = self.written
+            if self.sync and self._fd >= 0:
+                os.fdatasync(self._fd)
+                self.syncs += 1
+            self.durable = target
+
+    def enforce_retention(self, now_ns: int | None = None) -> int:
+        """Delete the oldest segments beyond ``retention_bytes`` / ``retention_ms``; returns how
+        many were deleted. The active segment always stays."""
+        now = time.time_ns() if now_ns is None else now_ns
+        dropped: list[_Segment] = []
+        with self._lock:
+            total = sum(s.size for s in self.segments)
+            while len(self.segments) > 1:
+                old = self.segments[0]
+                expired = self.retention_ms >= 0 and old.newest_ns < now - self.retention_ms * 1_000_000
+                if total <= self.retention_bytes and not expired:
+                    break
+                dropped.append(self.segments.pop(0))
+                total -= old.size
+            upto = self.segments[0].start - 1
+        if dropped and self.on_drop is not None:
+            self.on_drop(upto, None)
+        for seg in dropped:
+            with contextlib.suppress(FileNotFoundError):
+                seg.path.unlink()
+        return len(dropped)
+
+    def read(self, after_seq: int, upto_seq: int, max_bytes: int = 8 << 20
+             ) -> list[tuple[int, int, Columns]]:
+        """Records with ``after_seq < last_seq <= upto_seq`` in seq order, about ``max_bytes``
+        of them (at least one): ``(first_seq, last_seq, columns)``."""
+        out: list[tuple[int, int, Columns]] = []
+        with self._lock:
+            segs = list(self.segments)
+        starts = [s.start for s in segs]
+        i = max(bisect.bisect_right(starts, after_seq) - 1, 0)
+        budget = max_bytes
+        for seg in segs[i:]:
+            with self._lock:
+                lasts = seg.lasts
+                k = bisect.bisect_right(lasts, after_seq)
+                n = len(lasts)
+                if k >= n:
+                    continue
+                j = bisect.bisect_right(lasts, upto_seq, lo=k)
+                if j <= k:
+                    return out
+                offsets, lengths = seg.offsets[k:j], seg.lengths[k:j]
+            try:
+                fd = os.open(seg.path, os.O_RDONLY)
+            except FileNotFoundError:  # deleted by retention meanwhile: the caller sees the gap
+                continue
+            try:
+                for off, ln in zip(offsets, lengths, strict=True):
+                    rec = os.pread(fd, ln, off)
+                    _, _, first, last, _ = _HEAD.unpack_from(rec, 0)
+                    out.append((first, last, decode(rec[_HEAD.size:])))
+                    budget -= ln
+                    if budget <= 0:
+                        return out
+            finally:
+                os.close(fd)
+            if j < n:
+                return out
+        return out
+
+    def close(self) -> None:
+        with self.sync_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+__all__ = ["MatchLog", "encode", "decode", "RETENTION_BYTES", "RETENTION_MS", "SEGMENT_BYTES"]
