@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import json
 import os
 import re
@@ -179,5 +181,11 @@ def _quiet_spark(conf: dict[str, str]) -> None:
     fd, path = tempfile.mkstemp(prefix="hotjoin-log4j2-", suffix=".properties")
     with os.fdopen(fd, "w") as f:
         f.write(QUIET_LOG4J2)
+    atexit.register(_remove, path)
     conf[key] = f"-Dlog4j2.configurationFile=file:{path}"
     conf.setdefault("spark.executor.extraJavaOptions", conf[key])
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
