@@ -3,14 +3,23 @@
 Each sub-command lives in its own module under ``clients/commands`` and exposes
 ``register(subparsers) -> None``; the module is imported lazily only to build its parser, so a
 sub-command's heavy imports (grpc, numba, pyspark) are paid only by the command that needs them.
+
+Conventions every sub-command follows (README "Command line"): results go to stdout as JSON,
+progress and errors to stderr; a user error is one line ``hotjoin CMD: error: ...`` and exit
+code 2, a failed operation (a server error, rejected events) exit code 1, and a reader that
+goes away (``hotjoin listen | head``) ends the command quietly with 141 (128 + SIGPIPE), as
+other Unix tools do. ``--help`` shows every option's default.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # Sub-command modules, in the order `hotjoin --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -20,7 +29,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "hotjoin.clients.commands.auth",
     "hotjoin.clients.commands.topic",
     "hotjoin.clients.commands.subscribe",
+    "hotjoin.clients.commands.unsubscribe",
+    "hotjoin.clients.commands.subscriptions",
     "hotjoin.clients.commands.publish",
+    "hotjoin.clients.commands.delete",
     "hotjoin.clients.commands.listen",
     "hotjoin.clients.commands.stats",
     "hotjoin.clients.commands.cursors",
@@ -29,17 +41,94 @@ COMMAND_MODULES: tuple[str, ...] = (
     "hotjoin.clients.commands.calibrate",
 )
 
+# Options taking a range LO:HI, whose value may start with "-" (``--b -2.5:2.5``).
+RANGE_OPTIONS = frozenset({"--a", "--b", "--c"})
+_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf)")
+SIGPIPE_EXIT = 141
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default (not ``None``/``False``, which mean "off", nor a default the
+    help text already states); descriptions keep their line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and whose help shows
+    defaults; sub-parsers inherit it."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:  # type: ignore[override]
+        """Options without help text still show their default in ``--help``."""
+        if (args and str(args[0]).startswith("-") and "help" not in kwargs
+                and kwargs.get("action") not in ("store_true", "store_false", "help", "version")
+                and kwargs.get("default") is not None):
+            kwargs["help"] = "(default: %(default)s)"
+        return super().add_argument(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("hotjoin")
+    except PackageNotFoundError:  # running from a checkout that is not installed
+        return "unknown"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hotjoin",
         description="hotjoin: continuous-join pub/sub server (stabbing-set index with hotspots)",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"hotjoin {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def normalise_argv(argv: Sequence[str]) -> list[str]:
+    """``--b -2.5:2.5`` → ``--b=-2.5:2.5``: argparse would take ``-2.5:2.5`` for an option."""
+    out: list[str] = []
+    it = iter(argv)
+    for tok in it:
+        if tok in RANGE_OPTIONS:
+            nxt = next(it, None)
+            if nxt is not None and _NEGATIVE_VALUE.match(nxt):
+                out.append(f"{tok}={nxt}")
+                continue
+            out.append(tok)
+            if nxt is not None:
+                out.append(nxt)
+            continue
+        out.append(tok)
+    return out
+
+
+def _plots_available(args: argparse.Namespace) -> None:
+    """``hotjoin bench --plots`` needs the optional extra ``[plots]`` (matplotlib)."""
+    if not getattr(args, "plot_dir", None):
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CliError("--plots needs matplotlib, which is not installed: "
+                       "pip install 'hotjoin[plots]' (or leave out --plots)") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,16 +136,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A sub-command raising ``CliError`` exits with its code and a one-line message on stderr.
     """
+    # gRPC's C core logs e.g. failed TLS handshakes at INFO on stderr, beside our one line.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(normalise_argv(sys.argv[1:] if argv is None else argv))
     try:
+        if args.command == "bench":
+            _plots_available(args)
         rc = args.func(args)
     except CliError as e:
         print(f"hotjoin {args.command}: error: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return SIGPIPE_EXIT
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return SIGPIPE_EXIT
     return int(rc or 0)
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout went away: point stdout at /dev/null so that the interpreter's own
+    flush at exit does not raise again (Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (e.g. captured in tests)
+        pass
 
 
 class CliError(Exception):

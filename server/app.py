@@ -32,6 +32,7 @@ from hotjoin.server.auth import Authenticator, AuthFileError
 from hotjoin.server.interceptor import GuardInterceptor
 from hotjoin.server.quotas import Limits, Quotas
 from hotjoin.server.registry import TopicRegistry
+from hotjoin.server.rpc_metrics import RpcMetricsInterceptor
 from hotjoin.server.service import add_services
 from hotjoin.server.topic import (
     CHECKPOINT_MIN_OPS,
@@ -135,7 +136,7 @@ class HotjoinServer:
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="hotjoin-rpc"),
             options=options,
-            interceptors=[GuardInterceptor(self.authenticator, self.quotas)],
+            interceptors=[RpcMetricsInterceptor(), GuardInterceptor(self.authenticator, self.quotas)],
         )
         names = add_services(self._grpc, self.registry, self.quotas)
         self.health = health.HealthServicer()
@@ -151,7 +152,7 @@ class HotjoinServer:
             self.port = self._grpc.add_secure_port(address, creds)
         if self.port == 0:
             raise OSError(f"cannot listen on {host}:{port}")
-        self._collector = metrics.EngineCollector(self.registry.stats)
+        self._collector = metrics.EngineCollector(self.registry.stats, self.registry.data_dir)
         self._metrics_port = metrics_port
         self._metrics_host = metrics_host or host
         self._metrics_server: Any = None

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from hotjoin.clients.commands.common import add_target, client, rpc_errors
+from hotjoin.clients.commands.common import add_target, client, message_dict, rpc_errors
 
 
 def register(sub: Any) -> None:
@@ -17,8 +17,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
-
     with client(args) as hj:
-        print(json.dumps(MessageToDict(hj.stats(args.topic), always_print_fields_with_no_presence=True), indent=2))
+        print(json.dumps(message_dict(hj.stats(args.topic)), indent=2))
     return 0

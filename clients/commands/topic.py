@@ -6,17 +6,18 @@ import argparse
 import json
 from typing import Any
 
-from hotjoin.clients.commands.common import add_target, client, rpc_errors
+from hotjoin.clients.commands.common import add_target, client, message_dict, rpc_errors
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("topic", help="create, list, show or delete topics")
     add_target(p)
-    tsub = p.add_subparsers(dest="action", required=True)
+    tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     c = tsub.add_parser("create", help="create a topic")
     c.add_argument("name")
     c.add_argument("--lateness", type=int, default=0, help="allowed disorder L (event-time units)")
-    c.add_argument("--retention", type=int, default=None, help="drop tuples older than W - retention")
+    c.add_argument("--retention", type=int, default=None,
+                   help="drop tuples older than W - retention (default: keep until deleted)")
     c.add_argument("--strategy", action="append", default=[], metavar="KIND=NAME",
                    help="engine strategy for a join kind, e.g. band=BJ-SSI (repeatable)")
     c.add_argument("--delivery-retention-bytes", type=int, default=None,
@@ -35,19 +36,26 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
+    from hotjoin.clients.cli import CliError
 
     with client(args) as hj:
         if args.action == "create":
-            strategy = dict(s.split("=", 1) for s in args.strategy)
-            out: Any = MessageToDict(hj.create_topic(
+            if args.lateness < 0 or (args.retention is not None and args.retention < 0):
+                raise CliError("--lateness and --retention must be >= 0")
+            strategy = {}
+            for s in args.strategy:
+                kind, sep, name = s.partition("=")
+                if not sep or not kind or not name:
+                    raise CliError(f"--strategy must be KIND=NAME (e.g. band=BJ-SSI), got {s!r}")
+                strategy[kind] = name
+            out: Any = message_dict(hj.create_topic(
                 args.name, args.lateness, args.retention, strategy,
                 delivery_retention_bytes=args.delivery_retention_bytes,
                 delivery_retention_ms=args.delivery_retention_ms))
         elif args.action == "list":
-            out = [MessageToDict(t) for t in hj.list_topics()]
+            out = [message_dict(t) for t in hj.list_topics()]
         elif args.action == "get":
-            out = MessageToDict(hj.get_topic(args.name))
+            out = message_dict(hj.get_topic(args.name))
         else:
             hj.delete_topic(args.name)
             out = {"deleted": args.name}

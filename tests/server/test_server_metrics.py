@@ -84,6 +84,16 @@ def test_metric_families(served: tuple[HotjoinServer, HotjoinClient]) -> None:
         assert lint.returncode == 0, lint.stdout.decode() + lint.stderr.decode()
 
 
+def _values(text: str) -> dict[str, float]:
+    """``series -> value`` of an exposition (comments skipped)."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, _, value = line.rpartition(" ")
+            out[series] = float(value)
+    return out
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -125,3 +135,43 @@ def test_real_prometheus_scrapes_hotjoin(served: tuple[HotjoinServer, HotjoinCli
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_process_build_rpc_and_storage_metrics(served: tuple[HotjoinServer, HotjoinClient]) -> None:
+    """Issue 18: process metrics, build info, per-RPC counts and latency by method and status
+    code, bytes on disk, buckets past 10 s, and no ``_created`` series."""
+    import grpc
+
+    srv, c = served
+    before = _values(_scrape(srv.metrics_port))  # type: ignore[arg-type]
+    with pytest.raises(grpc.RpcError):
+        c.stats("no-such-topic")
+    c.publish(TOPIC, [event("R", "rpc1", 5.0, 0.0, time=30)])
+    text = _scrape(srv.metrics_port)  # type: ignore[arg-type]
+    after = _values(text)
+    lines = text.splitlines()
+
+    def delta(series: str) -> float:
+        return after.get(series, 0.0) - before.get(series, 0.0)
+
+    for prefix in ("process_resident_memory_bytes ", "process_cpu_seconds_total ",
+                   "process_open_fds ", "python_info{"):
+        assert any(line.startswith(prefix) for line in lines), prefix
+    build = [line for line in lines if line.startswith("hotjoin_build_info{")]
+    assert len(build) == 1 and build[0].endswith(" 1.0") and 'version="' in build[0], build
+    # counters are per process (other tests' servers count too): compare before and after
+    assert delta('hotjoin_rpc_requests_total{code="OK",method="PublishService/Publish"}') == 1
+    assert delta('hotjoin_rpc_requests_total{code="NOT_FOUND",method="StatsService/GetTopicStats"}') == 1
+    assert delta('hotjoin_rpc_duration_seconds_count{method="PublishService/Publish"}') == 1
+    # Listen streams are counted when they end, not timed; the one above was cancelled
+    assert any(line.startswith('hotjoin_rpc_requests_total{code="CANCELLED",method="ListenService/Listen"}')
+               or line.startswith('hotjoin_rpc_requests_total{code="OK",method="ListenService/Listen"}')
+               for line in lines), [x for x in lines if "Listen" in x]
+    assert not any(line.startswith('hotjoin_rpc_duration_seconds_count{method="ListenService/Listen"')
+                   for line in lines)
+    log_bytes = [line for line in lines
+                 if line.startswith(f'hotjoin_storage_bytes{{kind="log",topic="{TOPIC}"}}')]
+    assert len(log_bytes) == 1 and float(log_bytes[0].rsplit(" ", 1)[1]) > 0, log_bytes
+    assert f'hotjoin_publish_to_delivery_seconds_bucket{{le="60.0",topic="{TOPIC}"}} 2.0' in lines
+    assert f'hotjoin_publish_to_delivery_seconds_bucket{{le="120.0",topic="{TOPIC}"}} 2.0' in lines
+    assert not [line for line in lines if "_created" in line]

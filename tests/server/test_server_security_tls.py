@@ -169,7 +169,7 @@ def test_serve_and_cli_with_tls_tokens_and_sighup(served: tuple[subprocess.Popen
     rc, out, _ = _cli(capsys, "topic", "create", "t", *conn, "--token-file", str(tmp / "root.tok"))
     assert rc == 0 and json.loads(out)["name"] == "t"
     monkeypatch.setenv("HOTJOIN_TOKEN", tokens["alice"])
-    rc, out, _ = _cli(capsys, "subscribe", *conn, "--server-name", "localhost", "t", "--b=-1:1", "--subscriber", "me")
+    rc, out, _ = _cli(capsys, "subscribe", *conn, "--server-name", "localhost", "t", "--kind", "band", "--b=-1:1", "--subscriber", "me")
     assert rc == 0 and json.loads(out) == {"subscription_id": 0}
     rc, _, err = _cli(capsys, "topic", "create", "u", *conn)  # alice is no admin
     assert rc == 1 and "PERMISSION_DENIED: principal 'alice' lacks the 'admin' right on topic 'u'" in err
