@@ -27,13 +27,14 @@ from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.proto import hotjoin_pb2_grpc as rpc
 from hotjoin.server import audit, metrics
 from hotjoin.server.auth import AuthFailure, Principal
-from hotjoin.server.convert import SIDE_TO_PB
+from hotjoin.server.batch_apply import EventStatus as BatchStatus
+from hotjoin.server.convert import SIDE_TO_PB, EventBatch, decode_columns
 from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
 from hotjoin.server.errors import InvalidArgument, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import TopicRegistry
-from hotjoin.server.topic import Status, Topic
+from hotjoin.server.topic import ColumnsOutcome, Status, Topic
 
 PAIRS_PER_MESSAGE = 10_000
 PUBLISH_PIPELINE = 4  # batches of one stream applied ahead of their acknowledgement
@@ -350,7 +351,11 @@ class PublishService(rpc.PublishServiceServicer):
 
     @_unary
     def Publish(self, request: pb.PublishRequest, context: grpc.ServicerContext) -> pb.PublishResponse:
-        topic = self._admit(_principal(context), request.topic, len(request.events), "publish")
+        batch = _columns_of(request)
+        n = len(request.events) if batch is None else len(batch)
+        topic = self._admit(_principal(context), request.topic, n, "publish")
+        if batch is not None:
+            return _columns_response(topic.publish_columns(batch, time.time_ns()))
         return _response(topic.publish(request.events, time.time_ns()))
 
     @_streaming
@@ -388,13 +393,19 @@ class PublishService(rpc.PublishServiceServicer):
                     if topic is not None and req.topic and req.topic != topic.name:
                         raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
                     p = session.current()
+                    batch = _columns_of(req)
+                    n = len(req.events) if batch is None else len(batch)
                     if topic is None:
-                        topic = self._admit(p, req.topic, len(req.events), "publish")
+                        topic = self._admit(p, req.topic, n, "publish")
                     else:  # every batch: rights may have been revoked by a reload meanwhile
                         p.require(topic.name, "publish", "publish")
-                        self._charge(p, len(req.events))
+                        self._charge(p, n)
                     received = time.time_ns()
-                    statuses, token = topic.publish_begin(req.events, received)
+                    statuses: Any
+                    if batch is None:
+                        statuses, token = topic.publish_begin(req.events, received)
+                    else:
+                        statuses, token = topic.publish_columns_begin(batch, received)
                     if not put((topic, statuses, token, received)):
                         topic.commit(token)  # the stream is gone: still sync and deliver
                         return
@@ -414,7 +425,10 @@ class PublishService(rpc.PublishServiceServicer):
                 topic, statuses, token, received = item
                 topic.commit(token)
                 topic.observe_publish(received)
-                yield _response(statuses)
+                if isinstance(statuses, ColumnsOutcome):
+                    yield _columns_response(statuses)
+                else:
+                    yield _response(statuses)
         finally:
             stop.set()
             while True:  # batches applied but not acknowledged: still sync and deliver them
@@ -434,6 +448,36 @@ class PublishService(rpc.PublishServiceServicer):
 def _response(statuses: list[Status]) -> pb.PublishResponse:
     ok = sum(1 for s in statuses if s.code == "ok")
     return pb.PublishResponse(statuses=encode_statuses(statuses), accepted=ok, rejected=len(statuses) - ok)
+
+
+_CODE_TO_PB = {BatchStatus.OK: pb.OK, BatchStatus.LATE: pb.LATE, BatchStatus.DUPLICATE: pb.DUPLICATE,
+               BatchStatus.INVALID: pb.INVALID, BatchStatus.NOT_FOUND: pb.NOT_FOUND}
+
+
+def _columns_of(request: pb.PublishRequest) -> EventBatch | None:
+    """The request's columnar batch (None for the per-event form); ``InvalidArgument`` when it
+    carries both forms or columns of different lengths."""
+    if not request.HasField("columns"):
+        return None
+    if len(request.events):
+        raise InvalidArgument("a publish request carries events or columns, not both")
+    try:
+        return decode_columns(request.columns)
+    except ValueError as x:
+        raise InvalidArgument(str(x)) from None
+
+
+def _columns_response(out: ColumnsOutcome) -> pb.PublishResponse:
+    """The compact answer to a columnar batch: the accepted events' seq range, the assigned ids,
+    and one ``EventStatus`` (with its index) per rejected event only."""
+    resp = pb.PublishResponse(accepted=out.accepted, rejected=len(out.status) - out.accepted,
+                              first_seq=out.first_seq, last_seq=out.last_seq)
+    for i in np.flatnonzero(out.status != BatchStatus.OK).tolist():
+        resp.statuses.add(code=_CODE_TO_PB[int(out.status[i])], id=out.ids[i], reason=out.reasons.get(i, ""),
+                          index=i)
+    for i, eid in out.assigned.items():
+        resp.assigned.add(index=i, id=eid)
+    return resp
 
 
 class ListenService(rpc.ListenServiceServicer):
