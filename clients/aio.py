@@ -141,10 +141,11 @@ class AsyncHotjoinClient:
     # listening
     async def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
                      cursors: Mapping[int, int] | None = None, from_latest: bool = False,
-                     batch: bool = False) -> AsyncIterator[pb.ListenResponse]:
-        """The Listen stream's messages as they come (``batch``: ``MatchBatch`` messages)."""
+                     batch: bool = False, batch_pairs: bool = False) -> AsyncIterator[pb.ListenResponse]:
+        """The Listen stream's messages as they come (``batch``: ``MatchBatch`` messages;
+        ``batch_pairs``: PAIRS messages in them too)."""
         req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
-                               from_latest=from_latest, batch=batch,
+                               from_latest=from_latest, batch=batch, batch_pairs=batch_pairs,
                                cursors=[pb.Cursor(subscription_id=s, after_seq=q)
                                         for s, q in (cursors or {}).items()])
         call = self.listening.Listen(req, metadata=self._md)
@@ -161,7 +162,8 @@ class AsyncHotjoinClient:
 
         A PAIRS message split into parts (``more``) is yielded part by part here.
         """
-        async for resp in self.listen(topic, subscriber, subscription_ids, cursors, from_latest, batch=True):
+        async for resp in self.listen(topic, subscriber, subscription_ids, cursors, from_latest, batch=True,
+                                      batch_pairs=True):
             kind = resp.WhichOneof("message")
             if kind == "matches":
                 yield MatchColumns.of_batch(resp.matches)

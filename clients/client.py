@@ -364,16 +364,18 @@ class HotjoinClient:
     # listening
     def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
                cursors: Mapping[int, int] | None = None, from_latest: bool = False,
-               reconnect: bool = True, retry_delay: float = 0.2, batch: bool = False) -> MatchStream:
+               reconnect: bool = True, retry_delay: float = 0.2, batch: bool = False,
+               batch_pairs: bool = False) -> MatchStream:
         """An iterator over ``ListenResponse`` messages that resumes after reconnects.
 
         With ``batch`` the server packs matches without pairs into ``MatchBatch`` responses
         (``WhichOneof("message") == "matches"``; expand them with ``batch_rows``): one gRPC
         message for thousands of matches instead of one each. Cursors, gaps and resume work the
-        same way.
+        same way. With ``batch_pairs`` as well, PAIRS messages of up to 10,000 pairs come in the
+        ``MatchBatch`` too, their pairs as columns (``pair_counts``, ``r_ids``, ``s_ids``).
         """
         req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
-                               from_latest=from_latest, batch=batch)
+                               from_latest=from_latest, batch=batch, batch_pairs=batch_pairs)
         return MatchStream(self, req, dict(cursors or {}), reconnect, retry_delay)
 
     def listen_columns(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
@@ -384,7 +386,7 @@ class HotjoinClient:
         batch); gaps, unsubscriptions and caught-up markers are yielded as they come. Resume and
         reconnect as ``listen``."""
         stream = self.listen(topic, subscriber, subscription_ids, cursors, from_latest, reconnect, retry_delay,
-                             batch=True)
+                             batch=True, batch_pairs=True)
         for resp in stream:
             kind = resp.WhichOneof("message")
             if kind == "matches":
@@ -480,13 +482,19 @@ def batch_rows(mb: pb.MatchBatch) -> list[pb.Match]:
     """The ``Match`` messages a ``MatchBatch`` stands for, in order (convenience, not fast)."""
     ops = list(mb.ops)
     out = []
-    for sid, seq, sign, count, k in zip(mb.subscription_ids, mb.seqs, mb.signs, mb.counts, mb.op_index,
-                                        strict=True):
+    pcounts = list(mb.pair_counts) or [0] * len(mb.subscription_ids)
+    at = 0
+    for sid, seq, sign, count, k, pc in zip(mb.subscription_ids, mb.seqs, mb.signs, mb.counts, mb.op_index,
+                                            pcounts, strict=True):
         o = ops[k]
         m = pb.Match(subscription_id=sid, seq=seq, sign=sign, count=count, op=o.op,
                      received_unix_nanos=o.received_unix_nanos)
         if o.HasField("event"):
             m.event.CopyFrom(o.event)
+        if pc:
+            m.pairs.extend(pb.Pair(r_id=r, s_id=s) for r, s in zip(mb.r_ids[at:at + pc], mb.s_ids[at:at + pc],
+                                                                     strict=True))
+            at += pc
         out.append(m)
     return out
 
@@ -520,10 +528,16 @@ class MatchColumns:
         eid = np.array([o.event.id for o in ops], dtype=object)
         name = np.array([o.op for o in ops], dtype=object)
         rns = np.array([o.received_unix_nanos for o in ops], dtype=np.int64)
-        empty = np.zeros(0, dtype=object)
+        n = len(idx)
+        pair_row = (np.repeat(np.arange(n, dtype=np.int64), np.array(mb.pair_counts, dtype=np.int64))
+                    if len(mb.pair_counts) else np.zeros(0, dtype=np.int64))
+        r_id = np.empty(len(mb.r_ids), dtype=object)
+        r_id[:] = list(mb.r_ids)
+        s_id = np.empty(len(mb.s_ids), dtype=object)
+        s_id[:] = list(mb.s_ids)
         return MatchColumns(np.array(mb.subscription_ids, dtype=np.int64), np.array(mb.seqs, dtype=np.int64),
                             np.array(mb.signs, dtype=np.int8), np.array(mb.counts, dtype=np.int64),
-                            name[idx], side[idx], eid[idx], rns[idx], np.zeros(0, dtype=np.int64), empty, empty)
+                            name[idx], side[idx], eid[idx], rns[idx], pair_row, r_id, s_id)
 
     @staticmethod
     def of_match(m: pb.Match) -> MatchColumns:

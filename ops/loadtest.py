@@ -128,7 +128,7 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
 
     lat: list[int] = []
     with HotjoinClient(target, timeout=None) as hj:
-        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True)
+        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True, batch_pairs=True)
         ready.set()
         import threading
 
@@ -145,6 +145,10 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
                     rns = np.array([o.received_unix_nanos for o in mb.ops], dtype=np.int64)
                     chunks.append(now - rns[np.array(mb.op_index, dtype=np.int64)])
                     n += len(mb.op_index)
+                    if len(mb.r_ids):
+                        pairs += len(mb.r_ids)
+                        first_pair = first_pair or now
+                        last_pair = now
                     counter.value = n
                 elif kind == "match":
                     now = time.time_ns()

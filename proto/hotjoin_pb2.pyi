@@ -341,7 +341,7 @@ class Cursor(_message.Message):
     def __init__(self, subscription_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class ListenRequest(_message.Message):
-    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch")
+    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch", "batch_pairs")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -349,6 +349,7 @@ class ListenRequest(_message.Message):
     DEFAULT_AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     FROM_LATEST_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    BATCH_PAIRS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscriber: str
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -356,7 +357,8 @@ class ListenRequest(_message.Message):
     default_after_seq: int
     from_latest: bool
     batch: bool
-    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ...) -> None: ...
+    batch_pairs: bool
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ..., batch_pairs: _Optional[bool] = ...) -> None: ...
 
 class Pair(_message.Message):
     __slots__ = ("r_id", "s_id")
@@ -425,20 +427,26 @@ class Operation(_message.Message):
     def __init__(self, op: _Optional[str] = ..., event: _Optional[_Union[EventRef, _Mapping]] = ..., received_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class MatchBatch(_message.Message):
-    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops")
+    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops", "pair_counts", "r_ids", "s_ids")
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
     SEQS_FIELD_NUMBER: _ClassVar[int]
     SIGNS_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     OP_INDEX_FIELD_NUMBER: _ClassVar[int]
     OPS_FIELD_NUMBER: _ClassVar[int]
+    PAIR_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    R_IDS_FIELD_NUMBER: _ClassVar[int]
+    S_IDS_FIELD_NUMBER: _ClassVar[int]
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
     seqs: _containers.RepeatedScalarFieldContainer[int]
     signs: _containers.RepeatedScalarFieldContainer[int]
     counts: _containers.RepeatedScalarFieldContainer[int]
     op_index: _containers.RepeatedScalarFieldContainer[int]
     ops: _containers.RepeatedCompositeFieldContainer[Operation]
-    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ...) -> None: ...
+    pair_counts: _containers.RepeatedScalarFieldContainer[int]
+    r_ids: _containers.RepeatedScalarFieldContainer[str]
+    s_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., pair_counts: _Optional[_Iterable[int]] = ..., r_ids: _Optional[_Iterable[str]] = ..., s_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListenResponse(_message.Message):
     __slots__ = ("match", "gap", "unsubscribed", "caught_up", "matches")

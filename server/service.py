@@ -136,18 +136,20 @@ def encode_statuses(statuses: list[Status]) -> list[pb.EventStatus]:
     return [pb.EventStatus(code=_STATUS[s.code], id=s.id, seq=s.seq, reason=s.reason) for s in statuses]
 
 
-def encode_items(items: Iterable[Item], batch: bool = False) -> Iterator[pb.ListenResponse]:
+def encode_items(items: Iterable[Item], batch: bool = False,
+                 batch_pairs: bool = False) -> Iterator[pb.ListenResponse]:
     """Listen messages of delivery items; PAIRS messages are split into parts (``more``).
 
     With ``batch`` the messages without pairs of a ``MatchBlock`` go out as one ``MatchBatch``
-    (columns filled by C-level ``extend``, no Python object per match).
+    (columns filled by C-level ``extend``, no Python object per match); with ``batch_pairs`` too
+    the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns.
     """
     for it in items:
         if isinstance(it, MatchBlock):
             if batch and not it.pairs:
                 yield _match_batch(it)
             else:
-                yield from _block_messages(it, batch)
+                yield from _block_messages(it, batch, batch_pairs and batch)
         elif isinstance(it, GapItem):
             yield pb.ListenResponse(
                 gap=pb.Gap(subscription_id=it.subscription_id, from_seq=it.from_seq, to_seq=it.to_seq, reason=it.reason)
@@ -166,6 +168,13 @@ def _match_batch(b: MatchBlock) -> pb.ListenResponse:
     mb.signs.extend(b.signs.tolist())
     mb.counts.extend(b.counts.tolist())
     mb.op_index.extend(op_index.tolist())
+    if b.pairs:
+        rows = sorted(b.pairs)
+        counts = np.zeros(len(b), dtype=np.int64)
+        counts[rows] = [len(b.pairs[r][0]) for r in rows]
+        mb.pair_counts.extend(counts.tolist())
+        mb.r_ids.extend(np.concatenate([b.pairs[r][0] for r in rows]).tolist())
+        mb.s_ids.extend(np.concatenate([b.pairs[r][1] for r in rows]).tolist())
     table = b.op_table
     for k in used.tolist():
         op, side, eid, rns = table[k]
@@ -175,18 +184,22 @@ def _match_batch(b: MatchBlock) -> pb.ListenResponse:
     return pb.ListenResponse(matches=mb)
 
 
-def _block_messages(b: MatchBlock, batch: bool) -> Iterator[pb.ListenResponse]:
+def _block_messages(b: MatchBlock, batch: bool, batch_pairs: bool = False) -> Iterator[pb.ListenResponse]:
     """One ``Match`` per row (rows with pairs split into parts); in batch mode the runs of rows
-    without pairs between them still go out as ``MatchBatch`` messages."""
+    without pairs between them still go out as ``MatchBatch`` messages, and with ``batch_pairs``
+    rows of up to ``PAIRS_PER_MESSAGE`` pairs join the runs (a run holds at most that many pairs)."""
     pairs = b.pairs or {}
     run: list[int] = []
+    run_pairs = [0]
 
     def flush() -> Iterator[pb.ListenResponse]:
         if run:
             idx = np.array(run, dtype=np.int64)
+            sub = {k: pairs[i] for k, i in enumerate(run) if i in pairs} if run_pairs[0] else None
             yield _match_batch(MatchBlock(b.sids[idx], b.seqs[idx], b.signs[idx], b.counts[idx],
-                                          b.ops[idx], b.op_table, None))
+                                          b.ops[idx], b.op_table, sub or None))
             run.clear()
+            run_pairs[0] = 0
 
     sids, seqs, signs, counts, ops = (b.sids.tolist(), b.seqs.tolist(), b.signs.tolist(),
                                       b.counts.tolist(), b.ops.tolist())
@@ -194,6 +207,12 @@ def _block_messages(b: MatchBlock, batch: bool) -> Iterator[pb.ListenResponse]:
         pr = pairs.get(i)
         if batch and pr is None:
             run.append(i)
+            continue
+        if batch_pairs and pr is not None and len(pr[0]) <= PAIRS_PER_MESSAGE:
+            if run_pairs[0] + len(pr[0]) > PAIRS_PER_MESSAGE:
+                yield from flush()
+            run.append(i)
+            run_pairs[0] += len(pr[0])
             continue
         yield from flush()
         op, side, eid, rns = b.op_table[ops[i]]
@@ -510,7 +529,7 @@ class ListenService(rpc.ListenServiceServicer):
                         if admin:
                             now.require(topic.name, "admin", "listen to other principals' subscriptions")
                         p = now
-                    yield from encode_items(items, request.batch)
+                    yield from encode_items(items, request.batch, request.batch_pairs)
             finally:
                 lis.close()
 

@@ -108,3 +108,29 @@ def test_publish_command_streams_columns(server: HotjoinServer, tmp_path: Path,
     (tmp_path / "nokey.csv").write_text("side,id,value\nS,b1,0\n")
     code, _, err = _cli(capsys, "publish", *t, "p", str(tmp_path / "nokey.csv"), "--quiet")
     assert code != 0 and "missing column(s): key" in err
+
+
+def test_batch_pairs_listen(client: HotjoinClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PAIRS messages in MatchBatch columns; a message over the per-message limit still comes as
+    split Match parts, and batch_rows expands a batch into the single messages."""
+    from hotjoin.clients.client import batch_rows
+    from hotjoin.server import service
+
+    monkeypatch.setattr(service, "PAIRS_PER_MESSAGE", 2)
+    client.create_topic("t")
+    client.subscribe_many("t", [band((-1, 1), subscriber="me"), band((-1, 1), subscriber="me", delivery="affected")])
+    client.publish_columns("t", ["S"] * 5, [f"s{i}" for i in range(5)], [1.0, 1.0, 1.0, 5.0, 5.0], [0.0] * 5,
+                           [1] * 5)
+    client.publish_columns("t", ["R", "R"], ["big", "small"], [1.0, 5.0], [0.0, 0.0], [2, 2])
+    kinds, rows = [], []
+    for resp in client.listen("t", subscriber="me", batch=True, batch_pairs=True):
+        kind = resp.WhichOneof("message")
+        kinds.append(kind)
+        if kind == "caught_up":
+            break
+        ms = batch_rows(resp.matches) if kind == "matches" else [resp.match]
+        rows += [(m.subscription_id, m.seq, m.count, sorted((p.r_id, p.s_id) for p in m.pairs)) for m in ms]
+    # the 3-pair message came as Match parts (joined by the client), everything else in batches
+    assert kinds.count("match") == 1 and kinds[-1] == "caught_up" and set(kinds[:-1]) == {"match", "matches"}
+    assert sorted(rows) == [(0, 8, 3, [("big", "s0"), ("big", "s1"), ("big", "s2")]),
+                            (0, 9, 2, [("small", "s3"), ("small", "s4")]), (1, 8, 3, []), (1, 9, 2, [])]
