@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.proto import hotjoin_pb2_grpc as rpc
@@ -113,6 +114,70 @@ def event(side: str, id: str, key: float, value: float, time: int | None = None,
     if time is not None:
         out.time = int(time)
     return out
+
+
+def _np(col: Any, dtype: Any = None) -> np.ndarray:
+    """A numpy view/copy of a numpy array, list or Arrow (Chunked)Array."""
+    if hasattr(col, "to_numpy") and not isinstance(col, np.ndarray):
+        col = col.to_numpy(zero_copy_only=False)
+    return np.asarray(col, dtype=dtype)
+
+
+def columns(sides: Any, ids: Any, keys: Any, values: Any, times: Any = None,
+            payloads: Any = None) -> pb.EventColumns:
+    """A columnar batch (``PublishRequest.columns``) from numpy arrays, lists or Arrow arrays.
+
+    ``sides``: ``"R"``/``"S"`` strings, or integers with 0 = R and 1 = S (any other value is sent
+    as an invalid side, which the server rejects for that event only). ``ids``: strings, empty
+    for a server-assigned id. ``times``: None = the server's clock for every event. ``payloads``:
+    bytes per event or None. Built with C-level conversions, no Python object per event beyond
+    the id strings.
+    """
+    s = _np(sides)
+    if s.dtype.kind in "iu":
+        code = np.where((s == 0) | (s == 1), s + 1, 0).astype(np.uint8)
+    else:
+        code = np.zeros(len(s), dtype=np.uint8)
+        code[s == "R"] = pb.SIDE_R
+        code[s == "S"] = pb.SIDE_S
+    out = pb.EventColumns(sides=code.tobytes(), ids=_np(ids, object).astype(str).tolist(),
+                          keys=_np(keys, np.float64).tolist(), values=_np(values, np.float64).tolist())
+    if times is not None:
+        out.times.extend(_np(times, np.int64).tolist())
+    if payloads is not None:
+        pl = payloads.to_pylist() if hasattr(payloads, "to_pylist") else list(payloads)
+        if any(pl):
+            out.payloads.extend(b"" if p is None else bytes(p) for p in pl)
+    return out
+
+
+def columns_from_arrow(batch: Any) -> pb.EventColumns:
+    """``columns`` of an Arrow record batch or table with columns side, id, key, value and
+    optionally time and payload (a null time or id: server-assigned)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = set(batch.schema.names)
+    missing = {"side", "key", "value"} - names
+    if missing:
+        raise ValueError(f"missing column(s): {', '.join(sorted(missing))}")
+    n = batch.num_rows
+    ids = (pc.fill_null(batch.column("id").cast(pa.string()), "") if "id" in names
+           else pa.array([""] * n))
+    times = None
+    if "time" in names:
+        t = batch.column("time")
+        if t.null_count == n:
+            times = None
+        elif t.null_count:
+            raise ValueError("column time: either every event has a time or none (server clock)")
+        else:
+            times = t.cast(pa.int64())
+    payloads = None
+    if "payload" in names:
+        payloads = pc.fill_null(batch.column("payload").cast(pa.binary()), b"")
+    return columns(batch.column("side").cast(pa.string()), ids, batch.column("key").cast(pa.float64()),
+                   batch.column("value").cast(pa.float64()), times, payloads)
 
 
 def ref(side: str, id: str) -> pb.EventRef:
@@ -293,6 +358,16 @@ class HotjoinClient:
         """Publish one batch; returns once durable with one status per event."""
         return self.publishing.Publish(pb.PublishRequest(topic=topic, events=events), timeout=self.timeout)
 
+    def publish_columns(self, topic: str, sides: Any, ids: Any, keys: Any, values: Any, times: Any = None,
+                        payloads: Any = None) -> pb.PublishResponse:
+        """Publish one batch given as columns (see ``columns``); returns once durable.
+
+        The response lists only the rejected events (``statuses``, each with its ``index``); the
+        accepted ones took the consecutive seqs ``first_seq..last_seq`` in batch order.
+        """
+        req = pb.PublishRequest(topic=topic, columns=columns(sides, ids, keys, values, times, payloads))
+        return self.publishing.Publish(req, timeout=self.timeout)
+
     def delete_events(self, topic: str, refs: Sequence[pb.EventRef]) -> pb.DeleteEventsResponse:
         return self.publishing.DeleteEvents(pb.DeleteEventsRequest(topic=topic, events=refs), timeout=self.timeout)
 
@@ -305,7 +380,8 @@ class HotjoinClient:
     def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
                cursors: Mapping[int, int] | None = None, from_latest: bool = False,
                reconnect: bool = True, retry_delay: float = 0.2, batch: bool = False,
-               auto_commit: float | None = None, ignore_committed: bool = False) -> MatchStream:
+               batch_pairs: bool = False, auto_commit: float | None = None,
+               ignore_committed: bool = False) -> MatchStream:
         """An iterator over ``ListenResponse`` messages that resumes after reconnects.
 
         Subscriptions without an entry in ``cursors`` start after their committed cursor on the
@@ -316,10 +392,12 @@ class HotjoinClient:
         With ``batch`` the server packs matches without pairs into ``MatchBatch`` responses
         (``WhichOneof("message") == "matches"``; expand them with ``batch_rows``): one gRPC
         message for thousands of matches instead of one each. Cursors, gaps and resume work the
-        same way.
+        same way. With ``batch_pairs`` as well, PAIRS messages of up to 10,000 pairs come in the
+        ``MatchBatch`` too, their pairs as columns (``pair_counts``, ``r_ids``, ``s_ids``).
         """
         req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
-                               from_latest=from_latest, batch=batch, ignore_committed=ignore_committed)
+                               from_latest=from_latest, batch=batch, batch_pairs=batch_pairs,
+                               ignore_committed=ignore_committed)
         return MatchStream(self, req, dict(cursors or {}), reconnect, retry_delay, auto_commit)
 
     def commit_cursors(self, topic: str, cursors: Mapping[int, int] | None = None,
@@ -338,6 +416,24 @@ class HotjoinClient:
         return self.listening.GetCursors(pb.GetCursorsRequest(
             topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids)),
             timeout=self.timeout)
+
+    def listen_columns(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
+                       cursors: Mapping[int, int] | None = None, from_latest: bool = False,
+                       reconnect: bool = True, retry_delay: float = 0.2) -> Iterator[MatchColumns | pb.ListenResponse]:
+        """``listen(batch=True)`` as columns: every ``MatchBatch`` and every (complete) ``Match``
+        is yielded as a ``MatchColumns`` of numpy arrays (``.to_arrow()`` for an Arrow record
+        batch); gaps, unsubscriptions and caught-up markers are yielded as they come. Resume and
+        reconnect as ``listen``."""
+        stream = self.listen(topic, subscriber, subscription_ids, cursors, from_latest, reconnect, retry_delay,
+                             batch=True, batch_pairs=True)
+        for resp in stream:
+            kind = resp.WhichOneof("message")
+            if kind == "matches":
+                yield MatchColumns.of_batch(resp.matches)
+            elif kind == "match":
+                yield MatchColumns.of_match(resp.match)
+            else:
+                yield resp
 
     def stats(self, topic: str) -> pb.TopicStats:
         return self.stats_stub.GetTopicStats(pb.TopicStatsRequest(topic=topic), timeout=self.timeout)
@@ -491,15 +587,98 @@ def batch_rows(mb: pb.MatchBatch) -> list[pb.Match]:
     """The ``Match`` messages a ``MatchBatch`` stands for, in order (convenience, not fast)."""
     ops = list(mb.ops)
     out = []
-    for sid, seq, sign, count, k in zip(mb.subscription_ids, mb.seqs, mb.signs, mb.counts, mb.op_index,
-                                        strict=True):
+    pcounts = list(mb.pair_counts) or [0] * len(mb.subscription_ids)
+    at = 0
+    for sid, seq, sign, count, k, pc in zip(mb.subscription_ids, mb.seqs, mb.signs, mb.counts, mb.op_index,
+                                            pcounts, strict=True):
         o = ops[k]
         m = pb.Match(subscription_id=sid, seq=seq, sign=sign, count=count, op=o.op,
                      received_unix_nanos=o.received_unix_nanos)
         if o.HasField("event"):
             m.event.CopyFrom(o.event)
+        if pc:
+            m.pairs.extend(pb.Pair(r_id=r, s_id=s) for r, s in zip(mb.r_ids[at:at + pc], mb.s_ids[at:at + pc],
+                                                                     strict=True))
+            at += pc
         out.append(m)
     return out
+
+
+class MatchColumns:
+    """Matches as columns: row i is subscription ``subscription_id[i]``'s message at ``seq[i]``
+    with ``sign[i]`` and ``count[i]`` pairs, triggered by operation ``op[i]`` on event
+    ``(event_side[i], event_id[i])`` received at ``received_unix_nanos[i]``. PAIRS rows carry
+    their pairs: pair j belongs to row ``pair_row[j]`` and is ``(r_id[j], s_id[j])``."""
+
+    __slots__ = ("subscription_id", "seq", "sign", "count", "op", "event_side", "event_id",
+                 "received_unix_nanos", "pair_row", "r_id", "s_id")
+
+    def __init__(self, subscription_id: np.ndarray, seq: np.ndarray, sign: np.ndarray, count: np.ndarray,
+                 op: np.ndarray, event_side: np.ndarray, event_id: np.ndarray, received_unix_nanos: np.ndarray,
+                 pair_row: np.ndarray, r_id: np.ndarray, s_id: np.ndarray) -> None:
+        self.subscription_id, self.seq, self.sign, self.count = subscription_id, seq, sign, count
+        self.op, self.event_side, self.event_id = op, event_side, event_id
+        self.received_unix_nanos = received_unix_nanos
+        self.pair_row, self.r_id, self.s_id = pair_row, r_id, s_id
+
+    def __len__(self) -> int:
+        return int(self.subscription_id.shape[0])
+
+    @staticmethod
+    def of_batch(mb: pb.MatchBatch) -> MatchColumns:
+        """Columns of a ``MatchBatch``; the per-operation table is expanded with one take."""
+        idx = np.array(mb.op_index, dtype=np.int64)
+        ops = list(mb.ops)
+        side = np.array([_SIDE_NAME.get(o.event.side, "") for o in ops], dtype=object)
+        eid = np.array([o.event.id for o in ops], dtype=object)
+        name = np.array([o.op for o in ops], dtype=object)
+        rns = np.array([o.received_unix_nanos for o in ops], dtype=np.int64)
+        n = len(idx)
+        pair_row = (np.repeat(np.arange(n, dtype=np.int64), np.array(mb.pair_counts, dtype=np.int64))
+                    if len(mb.pair_counts) else np.zeros(0, dtype=np.int64))
+        r_id = np.empty(len(mb.r_ids), dtype=object)
+        r_id[:] = list(mb.r_ids)
+        s_id = np.empty(len(mb.s_ids), dtype=object)
+        s_id[:] = list(mb.s_ids)
+        return MatchColumns(np.array(mb.subscription_ids, dtype=np.int64), np.array(mb.seqs, dtype=np.int64),
+                            np.array(mb.signs, dtype=np.int8), np.array(mb.counts, dtype=np.int64),
+                            name[idx], side[idx], eid[idx], rns[idx], pair_row, r_id, s_id)
+
+    @staticmethod
+    def of_match(m: pb.Match) -> MatchColumns:
+        """One row of a single ``Match`` (with its pairs)."""
+        n = len(m.pairs)
+        return MatchColumns(
+            np.array([m.subscription_id], dtype=np.int64), np.array([m.seq], dtype=np.int64),
+            np.array([m.sign], dtype=np.int8), np.array([m.count], dtype=np.int64),
+            np.array([m.op], dtype=object), np.array([_SIDE_NAME.get(m.event.side, "")], dtype=object),
+            np.array([m.event.id], dtype=object), np.array([m.received_unix_nanos], dtype=np.int64),
+            np.zeros(n, dtype=np.int64), np.array([p.r_id for p in m.pairs], dtype=object),
+            np.array([p.s_id for p in m.pairs], dtype=object))
+
+    def to_arrow(self) -> Any:
+        """The rows as an Arrow record batch (pairs left out; see ``pairs_arrow``)."""
+        import pyarrow as pa
+
+        return pa.record_batch(
+            [pa.array(self.subscription_id), pa.array(self.seq), pa.array(self.sign), pa.array(self.count),
+             pa.array(self.op, pa.string()), pa.array(self.event_side, pa.string()),
+             pa.array(self.event_id, pa.string()), pa.array(self.received_unix_nanos)],
+            names=["subscription_id", "seq", "sign", "count", "op", "event_side", "event_id",
+                   "received_unix_nanos"])
+
+    def pairs_arrow(self) -> Any:
+        """The pairs as an Arrow record batch (subscription_id, seq, sign, r_id, s_id)."""
+        import pyarrow as pa
+
+        r = self.pair_row
+        return pa.record_batch(
+            [pa.array(self.subscription_id[r]), pa.array(self.seq[r]), pa.array(self.sign[r]),
+             pa.array(self.r_id, pa.string()), pa.array(self.s_id, pa.string())],
+            names=["subscription_id", "seq", "sign", "r_id", "s_id"])
+
+
+_SIDE_NAME = {pb.SIDE_R: "R", pb.SIDE_S: "S"}
 
 
 class BatchingPublisher:
@@ -580,6 +759,9 @@ class BatchingPublisher:
 
     def publish_batch(self, events: Sequence[pb.Event]) -> Future[pb.PublishResponse]:
         """Send one batch now (blocks while ``max_in_flight`` batches are unacknowledged)."""
+        return self._send(pb.PublishRequest(topic=self.topic if self._first else "", events=events))
+
+    def _send(self, req: pb.PublishRequest) -> Future[pb.PublishResponse]:
         if self._error is not None:
             raise self._error
         self._slots.acquire()
@@ -589,9 +771,20 @@ class BatchingPublisher:
                 self._slots.release()
                 raise self._error or RuntimeError("publish stream ended")
             self._pending.put(fut)
-        self._requests.put(pb.PublishRequest(topic=self.topic if self._first else "", events=events))
+        self._requests.put(req)
         self._first = False
         return fut
+
+    def publish_columns(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any = None,
+                        payloads: Any = None) -> Future[pb.PublishResponse]:
+        """Send one batch given as columns (see ``columns``) now; a future of its response."""
+        return self.publish_request(columns(sides, ids, keys, values, times, payloads))
+
+    def publish_request(self, cols: pb.EventColumns) -> Future[pb.PublishResponse]:
+        """Send one prebuilt ``EventColumns`` batch now (blocks while ``max_in_flight`` batches
+        are unacknowledged)."""
+        self._send_buffer()  # keep the order of events queued one by one
+        return self._send(pb.PublishRequest(topic=self.topic if self._first else "", columns=cols))
 
     def flush(self, timeout: float | None = None) -> None:
         """Send what is queued and wait until every batch sent so far is acknowledged."""

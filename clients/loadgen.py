@@ -26,7 +26,7 @@ import numpy as np
 
 from hotjoin.proto import hotjoin_pb2 as pb
 
-KINDS = ("band", "select")
+KINDS = ("band", "select", "window")
 BAND_CLUSTERS = 40
 
 
@@ -41,11 +41,14 @@ class Workload:
     delivery: str = "pairs"
     subscriber: str = "demo"
     seed: int = 1
+    # window joins: the window w of every subscription (event-time units, milliseconds in bench
+    # serve); the key/value shape is the select join's
+    window: int = 600_000
 
     def table(self) -> object:
         from hotjoin.matcher.workload import TableIConfig
 
-        if self.kind == "select":
+        if self.kind in ("select", "window"):
             k = select_key_domain(self)
             return TableIConfig(n_subscriptions=self.subscriptions, s_size=self.stored, integer=True,
                                 seed=self.seed, key_domain=(0.0, k), s_key_mu=k / 2,
@@ -133,14 +136,17 @@ def subscription_specs(w: Workload, start: int = 0, stop: int | None = None) -> 
             s = pb.SubscriptionSpec(delivery=mode, subscriber=w.subscriber)
             s.band.b.lo, s.band.b.hi = a, b
             out.append(s)
-    elif w.kind == "select":
+    elif w.kind in ("select", "window"):
         from hotjoin.matcher.workload import select_ranges_arrays
 
         cols = [x[start:stop].tolist() for x in select_ranges_arrays(w.table())]  # type: ignore[arg-type]
         for al, ah, cl, ch in zip(*cols, strict=True):
             s = pb.SubscriptionSpec(delivery=mode, subscriber=w.subscriber)
-            s.select.a.lo, s.select.a.hi = al, ah
-            s.select.c.lo, s.select.c.hi = cl, ch
+            body = s.select if w.kind == "select" else s.window
+            body.a.lo, body.a.hi = al, ah
+            body.c.lo, body.c.hi = cl, ch
+            if w.kind == "window":
+                s.window.w = w.window
             out.append(s)
     else:
         raise ValueError(f"unknown kind {w.kind!r}; choose one of {', '.join(KINDS)}")
@@ -172,3 +178,33 @@ def incoming_events(w: Workload, n: int, stream: int = 0, batch: int = 1000) -> 
     t = np.ones(n, dtype=np.int64)
     for i in range(0, n, batch):
         yield _events("R", k[i : i + batch], v[i : i + batch], t[i : i + batch], f"r{stream}-", i)
+
+
+def _columns(side: str, keys: np.ndarray, values: np.ndarray, times: np.ndarray, prefix: str,
+             start: int) -> pb.EventColumns:
+    """One columnar batch (``PublishRequest.columns``); the ids are the only per-event objects."""
+    n = len(keys)
+    return pb.EventColumns(sides=bytes([pb.SIDE_R if side == "R" else pb.SIDE_S]) * n,
+                           ids=[f"{prefix}{start + i}" for i in range(n)], keys=keys.tolist(),
+                           values=values.tolist(), times=times.tolist())
+
+
+def stored_columns(w: Workload, batch: int = 1000, time: int = 0) -> Iterator[pb.EventColumns]:
+    """``stored_events`` as columnar batches, every tuple at event time ``time``."""
+    from hotjoin.matcher.workload import s_arrays
+
+    k, v, _ = s_arrays(w.table(), w.stored)  # type: ignore[arg-type]
+    t = np.full(w.stored, time, dtype=np.int64)
+    for i in range(0, w.stored, batch):
+        yield _columns("S", k[i : i + batch], v[i : i + batch], t[i : i + batch], "s", i)
+
+
+def incoming_columns(w: Workload, n: int, stream: int = 0, batch: int = 1000) -> Iterator[pb.EventColumns]:
+    """``incoming_events`` as columnar batches (time 1; a window bench overwrites the times at
+    send time)."""
+    from hotjoin.matcher.workload import r_arrays
+
+    k, v, _ = r_arrays(w.table(), n, batch=1000 + stream)  # type: ignore[arg-type]
+    t = np.ones(n, dtype=np.int64)
+    for i in range(0, n, batch):
+        yield _columns("R", k[i : i + batch], v[i : i + batch], t[i : i + batch], f"r{stream}-", i)

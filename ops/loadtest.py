@@ -54,6 +54,12 @@ class ServeBenchConfig:
     strategy: str = "auto"
     listener: bool = True
     seed: int = 1
+    # window kind: the topic's lateness (ms); R events carry the publisher's clock minus a random
+    # delay of up to lateness/2, so they arrive out of order yet none is late
+    lateness: int = 1000
+    # publish forms, one run each per subscription count: "columns" (PublishRequest.columns) and/or
+    # "events" (one Event message per event, the old form, as a same-run reference)
+    wire: tuple[str, ...] = ("columns",)
     extra_server_args: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -122,12 +128,13 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
 
     lat: list[int] = []
     with HotjoinClient(target, timeout=None) as hj:
-        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True)
+        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True, batch_pairs=True)
         ready.set()
         import threading
 
         threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True).start()
         n = 0
+        pairs, first_pair, last_pair = 0, 0, 0
         chunks: list[np.ndarray] = []
         try:
             for resp in stream:
@@ -138,9 +145,19 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
                     rns = np.array([o.received_unix_nanos for o in mb.ops], dtype=np.int64)
                     chunks.append(now - rns[np.array(mb.op_index, dtype=np.int64)])
                     n += len(mb.op_index)
+                    if len(mb.r_ids):
+                        pairs += len(mb.r_ids)
+                        first_pair = first_pair or now
+                        last_pair = now
                     counter.value = n
                 elif kind == "match":
-                    lat.append(time.time_ns() - resp.match.received_unix_nanos)
+                    now = time.time_ns()
+                    lat.append(now - resp.match.received_unix_nanos)
+                    n_pairs = len(resp.match.pairs)
+                    if n_pairs:
+                        pairs += n_pairs
+                        first_pair = first_pair or now
+                        last_pair = now
                     n += 1
                     if n % 1000 == 0:
                         counter.value = n
@@ -148,18 +165,27 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
             print(f"listener: {e}", file=sys.stderr)
         counter.value = n
     np.save(out_path, np.concatenate([np.array(lat, dtype=np.int64), *chunks]))
+    Path(out_path + ".pairs.json").write_text(json.dumps({"pairs": pairs, "first_ns": first_pair,
+                                                          "last_ns": last_pair}))
 
 
 def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: float, duration: float,
                     out_path: str, start: Any, counter: Any, ready: Any = None) -> None:
     """Stream R tuples at ``rate`` events/s (0: unthrottled) for ``duration`` s; record ack latency."""
     from hotjoin.clients.client import HotjoinClient
-    from hotjoin.clients.loadgen import Workload, incoming_events
+    from hotjoin.clients.loadgen import Workload, incoming_columns, incoming_events
 
+    wire = os.environ.get("HOTJOIN_BENCH_WIRE", "columns")
+    lateness = int(os.environ.get("HOTJOIN_BENCH_LATENESS", "0"))
     w = Workload(**cfg)
     bs = int(os.environ.get("HOTJOIN_BENCH_BATCH", "100"))
     n_max = int((rate if rate > 0 else UNTHROTTLED_PER_PUBLISHER) * duration * 1.2) + bs
-    batches = list(incoming_events(w, n_max, stream=stream_no, batch=bs))
+    gen = incoming_columns if wire == "columns" else incoming_events
+    batches: list[Any] = list(gen(w, n_max, stream=stream_no, batch=bs))
+    # window joins: event time = the publisher's clock (ms) minus up to lateness/2, so events
+    # arrive out of order within the lateness and none is late
+    jitter = (np.random.default_rng(100 + stream_no).integers(0, lateness // 2 + 1, bs)
+              if w.kind == "window" else None)
     acks: list[int] = []
     acked = 0
     with HotjoinClient(target, timeout=None) as hj:
@@ -177,10 +203,18 @@ def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: floa
                 due = t0 + sent / rate
                 if due > now:
                     time.sleep(due - now)
+            if jitter is not None:
+                times = (time.time_ns() // 1_000_000 - jitter[: len(b.ids) if wire == "columns" else len(b)]).tolist()
+                if wire == "columns":
+                    del b.times[:]
+                    b.times.extend(times)
+                else:
+                    for e, t in zip(b, times, strict=True):
+                        e.time = t
             sent_at = time.monotonic_ns()
-            fut = pub.publish_batch(b)
+            fut = pub.publish_request(b) if wire == "columns" else pub.publish_batch(b)
 
-            def done(f: Any, sent_at: int = sent_at, n: int = len(b)) -> None:
+            def done(f: Any, sent_at: int = sent_at, n: int = len(b.ids) if wire == "columns" else len(b)) -> None:
                 nonlocal acked
                 if f.exception() is None:
                     acks.append(time.monotonic_ns() - sent_at)
@@ -188,7 +222,7 @@ def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: floa
                     counter.value = acked
 
             fut.add_done_callback(done)
-            sent += len(b)
+            sent += len(b.ids) if wire == "columns" else len(b)
         try:
             pub.close()
         except Exception as e:  # noqa: BLE001 - the acks so far are still reported
@@ -203,19 +237,23 @@ def _progress(msg: str) -> None:
     print(f"[bench serve {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | None) -> dict[str, Any]:
-    """One load test at ``n_subs`` subscriptions; returns the record."""
+def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | None,
+            wire: str = "columns") -> dict[str, Any]:
+    """One load test at ``n_subs`` subscriptions with publish form ``wire``; returns the record."""
     from hotjoin.clients.client import HotjoinClient, event, ref
     from hotjoin.clients.commands.demo import free_port, start_server, stop_server
-    from hotjoin.clients.loadgen import Workload, pick_strategy, stored_events, subscription_specs
+    from hotjoin.clients.loadgen import Workload, pick_strategy, stored_columns, subscription_specs
 
-    data = work / f"data-{n_subs}"
+    data = work / f"data-{n_subs}-{wire}"
     port, _ = free_port(0)
     mport, _ = free_port(0)
     target = f"127.0.0.1:{port}"
     proc = start_server(data, port, mport, work / f"server-{n_subs}.log",
                         ("--max-workers", "32", *cfg.extra_server_args))
-    rec: dict[str, Any] = {"subscriptions": n_subs, "kind": cfg.kind, "delivery": cfg.delivery,
+    window = cfg.kind == "window"
+    lateness = cfg.lateness if window else 0
+    rec: dict[str, Any] = {"subscriptions": n_subs, "kind": cfg.kind, "delivery": cfg.delivery, "wire": wire,
+                           "lateness": lateness,
                            "stored": cfg.stored, "rate_target": cfg.rate, "duration_s": cfg.duration,
                            "publishers": cfg.publishers, "batch_size": cfg.batch_size}
     w = Workload(kind=cfg.kind, subscriptions=n_subs, stored=cfg.stored, affected=cfg.affected,
@@ -224,7 +262,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
         with HotjoinClient(target, timeout=600) as hj:
             hj.wait_ready(60)
             strategy = pick_strategy(cfg.kind) if cfg.strategy == "auto" else {cfg.kind: cfg.strategy}
-            hj.create_topic(TOPIC, lateness=0, strategy=strategy)
+            hj.create_topic(TOPIC, lateness=lateness, strategy=strategy)
             rec["strategy"] = strategy or "auto"
             t0 = time.monotonic()
             chunk = 50_000
@@ -235,13 +273,15 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             rec["subscribe_s"] = round(time.monotonic() - t0, 2)
             rec["subscribe_per_s"] = round(n_subs / max(rec["subscribe_s"], 1e-9))
             t0 = time.monotonic()
+            # window joins: the stored tuples are "now" (the run's R events fall in their window w)
+            t_stored = time.time_ns() // 1_000_000 - lateness if window else 0
             with hj.publisher(TOPIC, batch_size=1000, max_in_flight=4) as pub:
-                for b in stored_events(w, 1000):
-                    pub.publish_batch(b)
+                for cb in stored_columns(w, 1000, t_stored):
+                    pub.publish_request(cb)
             rec["store_s"] = round(time.monotonic() - t0, 2)
             # warm-up (numba kernels of the R side load or compile on first use): publish and
             # delete a few R tuples before any listener or clock starts
-            warm = [event("R", f"warm-{i}", float(i), 0.0, time=0) for i in range(200)]
+            warm = [event("R", f"warm-{i}", float(i), 0.0, time=t_stored) for i in range(200)]
             hj.publish(TOPIC, warm)
             hj.delete_events(TOPIC, [ref("R", f"warm-{i}") for i in range(200)])
             _progress(f"{n_subs} subscriptions ({rec['subscribe_s']}s), {cfg.stored} stored S tuples "
@@ -260,6 +300,8 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             outs = [str(work / f"pub-{n_subs}-{k}.npy") for k in range(cfg.publishers)]
             os.environ["HOTJOIN_BENCH_BATCH"] = str(cfg.batch_size)
             os.environ["HOTJOIN_BENCH_INFLIGHT"] = str(cfg.max_in_flight)
+            os.environ["HOTJOIN_BENCH_WIRE"] = wire
+            os.environ["HOTJOIN_BENCH_LATENESS"] = str(lateness)
             wcfg = asdict(w)
             for k in range(cfg.publishers):
                 p = ctx.Process(target=_publisher_main,
@@ -269,6 +311,16 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 procs.append(p)
             for _ in procs:  # publishers generate their events before the clock starts
                 generated.acquire(timeout=600)
+            # A topic without retention is checkpointed once idle for 5 s after 200,000 logged
+            # operations (server/checkpoint.py), which the setup above is; the state is pickled
+            # under the topic lock. Wait for that checkpoint so it does not stall the measured
+            # window (it would land there or not depending on how long the publishers took).
+            t_wait = time.monotonic()
+            if n_subs + cfg.stored >= 200_000:
+                while (_metric_sum(_scrape(mport), "hotjoin_checkpoints_total") < 1
+                       and time.monotonic() - t_wait < 60):
+                    time.sleep(0.5)
+            rec["checkpoint_wait_s"] = round(time.monotonic() - t_wait, 1)
             before = _scrape(mport)
             start.set()
             t0 = time.monotonic()
@@ -304,7 +356,16 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             _, b1 = _histogram(after, "hotjoin_publish_to_match_seconds")
             gaps = _metric_sum(after, "hotjoin_listener_gaps_total")
             st = hj.stats(TOPIC)
+            pairs_path = Path(lis_out + ".pairs.json")
+            pinfo = json.loads(pairs_path.read_text()) if pairs_path.exists() else {"pairs": 0}
+            if pinfo["pairs"]:
+                span = max((pinfo["last_ns"] - pinfo["first_ns"]) / 1e9, 1e-9)
+                rec["pairs_delivered"] = pinfo["pairs"]
+                rec["pairs_delivered_per_s"] = round(pinfo["pairs"] / span, 1)
+            rejected = _metric_sum(after, "hotjoin_events_rejected_total") - _metric_sum(
+                before, "hotjoin_events_rejected_total")
             rec.update({
+                "rejected": int(rejected),
                 "events": int(published),
                 "throughput_events_per_s": round(published / min(elapsed, cfg.duration + 0.5), 1),
                 "messages": int(messages),
@@ -318,7 +379,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 "tau": dict(st.tau), "hotspots": dict(st.hotspots),
             })
             if plot_dir is not None:
-                rec["plot"] = _plot(plot_dir, n_subs, cfg, acks, deliveries)
+                rec["plot"] = _plot(plot_dir, n_subs, cfg, acks, deliveries, wire)
         if cfg.restart_test:
             rec.update(_restart(cfg, w, hj_target=target, proc=proc, data=data, work=work,
                                 port=port, mport=mport, n_subs=n_subs))
@@ -364,7 +425,8 @@ def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Pat
             "restart_rss_mib": round(_rss_bytes(proc2.pid) / 2**20, 1), "_proc": proc2}
 
 
-def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, deliveries: np.ndarray) -> str:
+def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, deliveries: np.ndarray,
+          wire: str = "columns") -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -380,10 +442,10 @@ def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, 
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("fraction ≤ x")
     rate = f"rate {cfg.rate:g}/s" if cfg.rate else "unthrottled"
-    ax.set_title(f"hotjoin serve: {n_subs:,} {cfg.kind} joins, {cfg.delivery}, {rate}")
+    ax.set_title(f"hotjoin serve: {n_subs:,} {cfg.kind} joins, {cfg.delivery}, {rate}, {wire}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    path = plot_dir / f"serve-cdf-{cfg.kind}-{cfg.delivery.lower()}-{n_subs}-{int(cfg.rate)}.png"
+    path = plot_dir / f"serve-cdf-{cfg.kind}-{cfg.delivery.lower()}-{n_subs}-{int(cfg.rate)}-{wire}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -396,9 +458,10 @@ def run(cfg: ServeBenchConfig, json_path: str | None = None, plot_dir: str | Non
     records = []
     try:
         for n in cfg.subscriptions:
-            rec = run_one(cfg, n, work, Path(plot_dir) if plot_dir else None)
-            records.append(rec)
-            _progress(json.dumps(rec))
+            for wire in cfg.wire:
+                rec = run_one(cfg, n, work, Path(plot_dir) if plot_dir else None, wire)
+                records.append(rec)
+                _progress(json.dumps(rec))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = {"config": asdict(cfg), "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},

@@ -263,34 +263,68 @@ class ListSubscriptionsResponse(_message.Message):
     def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class EventStatus(_message.Message):
-    __slots__ = ("code", "id", "seq", "reason")
+    __slots__ = ("code", "id", "seq", "reason", "index")
     CODE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
     code: EventStatusCode
     id: str
     seq: int
     reason: str
-    def __init__(self, code: _Optional[_Union[EventStatusCode, str]] = ..., id: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    index: int
+    def __init__(self, code: _Optional[_Union[EventStatusCode, str]] = ..., id: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ..., index: _Optional[int] = ...) -> None: ...
+
+class EventColumns(_message.Message):
+    __slots__ = ("sides", "ids", "keys", "values", "times", "payloads")
+    SIDES_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    TIMES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    sides: bytes
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    keys: _containers.RepeatedScalarFieldContainer[float]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    times: _containers.RepeatedScalarFieldContainer[int]
+    payloads: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, sides: _Optional[bytes] = ..., ids: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[float]] = ..., values: _Optional[_Iterable[float]] = ..., times: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("topic", "events")
+    __slots__ = ("topic", "events", "columns")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     events: _containers.RepeatedCompositeFieldContainer[Event]
-    def __init__(self, topic: _Optional[str] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+    columns: EventColumns
+    def __init__(self, topic: _Optional[str] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., columns: _Optional[_Union[EventColumns, _Mapping]] = ...) -> None: ...
+
+class AssignedId(_message.Message):
+    __slots__ = ("index", "id")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    id: str
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ...) -> None: ...
 
 class PublishResponse(_message.Message):
-    __slots__ = ("statuses", "accepted", "rejected")
+    __slots__ = ("statuses", "accepted", "rejected", "first_seq", "last_seq", "assigned")
     STATUSES_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     statuses: _containers.RepeatedCompositeFieldContainer[EventStatus]
     accepted: int
     rejected: int
-    def __init__(self, statuses: _Optional[_Iterable[_Union[EventStatus, _Mapping]]] = ..., accepted: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
+    first_seq: int
+    last_seq: int
+    assigned: _containers.RepeatedCompositeFieldContainer[AssignedId]
+    def __init__(self, statuses: _Optional[_Iterable[_Union[EventStatus, _Mapping]]] = ..., accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[AssignedId, _Mapping]]] = ...) -> None: ...
 
 class DeleteEventsRequest(_message.Message):
     __slots__ = ("topic", "events")
@@ -315,7 +349,7 @@ class Cursor(_message.Message):
     def __init__(self, subscription_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class ListenRequest(_message.Message):
-    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch", "ignore_committed")
+    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch", "ignore_committed", "batch_pairs")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -324,6 +358,7 @@ class ListenRequest(_message.Message):
     FROM_LATEST_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     IGNORE_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_PAIRS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscriber: str
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -332,7 +367,8 @@ class ListenRequest(_message.Message):
     from_latest: bool
     batch: bool
     ignore_committed: bool
-    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ..., ignore_committed: _Optional[bool] = ...) -> None: ...
+    batch_pairs: bool
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ..., ignore_committed: _Optional[bool] = ..., batch_pairs: _Optional[bool] = ...) -> None: ...
 
 class Pair(_message.Message):
     __slots__ = ("r_id", "s_id")
@@ -401,20 +437,26 @@ class Operation(_message.Message):
     def __init__(self, op: _Optional[str] = ..., event: _Optional[_Union[EventRef, _Mapping]] = ..., received_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class MatchBatch(_message.Message):
-    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops")
+    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops", "pair_counts", "r_ids", "s_ids")
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
     SEQS_FIELD_NUMBER: _ClassVar[int]
     SIGNS_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     OP_INDEX_FIELD_NUMBER: _ClassVar[int]
     OPS_FIELD_NUMBER: _ClassVar[int]
+    PAIR_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    R_IDS_FIELD_NUMBER: _ClassVar[int]
+    S_IDS_FIELD_NUMBER: _ClassVar[int]
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
     seqs: _containers.RepeatedScalarFieldContainer[int]
     signs: _containers.RepeatedScalarFieldContainer[int]
     counts: _containers.RepeatedScalarFieldContainer[int]
     op_index: _containers.RepeatedScalarFieldContainer[int]
     ops: _containers.RepeatedCompositeFieldContainer[Operation]
-    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ...) -> None: ...
+    pair_counts: _containers.RepeatedScalarFieldContainer[int]
+    r_ids: _containers.RepeatedScalarFieldContainer[str]
+    s_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., pair_counts: _Optional[_Iterable[int]] = ..., r_ids: _Optional[_Iterable[str]] = ..., s_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListenResponse(_message.Message):
     __slots__ = ("match", "gap", "unsubscribed", "caught_up", "matches")
@@ -574,20 +616,22 @@ class SubscribeOp(_message.Message):
     def __init__(self, subscription_id: _Optional[int] = ..., spec: _Optional[_Union[SubscriptionSpec, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class LogOp(_message.Message):
-    __slots__ = ("seq", "publish", "delete", "subscribe", "unsubscribe", "received_unix_nanos")
+    __slots__ = ("seq", "publish", "delete", "subscribe", "unsubscribe", "publish_columns", "received_unix_nanos")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     UNSUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     publish: Event
     delete: EventRef
     subscribe: SubscribeOp
     unsubscribe: int
+    publish_columns: EventColumns
     received_unix_nanos: int
-    def __init__(self, seq: _Optional[int] = ..., publish: _Optional[_Union[Event, _Mapping]] = ..., delete: _Optional[_Union[EventRef, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeOp, _Mapping]] = ..., unsubscribe: _Optional[int] = ..., received_unix_nanos: _Optional[int] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., publish: _Optional[_Union[Event, _Mapping]] = ..., delete: _Optional[_Union[EventRef, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeOp, _Mapping]] = ..., unsubscribe: _Optional[int] = ..., publish_columns: _Optional[_Union[EventColumns, _Mapping]] = ..., received_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class LogBatch(_message.Message):
     __slots__ = ("ops",)

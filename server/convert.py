@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from hotjoin.matcher.model import (
     INT64_MAX,
     BandJoin,
@@ -151,6 +153,61 @@ def encode_spec(sub: Subscription, meta: SubMeta) -> pb.SubscriptionSpec:
         out.select.SetInParent()
         out.select.a.CopyFrom(encode_range(sub.a))
         out.select.c.CopyFrom(encode_range(sub.c))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """A columnar publish batch decoded from ``pb.EventColumns``: numpy columns, no per-event
+    message. ``sides`` holds the wire ``Side`` values (1 = R, 2 = S, anything else invalid);
+    ``times`` is None when the batch takes the server's clock; ``payloads`` None: no payloads."""
+
+    sides: np.ndarray
+    ids: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    times: np.ndarray | None
+    payloads: list[bytes] | None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def decode_columns(c: pb.EventColumns) -> EventBatch:
+    """Decode the columns of a request or a log frame; ``ValueError`` when their lengths differ.
+
+    Numeric columns are copied by numpy from the packed fields in C; ids become one object
+    array of ``str`` (the engine's id type).
+    """
+    n = len(c.ids)
+    sides = np.frombuffer(c.sides, dtype=np.uint8)
+    keys = np.array(c.keys, dtype=np.float64)
+    values = np.array(c.values, dtype=np.float64)
+    lengths = {"sides": len(sides), "keys": len(keys), "values": len(values)}
+    if len(c.times):
+        lengths["times"] = len(c.times)
+    if len(c.payloads):
+        lengths["payloads"] = len(c.payloads)
+    bad = [f"{name} has {k}" for name, k in lengths.items() if k != n]
+    if bad:
+        raise ValueError(f"columns differ in length: ids has {n} entries, {', '.join(bad)}")
+    ids = np.empty(n, dtype=object)
+    ids[:] = list(c.ids)
+    times = np.array(c.times, dtype=np.int64) if len(c.times) else None
+    payloads = list(c.payloads) if len(c.payloads) else None
+    return EventBatch(sides, ids, keys, values, times, payloads)
+
+
+def encode_columns(sides: np.ndarray, ids: np.ndarray, keys: np.ndarray, values: np.ndarray,
+                   times: np.ndarray | None, payloads: list[bytes] | None) -> pb.EventColumns:
+    """The wire/log form of columns; ``sides`` as wire ``Side`` values (1 = R, 2 = S)."""
+    out = pb.EventColumns(sides=np.asarray(sides, dtype=np.uint8).tobytes(), ids=list(ids),
+                          keys=np.asarray(keys, dtype=np.float64).tolist(),
+                          values=np.asarray(values, dtype=np.float64).tolist())
+    if times is not None:
+        out.times.extend(np.asarray(times, dtype=np.int64).tolist())
+    if payloads is not None and any(payloads):
+        out.payloads.extend(payloads)
     return out
 
 

@@ -100,6 +100,13 @@ class Chunk:
     def __len__(self) -> int:
         return int(self.sids.shape[0])
 
+    def seal(self, first_seq: int, last_seq: int) -> Chunk:
+        """Set the operations' seq range and the memory estimate of a chunk built from columns
+        (the columnar publish path); ``build`` does the same for per-operation parts."""
+        self.first_seq, self.last_seq = int(first_seq), int(last_seq)
+        self.nbytes = int(row_bytes(self).sum()) + OP_BYTES * len(self.op_table)
+        return self
+
     @staticmethod
     def build(parts: Sequence[tuple[Any, ...]]) -> Chunk:
         """One chunk from per-operation parts ``(seq, sign, op, side, event_id, received_ns,

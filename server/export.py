@@ -11,11 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server.convert import SIDE_FROM_PB
+from hotjoin.server.convert import SIDE_FROM_PB, decode_columns
 from hotjoin.server.log import read_log
 
 EVENTS_SCHEMA = pa.schema([
@@ -54,6 +55,16 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path) -> dict[str, Any]:
                 e = op.publish
                 row = (op.seq, "publish", SIDE_FROM_PB[e.side], e.id, e.key, e.value, e.time, e.payload,
                        op.received_unix_nanos)
+            elif kind == "publish_columns":  # a columnar batch: seqs op.seq, op.seq + 1, ...
+                b = decode_columns(op.publish_columns)
+                n = len(b)
+                rows = (np.arange(op.seq, op.seq + n).tolist(), ["publish"] * n,
+                        [SIDE_FROM_PB.get(x, "") for x in b.sides.tolist()], b.ids.tolist(), b.keys.tolist(),
+                        b.values.tolist(), b.times.tolist() if b.times is not None else [None] * n,
+                        b.payloads if b.payloads is not None else [b""] * n, [op.received_unix_nanos] * n)
+                for name, col in zip(ev, rows, strict=True):
+                    ev[name].extend(col)
+                continue
             elif kind == "delete":
                 d = op.delete
                 row = (op.seq, "delete", SIDE_FROM_PB[d.side], d.id, None, None, None, None,

@@ -27,13 +27,14 @@ from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.proto import hotjoin_pb2_grpc as rpc
 from hotjoin.server import audit, metrics
 from hotjoin.server.auth import AuthFailure, Principal
-from hotjoin.server.convert import SIDE_TO_PB
+from hotjoin.server.batch_apply import EventStatus as BatchStatus
+from hotjoin.server.convert import SIDE_TO_PB, EventBatch, decode_columns
 from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
 from hotjoin.server.errors import InvalidArgument, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import TopicRegistry
-from hotjoin.server.topic import Status, Topic
+from hotjoin.server.topic import ColumnsOutcome, Status, Topic
 
 PAIRS_PER_MESSAGE = 10_000
 PUBLISH_PIPELINE = 4  # batches of one stream applied ahead of their acknowledgement
@@ -138,18 +139,20 @@ def encode_statuses(statuses: list[Status]) -> list[pb.EventStatus]:
     return [pb.EventStatus(code=_STATUS[s.code], id=s.id, seq=s.seq, reason=s.reason) for s in statuses]
 
 
-def encode_items(items: Iterable[Item], batch: bool = False) -> Iterator[pb.ListenResponse]:
+def encode_items(items: Iterable[Item], batch: bool = False,
+                 batch_pairs: bool = False) -> Iterator[pb.ListenResponse]:
     """Listen messages of delivery items; PAIRS messages are split into parts (``more``).
 
     With ``batch`` the messages without pairs of a ``MatchBlock`` go out as one ``MatchBatch``
-    (columns filled by C-level ``extend``, no Python object per match).
+    (columns filled by C-level ``extend``, no Python object per match); with ``batch_pairs`` too
+    the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns.
     """
     for it in items:
         if isinstance(it, MatchBlock):
             if batch and not it.pairs:
                 yield _match_batch(it)
             else:
-                yield from _block_messages(it, batch)
+                yield from _block_messages(it, batch, batch_pairs and batch)
         elif isinstance(it, GapItem):
             yield pb.ListenResponse(
                 gap=pb.Gap(subscription_id=it.subscription_id, from_seq=it.from_seq, to_seq=it.to_seq, reason=it.reason)
@@ -168,6 +171,13 @@ def _match_batch(b: MatchBlock) -> pb.ListenResponse:
     mb.signs.extend(b.signs.tolist())
     mb.counts.extend(b.counts.tolist())
     mb.op_index.extend(op_index.tolist())
+    if b.pairs:
+        rows = sorted(b.pairs)
+        counts = np.zeros(len(b), dtype=np.int64)
+        counts[rows] = [len(b.pairs[r][0]) for r in rows]
+        mb.pair_counts.extend(counts.tolist())
+        mb.r_ids.extend(np.concatenate([b.pairs[r][0] for r in rows]).tolist())
+        mb.s_ids.extend(np.concatenate([b.pairs[r][1] for r in rows]).tolist())
     table = b.op_table
     for k in used.tolist():
         op, side, eid, rns = table[k]
@@ -177,18 +187,22 @@ def _match_batch(b: MatchBlock) -> pb.ListenResponse:
     return pb.ListenResponse(matches=mb)
 
 
-def _block_messages(b: MatchBlock, batch: bool) -> Iterator[pb.ListenResponse]:
+def _block_messages(b: MatchBlock, batch: bool, batch_pairs: bool = False) -> Iterator[pb.ListenResponse]:
     """One ``Match`` per row (rows with pairs split into parts); in batch mode the runs of rows
-    without pairs between them still go out as ``MatchBatch`` messages."""
+    without pairs between them still go out as ``MatchBatch`` messages, and with ``batch_pairs``
+    rows of up to ``PAIRS_PER_MESSAGE`` pairs join the runs (a run holds at most that many pairs)."""
     pairs = b.pairs or {}
     run: list[int] = []
+    run_pairs = [0]
 
     def flush() -> Iterator[pb.ListenResponse]:
         if run:
             idx = np.array(run, dtype=np.int64)
+            sub = {k: pairs[i] for k, i in enumerate(run) if i in pairs} if run_pairs[0] else None
             yield _match_batch(MatchBlock(b.sids[idx], b.seqs[idx], b.signs[idx], b.counts[idx],
-                                          b.ops[idx], b.op_table, None))
+                                          b.ops[idx], b.op_table, sub or None))
             run.clear()
+            run_pairs[0] = 0
 
     sids, seqs, signs, counts, ops = (b.sids.tolist(), b.seqs.tolist(), b.signs.tolist(),
                                       b.counts.tolist(), b.ops.tolist())
@@ -196,6 +210,12 @@ def _block_messages(b: MatchBlock, batch: bool) -> Iterator[pb.ListenResponse]:
         pr = pairs.get(i)
         if batch and pr is None:
             run.append(i)
+            continue
+        if batch_pairs and pr is not None and len(pr[0]) <= PAIRS_PER_MESSAGE:
+            if run_pairs[0] + len(pr[0]) > PAIRS_PER_MESSAGE:
+                yield from flush()
+            run.append(i)
+            run_pairs[0] += len(pr[0])
             continue
         yield from flush()
         op, side, eid, rns = b.op_table[ops[i]]
@@ -356,7 +376,11 @@ class PublishService(rpc.PublishServiceServicer):
 
     @_unary
     def Publish(self, request: pb.PublishRequest, context: grpc.ServicerContext) -> pb.PublishResponse:
-        topic = self._admit(_principal(context), request.topic, len(request.events), "publish")
+        batch = _columns_of(request)
+        n = len(request.events) if batch is None else len(batch)
+        topic = self._admit(_principal(context), request.topic, n, "publish")
+        if batch is not None:
+            return _columns_response(topic.publish_columns(batch, time.time_ns()))
         return _response(topic.publish(request.events, time.time_ns()))
 
     @_streaming
@@ -394,13 +418,19 @@ class PublishService(rpc.PublishServiceServicer):
                     if topic is not None and req.topic and req.topic != topic.name:
                         raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
                     p = session.current()
+                    batch = _columns_of(req)
+                    n = len(req.events) if batch is None else len(batch)
                     if topic is None:
-                        topic = self._admit(p, req.topic, len(req.events), "publish")
+                        topic = self._admit(p, req.topic, n, "publish")
                     else:  # every batch: rights may have been revoked by a reload meanwhile
                         p.require(topic.name, "publish", "publish")
-                        self._charge(p, len(req.events))
+                        self._charge(p, n)
                     received = time.time_ns()
-                    statuses, token = topic.publish_begin(req.events, received)
+                    statuses: Any
+                    if batch is None:
+                        statuses, token = topic.publish_begin(req.events, received)
+                    else:
+                        statuses, token = topic.publish_columns_begin(batch, received)
                     if not put((topic, statuses, token, received)):
                         topic.commit(token)  # the stream is gone: still sync and deliver
                         return
@@ -420,7 +450,10 @@ class PublishService(rpc.PublishServiceServicer):
                 topic, statuses, token, received = item
                 topic.commit(token)
                 topic.observe_publish(received)
-                yield _response(statuses)
+                if isinstance(statuses, ColumnsOutcome):
+                    yield _columns_response(statuses)
+                else:
+                    yield _response(statuses)
         finally:
             stop.set()
             while True:  # batches applied but not acknowledged: still sync and deliver them
@@ -440,6 +473,36 @@ class PublishService(rpc.PublishServiceServicer):
 def _response(statuses: list[Status]) -> pb.PublishResponse:
     ok = sum(1 for s in statuses if s.code == "ok")
     return pb.PublishResponse(statuses=encode_statuses(statuses), accepted=ok, rejected=len(statuses) - ok)
+
+
+_CODE_TO_PB = {BatchStatus.OK: pb.OK, BatchStatus.LATE: pb.LATE, BatchStatus.DUPLICATE: pb.DUPLICATE,
+               BatchStatus.INVALID: pb.INVALID, BatchStatus.NOT_FOUND: pb.NOT_FOUND}
+
+
+def _columns_of(request: pb.PublishRequest) -> EventBatch | None:
+    """The request's columnar batch (None for the per-event form); ``InvalidArgument`` when it
+    carries both forms or columns of different lengths."""
+    if not request.HasField("columns"):
+        return None
+    if len(request.events):
+        raise InvalidArgument("a publish request carries events or columns, not both")
+    try:
+        return decode_columns(request.columns)
+    except ValueError as x:
+        raise InvalidArgument(str(x)) from None
+
+
+def _columns_response(out: ColumnsOutcome) -> pb.PublishResponse:
+    """The compact answer to a columnar batch: the accepted events' seq range, the assigned ids,
+    and one ``EventStatus`` (with its index) per rejected event only."""
+    resp = pb.PublishResponse(accepted=out.accepted, rejected=len(out.status) - out.accepted,
+                              first_seq=out.first_seq, last_seq=out.last_seq)
+    for i in np.flatnonzero(out.status != BatchStatus.OK).tolist():
+        resp.statuses.add(code=_CODE_TO_PB[int(out.status[i])], id=out.ids[i], reason=out.reasons.get(i, ""),
+                          index=i)
+    for i, eid in out.assigned.items():
+        resp.assigned.add(index=i, id=eid)
+    return resp
 
 
 class ListenService(rpc.ListenServiceServicer):
@@ -473,7 +536,7 @@ class ListenService(rpc.ListenServiceServicer):
                         if admin:
                             now.require(topic.name, "admin", "listen to other principals' subscriptions")
                         p = now
-                    yield from encode_items(items, request.batch)
+                    yield from encode_items(items, request.batch, request.batch_pairs)
             finally:
                 lis.close()
 

@@ -55,14 +55,18 @@ from hotjoin.matcher.errors import (
 from hotjoin.matcher.model import Affected, Event, Matches, Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import checkpoint, metrics, snapshot
+from hotjoin.server.batch_apply import BatchOutput, EventStatus, apply_publish_batch
 from hotjoin.server.convert import (
     MAX_ID_LEN,
     MAX_PAYLOAD,
+    EventBatch,
     SubMeta,
+    decode_columns,
     decode_event,
     decode_id,
     decode_side,
     decode_spec,
+    encode_columns,
     encode_spec,
 )
 from hotjoin.server.cursors import CursorStore
@@ -94,7 +98,7 @@ from hotjoin.server.log import (
     write_all,
 )
 from hotjoin.server.match_log import RETENTION_BYTES, RETENTION_MS, SEGMENT_BYTES, MatchLog
-from hotjoin.server.match_log import encode as encode_columns
+from hotjoin.server.match_log import encode as encode_match_columns
 
 log = logging.getLogger("hotjoin.topic")
 
@@ -132,6 +136,51 @@ class Status:
     id: str
     seq: int = 0
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnsOutcome:
+    """Outcome of a columnar batch: ``status`` (``EventStatus`` per event, int8) and ``seq``
+    (0 where rejected) per event, the reasons of the rejected events, the ids assigned to
+    accepted events sent without one, and the batch's consecutive seqs ``first_seq..last_seq``."""
+
+    status: np.ndarray
+    seq: np.ndarray
+    ids: np.ndarray
+    reasons: dict[int, str]
+    assigned: dict[int, str]
+    first_seq: int
+    last_seq: int
+
+    @property
+    def accepted(self) -> int:
+        return 0 if self.first_seq == 0 else self.last_seq - self.first_seq + 1
+
+
+class OpColumns:
+    """The operation table of a columnar chunk (``Chunk.op_table``) without a tuple per event:
+    entry k is ``("publish", sides[k], ids[k], received_ns)``, built on access."""
+
+    __slots__ = ("sides", "ids", "received_ns")
+
+    def __init__(self, sides: np.ndarray, ids: np.ndarray, received_ns: int) -> None:
+        self.sides, self.ids, self.received_ns = sides, ids, received_ns
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: int) -> tuple[str, str, str, int]:
+        return ("publish", self.sides[k], self.ids[k], self.received_ns)
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, int]]:
+        return (self[k] for k in range(len(self)))
+
+    def received(self, ops: np.ndarray) -> np.ndarray:
+        """Receive times (Unix ns) of rows with operation indexes ``ops``."""
+        return np.full(len(ops), self.received_ns, dtype=np.int64)
+
+
+_SIDE_OF_CODE = np.array(["R", "S"], dtype=object)
 
 
 class Topic:
@@ -323,6 +372,124 @@ class Topic:
                 self._m_published.inc(len(ops))
         _count_rejections(self.name, statuses)
         return statuses, token
+
+    def publish_columns(self, batch: EventBatch, received_ns: int) -> ColumnsOutcome:
+        """Apply a columnar batch in order (the per-event form's semantics and statuses); returns
+        once durable."""
+        outcome, token = self.publish_columns_begin(batch, received_ns)
+        self.commit(token)
+        self.observe_publish(received_ns)
+        return outcome
+
+    def publish_columns_begin(self, batch: EventBatch, received_ns: int) -> tuple[ColumnsOutcome, int]:
+        """Apply a columnar batch and write it as one log frame; ``commit(token)`` makes it
+        durable and visible. No Python object per event: the server's own checks (side, id
+        length, payload size) are vectorised, the engine gets the rest through
+        ``apply_publish_batch`` and the delivery hub gets its output as one columnar chunk."""
+        n = len(batch)
+        _check_batch(n, MAX_BATCH_EVENTS, "events")
+        now_ms = received_ns // 1_000_000
+        status = np.zeros(n, dtype=np.int8)
+        reasons: dict[int, str] = {}
+        side_code = batch.sides.astype(np.int16) - 1  # wire R=1, S=2 -> engine 0, 1
+        bad = (side_code < 0) | (side_code > 1)
+        for i in np.flatnonzero(bad).tolist():
+            status[i], reasons[i] = EventStatus.INVALID, "side must be R or S"
+        ids = batch.ids
+        id_len = np.fromiter(map(len, ids), dtype=np.int64, count=n)
+        for i in np.flatnonzero(~bad & (id_len > MAX_ID_LEN)).tolist():
+            status[i], reasons[i] = EventStatus.INVALID, f"event id longer than {MAX_ID_LEN} characters"
+        payloads = batch.payloads
+        if payloads is not None:
+            big = np.fromiter(map(len, payloads), dtype=np.int64, count=n) > MAX_PAYLOAD
+            for i in np.flatnonzero(big & (status == 0)).tolist():
+                status[i], reasons[i] = EventStatus.INVALID, f"payload larger than {MAX_PAYLOAD} bytes"
+        times = batch.times if batch.times is not None else np.full(n, now_ms, dtype=np.int64)
+        seq = np.zeros(n, dtype=np.int64)
+        assigned: dict[int, str] = {}
+        with self._lock:
+            self._check_open()
+            engine = self.engine
+            take = np.flatnonzero(status == 0)
+            empty = take[id_len[take] == 0]
+            if empty.size:  # server-assigned ids: "auto-<the seq it takes if all before it do>"
+                ids = ids.copy()
+                seq0 = engine.seq
+                for i in empty.tolist():
+                    side = "R" if side_code[i] == 0 else "S"
+                    eid, k = f"auto-{seq0 + 1 + i}", 0
+                    while engine.get_event(side, eid) is not None:
+                        k += 1
+                        eid = f"auto-{seq0 + 1 + i}.{k}"
+                    ids[i] = eid
+                    assigned[i] = eid
+            output = "pairs" if self._n_pairs > 0 else "affected"
+            whole = take.size == n
+            sub = (lambda c: c) if whole else (lambda c: c[take])  # noqa: E731
+            res = apply_publish_batch(
+                engine, sub(side_code).astype(np.int8), sub(ids), sub(batch.keys), sub(batch.values),
+                sub(times), payloads if payloads is None or whole else [payloads[i] for i in take.tolist()],
+                output)
+            status[take] = res.status
+            seq[take] = res.seq
+            for j, why in res.reasons.items():
+                reasons[int(take[j])] = why
+            ok_local = np.flatnonzero(res.status == EventStatus.OK)
+            ok = take[ok_local]
+            first = last = 0
+            token = 0
+            if ok.size:
+                first, last = int(res.seq[ok_local[0]]), int(res.seq[ok_local[-1]])
+                if last - first + 1 != ok.size or first != engine.seq - ok.size + 1:
+                    self._closed = True
+                    raise Unavailable("engine sequence diverged from the topic's log; topic closed")
+                cols = encode_columns(side_code[ok] + 1, ids[ok], batch.keys[ok], batch.values[ok],
+                                      times[ok], None if payloads is None else [payloads[i] for i in ok.tolist()])
+                op = pb.LogOp(seq=first, publish_columns=cols, received_unix_nanos=received_ns)
+                chunk = self._column_chunk(res.output, take, seq, side_code, ids, received_ns)
+                observe_many(self._m_to_match, np.full(ok.size, (time.time_ns() - received_ns) / 1e9))
+                action = (_nothing if chunk is None
+                          else self._deliver_chunk(chunk.seal(first, last)))
+                token = self._append([op], action, n_ops=int(ok.size))
+                self._m_published.inc(int(ok.size))
+        assigned = {i: e for i, e in assigned.items() if status[i] == EventStatus.OK}
+        _count_rejection_codes(self.name, status)
+        return ColumnsOutcome(status, seq, ids, reasons, assigned, first, last), token
+
+    def _column_chunk(self, out: BatchOutput, take: np.ndarray, seq: np.ndarray, side_code: np.ndarray,
+                      ids: np.ndarray, received_ns: int) -> Chunk | None:
+        """The delivery chunk of a batch's columnar output: one row per (event, subscription),
+        rows in seq order; PAIRS rows carry their pairs, AFFECTED rows only the signed count."""
+        m = len(out.event)
+        if m == 0:
+            return None
+        ev = take[out.event]  # batch index of each output row's event
+        sids = np.asarray(out.subscription, dtype=np.int64)
+        if out.r_id is None:  # affected output: one row per (event, subscription) already
+            counts = np.asarray(out.count, dtype=np.int64)
+            self._m_matches.inc(int(np.abs(counts).sum()))
+            pairs = None
+        else:
+            self._m_matches.inc(m)
+            order = np.lexsort((sids, ev))
+            ev, sids = ev[order], sids[order]
+            starts = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sids[1:] != sids[:-1])])
+            lens = np.diff(np.r_[starts, m])
+            sign = np.asarray(out.sign, dtype=np.int64)[order][starts]
+            ev, sids, counts = ev[starts], sids[starts], lens * sign
+            pairs = {}
+            want = np.flatnonzero(~self._affected[sids])
+            if want.size:
+                r_ids, s_ids = out.r_id[order], out.s_id[order]
+                for row in want.tolist():
+                    st, ln = int(starts[row]), int(lens[row])
+                    pairs[row] = (r_ids[st:st + ln], s_ids[st:st + ln])
+        used, op_index = np.unique(ev, return_inverse=True)
+        signs = np.where(counts < 0, -1, 1).astype(np.int8)
+        table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
+        self._m_messages.inc(len(sids))
+        return Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table,  # type: ignore[arg-type]
+                     pairs or None)
 
     def delete(self, refs: Sequence[pb.EventRef], received_ns: int) -> list[Status]:
         """Delete events in order (SPEC §3 Delete); each gets its own status."""
@@ -667,11 +834,15 @@ class Topic:
         if self._closed:
             raise NotFound(f"topic {self.name!r} is closed or was deleted")
 
-    def _append(self, ops: list[pb.LogOp], action: Callable[[], None] | None = None) -> int:
+    def _append(self, ops: list[pb.LogOp], action: Callable[[], None] | None = None,
+                n_ops: int | None = None) -> int:
         """Write ``ops`` as one frame (no sync) and queue ``action`` (hub updates) behind it.
 
-        Call with the topic lock held; returns the token to pass to ``commit``.
+        ``n_ops``: the operations the frame holds when not ``len(ops)`` (a columnar publish op
+        holds a whole batch). Call with the topic lock held; returns the token to pass to
+        ``commit``.
         """
+        n_ops = len(ops) if n_ops is None else n_ops
         token = 0
         if self._log is not None:
             try:
@@ -679,8 +850,8 @@ class Topic:
             except OSError as x:
                 self._closed = True
                 raise Unavailable(f"topic {self.name!r}: log write failed ({x}); topic closed") from x
-            self._log_ops += len(ops)
-            self._ckpt_ops += len(ops)
+            self._log_ops += n_ops
+            self._ckpt_ops += n_ops
             self._last_op = time.monotonic()
             if self.match_log is not None and self._last_op - self._retention_checked > 1.0:
                 self._retention_checked = self._last_op
@@ -832,13 +1003,16 @@ class Topic:
         frame goes to the event log: call with the topic lock held, before ``_append``)."""
         if not parts:
             return _nothing
+        return self._deliver_chunk(Chunk.build(parts))
+
+    def _deliver_chunk(self, chunk: Chunk) -> Callable[[], None]:
+        """``_deliver_action`` for a chunk already built (the columnar publish path)."""
         hub = self.hub
-        chunk = Chunk.build(parts)
         mtoken = 0
         if self.match_log is not None:
             try:
                 mtoken = self.match_log.append(chunk.first_seq, chunk.last_seq,
-                                               encode_columns(chunk.columns()))
+                                               encode_match_columns(chunk.columns()))
             except OSError as x:
                 self._closed = True
                 raise Unavailable(f"topic {self.name!r}: match log write failed ({x}); "
@@ -999,7 +1173,11 @@ class Topic:
         for it in items:
             if isinstance(it, MatchBlock):
                 n += len(it)
-                rns = np.array([o[3] for o in it.op_table], dtype=np.int64)[it.ops]
+                table = it.op_table
+                if isinstance(table, OpColumns):
+                    rns = table.received(it.ops)
+                else:
+                    rns = np.array([o[3] for o in table], dtype=np.int64)[it.ops]
                 observe_many(self._m_to_delivery, (now - rns) / 1e9)
         if n:
             self._m_deliveries.inc(n)
@@ -1090,6 +1268,9 @@ class Topic:
                 elif kind == "subscribe":
                     sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
                     subs.append((op, sub, SubMeta(affected, snap, subscriber, op.seq)))
+                elif kind == "publish_columns":
+                    n_batch = self._replay_columns(op)
+                    self._log_ops += n_batch - 1
                 elif kind == "delete":
                     engine.delete(decode_side(op.delete.side), op.delete.id, match=False)
                 elif kind == "unsubscribe":
@@ -1097,13 +1278,30 @@ class Topic:
                     self._unregister_meta(op.unsubscribe)
                 if start is not None and op.seq != last_seq + 1:
                     raise LogCorruptError(f"log after the checkpoint: seq {op.seq} follows {last_seq}")
-                last_seq = op.seq
+                last_seq = engine.seq if kind == "publish_columns" else op.seq
         flush_events()
         flush_subs()
         if engine.seq != last_seq:
             raise LogCorruptError(
                 f"topic {self.name!r}: replay reached seq {engine.seq}, log ends at {last_seq}"
             )
+
+    def _replay_columns(self, op: pb.LogOp) -> int:
+        """Re-apply a columnar publish frame (state only, ``output="none"``); every event was
+        accepted when logged, so each must be accepted again at seqs ``op.seq, op.seq + 1, ...``."""
+        b = decode_columns(op.publish_columns)
+        n = len(b)
+        if b.times is None:
+            raise LogCorruptError(f"columnar publish at seq {op.seq} without times")
+        if self.engine.seq != op.seq - 1:
+            raise LogCorruptError(f"columnar publish at seq {op.seq} follows seq {self.engine.seq}")
+        res = apply_publish_batch(self.engine, (b.sides.astype(np.int16) - 1).astype(np.int8), b.ids,
+                                  b.keys, b.values, b.times, b.payloads, "none")
+        bad = np.flatnonzero(res.status != EventStatus.OK)
+        if bad.size or self.engine.seq != op.seq + n - 1:
+            why = res.reasons.get(int(bad[0]), "") if bad.size else f"engine at seq {self.engine.seq}"
+            raise LogCorruptError(f"columnar publish at seq {op.seq} does not replay: {why}")
+        return n
 
     def iter_log(self) -> Iterator[pb.LogBatch]:
         """The durable log, frame by frame (for export)."""
@@ -1133,4 +1331,16 @@ def _count_rejections(topic: str, statuses: list[Status]) -> None:
         metrics.EVENTS_REJECTED.labels(topic, code).inc(n)
 
 
-__all__ = ["Topic", "Status", "FailedPrecondition"]
+_CODE_NAMES = {EventStatus.LATE: "late", EventStatus.DUPLICATE: "duplicate",
+               EventStatus.INVALID: "invalid", EventStatus.NOT_FOUND: "not_found"}
+
+
+def _count_rejection_codes(topic: str, status: np.ndarray) -> None:
+    """``_count_rejections`` for a columnar batch: one counter update per code."""
+    counts = np.bincount(status.astype(np.int64), minlength=len(EventStatus))
+    for code, name in _CODE_NAMES.items():
+        if counts[code]:
+            metrics.EVENTS_REJECTED.labels(topic, name).inc(int(counts[code]))
+
+
+__all__ = ["ColumnsOutcome", "Topic", "Status", "FailedPrecondition"]

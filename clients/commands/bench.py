@@ -78,7 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="target subscriptions affected per event (band calibration)")
     s.add_argument("--rate", type=float, default=5000.0, help="target events/s in total (0: max)")
     s.add_argument("--duration", type=float, default=20.0, help="seconds of publishing per run")
-    s.add_argument("--kind", choices=("band", "select"), default="select")
+    s.add_argument("--kind", choices=("band", "select", "window"), default="select")
+    s.add_argument("--lateness", type=int, default=1000,
+                   help="window kind: the topic's lateness in ms; events are out of order by up to half")
+    s.add_argument("--wire", default="columns",
+                   help="publish form(s), comma-separated, one run each: columns, events")
     s.add_argument("--delivery", choices=("AFFECTED", "PAIRS", "affected", "pairs"), default="AFFECTED")
     s.add_argument("--publishers", type=int, default=2, help="publisher processes")
     s.add_argument("--batch-size", type=int, default=100, help="events per streamed batch")
@@ -177,14 +181,19 @@ def _run_serve(args: argparse.Namespace) -> int:
         duration=args.duration, kind=args.kind, delivery=args.delivery.lower(),
         publishers=args.publishers, batch_size=args.batch_size, max_in_flight=args.max_in_flight,
         restart_test=args.restart_test, restart_stored=args.restart_stored, strategy=args.strategy,
-        listener=not args.no_listener,
+        listener=not args.no_listener, lateness=args.lateness,
+        wire=tuple(x.strip() for x in str(args.wire).split(",") if x.strip()),
     )
+    if not cfg.wire or set(cfg.wire) - {"columns", "events"}:
+        raise CliError(f"--wire must list columns and/or events, got {args.wire!r}")
     res = run(cfg, args.json_path, args.plot_dir)
     for r in res["records"]:
-        print(f"n={r['subscriptions']:<7} {r['kind']} {r['delivery']}: {r['throughput_events_per_s']:.0f} "
+        print(f"n={r['subscriptions']:<7} {r['kind']} {r['delivery']} {r['wire']}: "
+              f"{r['throughput_events_per_s']:.0f} "
               f"events/s ({r['messages_per_event']} messages/event), ack {r['publish_to_ack_ms']}, "
               f"match {r['publish_to_match_ms']}, delivery {r['publish_to_delivery_ms']}, "
               f"RSS {r['server_rss_mib']} MiB"
+              + (f", {r['pairs_delivered_per_s']:.0f} pairs/s delivered" if r.get("pairs_delivered") else "")
               + (f", restart {r['restart_s']}s" if "restart_s" in r else ""))
     sys.stdout.flush()
     return 0
