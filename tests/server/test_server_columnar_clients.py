@@ -92,7 +92,7 @@ def test_publish_command_streams_columns(server: HotjoinServer, tmp_path: Path,
     assert code == 0 and json.loads(out)["accepted"] == n
     # CSV: rows with and without a time (server clock), an empty id, a duplicate
     (tmp_path / "e.csv").write_text("side,id,key,value,time\nS,c1,1.5,0,2\nR,,9,0,\nR,c2,9,0,\nS,c1,1,1,5\n")
-    code, out, _ = _cli(capsys, "publish", *t, "p", str(tmp_path / "e.csv"), "--quiet")
+    code, out, _ = _cli(capsys, "publish", *t, "p", str(tmp_path / "e.csv"), "--quiet", "--allow-rejections")
     res = json.loads(out)
     assert code == 0 and (res["sent"], res["accepted"], res["rejected"]) == (4, 3, 1)
     assert "already exists" in res["rejections"][0]["reason"]
@@ -104,10 +104,10 @@ def test_publish_command_streams_columns(server: HotjoinServer, tmp_path: Path,
         assert c.get_topic("p").seq == n + 3 + 2
     (tmp_path / "bad.csv").write_text("side,id,key,value,time\nS,b1,notanumber,0,2\n")
     code, _, err = _cli(capsys, "publish", *t, "p", str(tmp_path / "bad.csv"), "--quiet")
-    assert code != 0 and "bad events file" in err and "Traceback" not in err
+    assert code == 2 and "bad.csv:2: bad event: key must be a number" in err and "Traceback" not in err
     (tmp_path / "nokey.csv").write_text("side,id,value\nS,b1,0\n")
     code, _, err = _cli(capsys, "publish", *t, "p", str(tmp_path / "nokey.csv"), "--quiet")
-    assert code != 0 and "missing column(s): key" in err
+    assert code == 2 and "nokey.csv:2: bad event: missing field 'key'" in err
 
 
 def test_batch_pairs_listen(client: HotjoinClient, monkeypatch: pytest.MonkeyPatch) -> None:
