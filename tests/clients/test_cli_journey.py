@@ -281,6 +281,22 @@ def test_bulk_subscribe_shows_progress(journey: Journey) -> None:
     assert p.returncode == 0 and p.stdout == ""
 
 
+def test_serve_on_a_taken_port_or_bad_data_dir_is_one_line(journey: Journey) -> None:
+    if journey.server is None:
+        pytest.skip("needs the walk-through's server (run the whole module)")
+    p = run([HOTJOIN, "serve", "--data-dir", "d2", "--port", str(journey.port), "--metrics-port", "-1"],
+            journey.cwd, journey.env, timeout=60)
+    assert_one_error_line(p, 1, f"cannot listen on 127.0.0.1:{journey.port} for gRPC",
+                          "address already in use")
+    p = run([HOTJOIN, "serve", "--data-dir", "d2", "--port", "0", "--metrics-port",
+             str(journey.metrics_port)], journey.cwd, journey.env, timeout=60)
+    assert_one_error_line(p, 1, f"{journey.metrics_port} for /metrics", "--metrics-port")
+    _write(journey, "afile", "x")
+    p = run([HOTJOIN, "serve", "--data-dir", "afile", "--port", "0", "--metrics-port", "-1"],
+            journey.cwd, journey.env, timeout=60)
+    assert_one_error_line(p, 1, "afile", "Not a directory")
+
+
 def test_version_and_defaults_in_help(journey: Journey) -> None:
     p = run([HOTJOIN, "--version"], journey.cwd, journey.env)
     assert p.returncode == 0 and re.fullmatch(r"hotjoin \d+\.\d+\.\d+\S*\n", p.stdout)
