@@ -136,10 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A sub-command raising ``CliError`` exits with its code and a one-line message on stderr.
     """
-    # gRPC's C core logs e.g. failed TLS handshakes at INFO on stderr, beside our one line.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
     args = parser.parse_args(normalise_argv(sys.argv[1:] if argv is None else argv))
+    # gRPC's C core logs e.g. failed TLS handshakes on stderr, beside our one line: clients say
+    # what went wrong themselves; the server keeps gRPC's errors (GRPC_VERBOSITY overrides both).
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR" if args.command in ("serve", "demo") else "NONE")
     try:
         if args.command == "bench":
             _plots_available(args)

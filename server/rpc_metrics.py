@@ -22,9 +22,10 @@ import grpc
 from hotjoin.server.metrics import RPC_DURATION, RPC_REQUESTS, RPC_STREAMS
 
 
-def _code_name(context: Any, failed: bool) -> str:
+def _code_name(context: Any, failed: bool, cancelled: bool = False) -> str:
     """The status the call ended with: what the handler set or aborted with, else OK (or
-    UNKNOWN when it raised without setting one, which is what gRPC sends then)."""
+    UNKNOWN when it raised without setting one, which is what gRPC sends then; CANCELLED when
+    the client went away in the middle of a stream)."""
     code = None
     try:
         code = context.code()
@@ -32,6 +33,8 @@ def _code_name(context: Any, failed: bool) -> str:
         code = None
     if isinstance(code, grpc.StatusCode):
         return code.name
+    if cancelled:
+        return "CANCELLED"
     return "UNKNOWN" if failed else "OK"
 
 
@@ -64,13 +67,16 @@ def _wrap(handler: grpc.RpcMethodHandler, label: str) -> grpc.RpcMethodHandler:
 
         def streaming(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             RPC_STREAMS.labels(label).inc()
-            failed = True
+            failed, cancelled = True, False
             try:
                 yield from inner(request, context)
                 failed = False
+            except GeneratorExit:  # gRPC closes the generator when the client cancels
+                cancelled = True
+                raise
             finally:
                 RPC_STREAMS.labels(label).dec()
-                RPC_REQUESTS.labels(label, _code_name(context, failed)).inc()
+                RPC_REQUESTS.labels(label, _code_name(context, failed, cancelled)).inc()
 
         make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
                 else grpc.unary_stream_rpc_method_handler)

@@ -100,6 +100,26 @@ def limits_of(args: argparse.Namespace) -> Any:
     return Limits.for_workers(args.max_workers, **kw)
 
 
+def _check_port(host: str, port: int, what: str, option: str, more: str = "") -> None:
+    """Fail with one line, before gRPC logs its own, when ``host:port`` cannot be bound."""
+    import errno
+    import socket
+
+    from hotjoin.clients.cli import CliError
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host.strip("[]"), port))
+        except OSError as e:
+            why = ("address already in use" if e.errno == errno.EADDRINUSE else e.strerror or str(e))
+            raise CliError(f"cannot listen on {host}:{port} for {what}: {why} ({option} chooses "
+                           f"another{more})", code=1) from None
+
+
 def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     """Start the server and block until a signal stops it."""
     from hotjoin.clients.cli import CliError
@@ -125,6 +145,10 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     delivery = DeliveryOptions(args.delivery_retention_bytes, args.delivery_retention_ms,
                                args.delivery_segment_bytes, args.delivery_buffer_bytes,
                                max(args.listener_max_bytes, 1))
+    _check_port(args.host, args.port, "gRPC", "--port")
+    if args.metrics_port > 0:
+        _check_port(args.metrics_host or args.host, args.metrics_port, "/metrics",
+                    "--metrics-port", "; -1 turns /metrics off")
     try:
         srv = HotjoinServer(
             data_dir=args.data_dir, host=args.host, port=args.port,
@@ -138,6 +162,12 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
         ).start()
     except (AuthFileError, InvalidArgument, ValueError) as e:
         raise CliError(str(e)) from None
+    except RuntimeError as e:  # grpc: "Failed to bind to address ..." (taken since the check)
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {e}", code=1) from None
+    except OSError as e:
+        what = f" {e.filename}" if e.filename else ""
+        raise CliError(f"cannot start:{what}: {e.strerror or e} (--data-dir {args.data_dir})",
+                       code=1) from None
     print(f"hotjoin serving on {srv.target} (data {args.data_dir}, metrics port {srv.metrics_port})",
           flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):

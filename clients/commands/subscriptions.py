@@ -3,8 +3,9 @@
 One JSON line per subscription (``common.message_dict`` of the server's ``Subscription``: id,
 spec with kind, ranges and subscriber, ``registered_seq``, and whatever progress fields the
 server reports), each with the topic's current sequence number ``topic_seq``; ``--table`` prints
-aligned columns instead. The ``lag`` column is ``topic_seq`` minus the subscription's committed
-cursor when the server reports one (server-kept cursors, SPEC §4), else ``-``.
+aligned columns instead. With server-kept cursors (SPEC §4; the client's ``get_cursors``,
+the ``GetCursors`` RPC), each line also carries ``committed_seq`` and ``lag`` (topic seq minus
+committed seq); a subscription that never committed shows ``-`` in the table.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import sys
 from typing import Any
 
 from hotjoin.clients.commands.common import add_target, client, message_dict, rpc_errors
-
-# Field names a server with committed cursors may report on a Subscription (first one wins).
-COMMITTED_FIELDS = ("committed_seq", "cursor", "committed")
 
 
 def register(sub: Any) -> None:
@@ -45,16 +43,40 @@ def _describe(d: dict[str, Any]) -> str:
     return f"{kind} " + " ".join(parts)
 
 
+def committed_positions(hj: Any, topic: str, subscriber: str) -> tuple[int | None, dict[int, Any]]:
+    """``(topic seq, {subscription id: cursor})`` from the ``GetCursors`` RPC, or ``(None, {})``
+    from a client or server without server-kept cursors."""
+    get = getattr(hj, "get_cursors", None)
+    if get is None:
+        return None, {}
+    import grpc
+
+    try:
+        resp = get(topic, subscriber=subscriber)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # an older server
+            return None, {}
+        raise
+    return int(resp.seq), {int(c.subscription_id): c for c in resp.cursors}
+
+
+def with_lag(d: dict[str, Any], cursor: Any) -> dict[str, Any]:
+    """``d`` plus ``committed_seq`` and ``lag`` of a ``CommittedCursor`` (when it has them)."""
+    if cursor is not None and cursor.HasField("committed_seq"):
+        d["committed_seq"] = int(cursor.committed_seq)
+        d["lag"] = int(cursor.lag)
+    return d
+
+
 def run(args: argparse.Namespace) -> int:
     with client(args) as hj:
-        topic_seq = hj.stats(args.topic).seq
+        seq, cursors = committed_positions(hj, args.topic, args.subscriber)
+        topic_seq = seq if seq is not None else hj.stats(args.topic).seq
         rows = []
         for s in hj.list_subscriptions(args.topic, args.subscriber):
             d = message_dict(s)
             d["topic_seq"] = topic_seq
-            committed = next((d[f] for f in COMMITTED_FIELDS if f in d), None)
-            if committed is not None and "lag" not in d:
-                d["lag"] = max(0, topic_seq - int(committed))
+            with_lag(d, cursors.get(int(s.subscription_id)))
             if args.table:
                 rows.append(d)
             else:

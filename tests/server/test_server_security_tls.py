@@ -177,7 +177,8 @@ def test_serve_and_cli_with_tls_tokens_and_sighup(served: tuple[subprocess.Popen
     rc, _, err = _cli(capsys, "stats", *conn, "t")
     assert rc == 1 and "UNAUTHENTICATED: missing credentials" in err
     rc, _, err = _cli(capsys, "topic", "list", *conn[:2])  # plaintext against the TLS port
-    assert rc == 1 and "UNAVAILABLE" in err
+    assert rc == 1 and "UNAVAILABLE" in err and "if the server uses TLS, pass --tls-ca" in err, err
+    assert len(err.strip().splitlines()) == 1, err
     # SIGHUP: carol is added and alice's token replaced, without a restart
     carol = write_auth(tmp / "auth.toml", {**PRINCIPALS, "carol": {"t": ["subscribe"]}},
                        {k: v for k, v in tokens.items() if k != "alice"})
