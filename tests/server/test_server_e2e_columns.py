@@ -1,4 +1,5 @@
-"""The end-to-end tests of ``test_server_e2e.py`` again, every publish sent in the columnar form.
+"""The end-to-end tests of ``test_server_e2e.py`` and the restart/export test of
+``test_server_persistence.py`` again, every ``publish`` sent in the columnar form.
 
 ``HotjoinClient.publish`` is replaced (for this module only) by a version that sends the events
 as ``PublishRequest.columns`` — one request per run of events with / without a time — and
@@ -13,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 import test_server_e2e as e2e
+import test_server_persistence as persistence
 
 from hotjoin.clients.client import HotjoinClient
 from hotjoin.proto import hotjoin_pb2 as pb
@@ -62,3 +64,4 @@ test_deliveries_equal_oracle = e2e.test_deliveries_equal_oracle
 test_resume_after_drop_and_gap_after_eviction = e2e.test_resume_after_drop_and_gap_after_eviction
 test_slow_listener_does_not_block_publishers = e2e.test_slow_listener_does_not_block_publishers
 test_reconnect_after_server_restart = e2e.test_reconnect_after_server_restart
+test_restart_rebuilds_state_exactly = persistence.test_restart_rebuilds_state_exactly
