@@ -131,7 +131,8 @@ def columns(sides: Any, ids: Any, keys: Any, values: Any, times: Any = None,
     as an invalid side, which the server rejects for that event only). ``ids``: strings, empty
     for a server-assigned id. ``times``: None = the server's clock for every event. ``payloads``:
     bytes per event or None. Built with C-level conversions, no Python object per event beyond
-    the id strings.
+    the id strings. A column of another length than ``ids`` is sent as it is and rejected by the
+    server (INVALID_ARGUMENT, nothing applied).
     """
     s = _np(sides)
     if s.dtype.kind in "iu":
@@ -140,7 +141,9 @@ def columns(sides: Any, ids: Any, keys: Any, values: Any, times: Any = None,
         code = np.zeros(len(s), dtype=np.uint8)
         code[s == "R"] = pb.SIDE_R
         code[s == "S"] = pb.SIDE_S
-    out = pb.EventColumns(sides=code.tobytes(), ids=_np(ids, object).astype(str).tolist(),
+    id_col = _np(ids, object)
+    id_col = np.where(np.equal(id_col, None), "", id_col)  # None: a server-assigned id
+    out = pb.EventColumns(sides=code.tobytes(), ids=id_col.astype(str).tolist(),
                           keys=_np(keys, np.float64).tolist(), values=_np(values, np.float64).tolist())
     if times is not None:
         out.times.extend(_np(times, np.int64).tolist())

@@ -376,9 +376,8 @@ class PublishService(rpc.PublishServiceServicer):
 
     @_unary
     def Publish(self, request: pb.PublishRequest, context: grpc.ServicerContext) -> pb.PublishResponse:
+        topic = self._admit(_principal(context), request.topic, _n_events(request), "publish")
         batch = _columns_of(request)
-        n = len(request.events) if batch is None else len(batch)
-        topic = self._admit(_principal(context), request.topic, n, "publish")
         if batch is not None:
             return _columns_response(topic.publish_columns(batch, time.time_ns()))
         return _response(topic.publish(request.events, time.time_ns()))
@@ -418,13 +417,13 @@ class PublishService(rpc.PublishServiceServicer):
                     if topic is not None and req.topic and req.topic != topic.name:
                         raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
                     p = session.current()
-                    batch = _columns_of(req)
-                    n = len(req.events) if batch is None else len(batch)
+                    n = _n_events(req)
                     if topic is None:
                         topic = self._admit(p, req.topic, n, "publish")
                     else:  # every batch: rights may have been revoked by a reload meanwhile
                         p.require(topic.name, "publish", "publish")
                         self._charge(p, n)
+                    batch = _columns_of(req)  # decoded only once the caller may publish
                     received = time.time_ns()
                     statuses: Any
                     if batch is None:
@@ -477,6 +476,11 @@ def _response(statuses: list[Status]) -> pb.PublishResponse:
 
 _CODE_TO_PB = {BatchStatus.OK: pb.OK, BatchStatus.LATE: pb.LATE, BatchStatus.DUPLICATE: pb.DUPLICATE,
                BatchStatus.INVALID: pb.INVALID, BatchStatus.NOT_FOUND: pb.NOT_FOUND}
+
+
+def _n_events(request: pb.PublishRequest) -> int:
+    """Events in a request of either form (for authorization and quotas, before decoding)."""
+    return len(request.columns.ids) if request.HasField("columns") else len(request.events)
 
 
 def _columns_of(request: pb.PublishRequest) -> EventBatch | None:
