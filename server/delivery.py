@@ -1,4 +1,5 @@
-"""Delivery: per-subscription bounded buffers, kept as columns, and listeners that drain them.
+"""Delivery: the messages of a topic kept as columns, in memory and (durably) on disk, and the
+listeners that drain them.
 
 Every message of subscription q is what one operation of the topic changed in q's result; its
 ``seq`` is the topic sequence number of that operation, so seqs are strictly increasing per
@@ -7,24 +8,35 @@ subscription and a listener resumes "after seq n" exactly.
 **Storage.** A publisher appends one ``Chunk`` per durable batch: columns ``sids``, ``seqs``,
 ``signs``, ``counts``, ``ops`` (index into the chunk's operation table: op, side, event id,
 received time) and, for PAIRS messages only, the pairs of each row. Nothing is built per message
-in Python on this path. Chunks form one ring per topic, in seq order.
+in Python on this path. Chunks form one ring per topic, in seq order, bounded in **bytes**
+(``buffer_bytes``; ``row_bytes`` is the estimate per message).
 
-**Per-subscription bounds, exactly as a deque per subscription would keep them.** Subscription
-q's buffer holds its newest ``capacity`` messages and, of PAIRS messages, at most ``max_pairs``
-pairs (the newest message is always kept). Because eviction always removes the oldest, the kept
-messages at any moment are a *suffix* of q's messages, decided by two counters per subscription:
-``total[q]`` (messages ever pushed) and ``ptotal[q]`` (pairs ever pushed); each row remembers its
-ordinal and its pairs-before. A row is kept iff ``ordinal >= total[q] − capacity`` and (it is q's
-newest or ``ptotal[q] − pairs_before <= max_pairs``). A listener asking for messages that are not
-kept gets an explicit ``Gap`` first, never a silent loss. The ring as a whole is bounded too
-(``max_rows`` messages): a chunk leaving it raises ``lost_upto[q]`` of its subscriptions, which is
-also how a restart's lost history is recorded (``lost_upto = boot_seq``).
+**Durable mode** (a ``MatchLog`` as ``store``, ``server/match_log.py``; the default with a data
+directory). Every chunk was written to the match log before it is pushed, so the ring is only a
+cache: a listener whose cursors lie before the ring (it is slow, or the server restarted) reads
+the match log from disk (``_drain_disk``, outside the lock) with the same masks and switches back
+to the ring once everything after its position is there (``dseq >= evicted_upto``). Messages are
+lost only to the log's retention, which raises ``lost_upto[q]`` (``dropped``); a listener behind
+it gets an explicit ``Gap``.
+
+**Memory-only mode** (no store): per-subscription bounds, exactly as a deque per subscription
+would keep them. Subscription q's buffer holds its newest ``capacity`` messages and, of PAIRS
+messages, at most ``max_pairs`` pairs (the newest message is always kept). Because eviction always
+removes the oldest, the kept messages at any moment are a *suffix* of q's messages, decided by two
+counters per subscription: ``total[q]`` (messages ever pushed) and ``ptotal[q]`` (pairs ever
+pushed); each row remembers its ordinal and its pairs-before. A row is kept iff ``ordinal >=
+total[q] − capacity`` and (it is q's newest or ``ptotal[q] − pairs_before <= max_pairs``). A
+listener asking for messages that are not kept gets an explicit ``Gap`` first, never a silent
+loss. A chunk leaving the ring raises ``lost_upto[q]`` of its subscriptions, which is also how a
+restart's lost history is recorded (``lost_upto = boot_seq``).
 
 **Listeners** keep a cursor per subscription (a numpy column, −1 = not listening) and a position
 in the ring. A drain scans the chunks after its position with vectorised masks (attached, seq >
 cursor, kept), so a listener of a subscriber with 500,000 subscriptions pays per message
-delivered, not per subscription. A publisher never waits for a listener. Complexity: ``push``
-O(rows); ``drain`` O(rows scanned + gaps reported).
+delivered, not per subscription; it takes at most ``max_batch`` messages and about
+``listener_bytes`` (the listener's backlog in memory; one larger message goes alone). A publisher
+never waits for a listener. Complexity: ``push`` O(rows); ``drain`` O(rows scanned + gaps
+reported).
 
 >>> hub = DeliveryHub(capacity=2, boot_seq=0)
 >>> hub.add_subscription(0, "alice", registered_seq=1)

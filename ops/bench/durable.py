@@ -8,6 +8,7 @@ same-run reference. Prints one JSON line per run and a Markdown table of the rat
 
     python -m hotjoin.ops.bench.durable --subscriptions 20000 --stored 50000 --duration 10
     python -m hotjoin.ops.bench.durable --codec     # record bytes and encode/decode CPU only
+    python -m hotjoin.ops.bench.durable --memory 67108864,536870912   # RSS vs the ring's bound
 """
 
 from __future__ import annotations
@@ -65,6 +66,56 @@ def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
     return out
 
 
+def memory_bound(buffer_bytes: int, seconds: float = 30.0) -> dict[str, Any]:
+    """Issue 16 item 3: three unbounded band subscriptions (every pair matches) beside 1,000
+    ordinary ones, 2,000 stored S tuples, a listener that never reads, R events published as fast
+    as they are acknowledged; returns the server's peak RSS and the delivery ring's bytes."""
+    import time
+    import urllib.request
+
+    from hotjoin.clients.client import HotjoinClient, band, event
+    from hotjoin.clients.commands.demo import free_port, start_server, stop_server
+
+    work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-memory-"))
+    port, mport = free_port(0)[0], free_port(0)[0]
+    proc = start_server(work / "data", port, mport, work / "server.log",
+                        ("--delivery-buffer-bytes", str(buffer_bytes),
+                         "--delivery-retention-bytes", str(256 << 20)))
+
+    def rss() -> int:
+        with open(f"/proc/{proc.pid}/status") as f:
+            return int(f.read().split("VmRSS:")[1].split()[0]) * 1024
+
+    def metric(name: str) -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
+        return next(float(x.split()[-1]) for x in text.splitlines() if x.startswith(name + "{"))
+
+    try:
+        with HotjoinClient(f"127.0.0.1:{port}", timeout=120) as c:
+            c.wait_ready(60)
+            c.create_topic("t", lateness=10**9)
+            c.subscribe_many("t", [band((i, i + 1), subscriber="x") for i in range(1000)])
+            for _ in range(3):
+                c.subscribe("t", band((None, None), subscriber="big"))
+            for k in range(2):
+                c.publish("t", [event("S", f"s{k}.{i}", float(i % 100), 0.0, time=0) for i in range(1000)])
+            stalled = c.listen("t", subscriber="big")
+            next(iter(stalled))
+            t0, n, peak = time.monotonic(), 0, 0
+            while time.monotonic() - t0 < seconds:
+                c.publish("t", [event("R", f"r{n + i}", float(i % 100), 0.0, time=1) for i in range(20)])
+                n += 20
+                peak = max(peak, rss())
+            out = {"buffer_bytes": buffer_bytes, "events": n, "pairs": n * 2000 * 3,
+                   "rss_peak_mib": round(peak / 2**20), "ring_mib": round(metric("hotjoin_delivery_buffer_bytes") / 2**20),
+                   "match_log_mib": round(metric("hotjoin_match_log_bytes") / 2**20)}
+            stalled.cancel()
+            return out
+    finally:
+        stop_server(proc)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--subscriptions", type=int, default=20_000)
@@ -78,7 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1, help="run each pair this many times")
     p.add_argument("--codec", action="store_true",
                    help="only the match log's record size and encode/decode CPU per batch")
+    p.add_argument("--memory", default=None, metavar="BYTES,...",
+                   help="only the memory bound: peak RSS with unbounded band subscriptions for "
+                        "these --delivery-buffer-bytes values")
     args = p.parse_args(argv)
+    if args.memory:
+        for b in args.memory.split(","):
+            print(json.dumps(memory_bound(int(b))), flush=True)
+        return 0
     if args.codec:
         for r in codec():
             print(json.dumps(r))
