@@ -573,10 +573,13 @@ class Topic:
             if not pairs and not subscriber:
                 raise InvalidArgument("commit needs cursors, or a subscriber and after_seq")
             token = self._log.written if self._log is not None else 0
-        if token:  # the operations up to ``seq`` are durable before a cursor may point at them
-            self._log.sync_upto(token)  # type: ignore[union-attr]
         out = sorted(pairs.items())
-        self.cursors.commit(out)
+        try:
+            if token:  # the operations up to ``seq`` are durable before a cursor may point at them
+                self._log.sync_upto(token)  # type: ignore[union-attr]
+            self.cursors.commit(out)
+        except OSError as x:
+            raise Unavailable(f"topic {self.name!r}: cannot make the cursors durable ({x})") from x
         return out
 
     def committed(self, subscriber: str = "", subscription_ids: Sequence[int] = (),
