@@ -544,7 +544,6 @@ class ListenService(rpc.ListenServiceServicer):
             finally:
                 lis.close()
 
-
     @_unary
     def CommitCursors(self, request: pb.CommitCursorsRequest,
                       context: grpc.ServicerContext) -> pb.CommitCursorsResponse:

@@ -739,8 +739,14 @@ class Topic:
                                           f"topic's sequence {seq}")
             if not pairs and not subscriber:
                 raise InvalidArgument("commit needs cursors, or a subscriber and after_seq")
+            token = self._log.written if self._log is not None else 0
         out = sorted(pairs.items())
-        self.cursors.commit(out)
+        try:
+            if token:  # the operations up to ``seq`` are durable before a cursor may point at them
+                self._log.sync_upto(token)  # type: ignore[union-attr]
+            self.cursors.commit(out)
+        except OSError as x:
+            raise Unavailable(f"topic {self.name!r}: cannot make the cursors durable ({x})") from x
         return out
 
     def committed(self, subscriber: str = "", subscription_ids: Sequence[int] = (),
@@ -756,9 +762,8 @@ class Topic:
                     raise NotFound(f"topic {self.name!r} has no subscription {sid}")
             out = []
             for sid, meta in self._meta.items():
-                if wanted and sid not in wanted and meta.subscriber != subscriber:
-                    continue
-                if not wanted and subscriber and meta.subscriber != subscriber:
+                mine = bool(subscriber) and meta.subscriber == subscriber
+                if (wanted or subscriber) and sid not in wanted and not mine:
                     continue
                 if owner is not None and self._owners.get(sid, "") != owner:
                     continue

@@ -66,6 +66,30 @@ def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
     return out
 
 
+def reopen(records: int = 8000, record_bytes: int = 60_000) -> dict[str, Any]:
+    """Time to open a match log of ``records`` records (what it adds to a restart)."""
+    import os
+    import time
+
+    from hotjoin.server.match_log import MatchLog
+
+    d = Path(tempfile.mkdtemp(prefix="hotjoin-bench-reopen-"))
+    try:
+        ml = MatchLog(d, log_seq=0, sync=False)
+        payload = os.urandom(record_bytes)
+        for seq in range(1, records + 1):
+            ml.append(seq, seq, payload)
+        ml.close()
+        size = sum(p.stat().st_size for p in d.glob("*.seg"))
+        t0 = time.perf_counter()
+        ml = MatchLog(d, log_seq=records, sync=False)
+        el = time.perf_counter() - t0
+        ml.close()
+        return {"match_log_mib": round(size / 2**20), "segments": len(ml.segments), "open_s": round(el, 3)}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def memory_bound(buffer_bytes: int, seconds: float = 30.0) -> dict[str, Any]:
     """Issue 16 item 3: three unbounded band subscriptions (every pair matches) beside 1,000
     ordinary ones, 2,000 stored S tuples, a listener that never reads, R events published as fast
@@ -128,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="no listener process: the publish path's cost alone")
     p.add_argument("--repeat", type=int, default=1, help="run each pair this many times")
     p.add_argument("--codec", action="store_true",
-                   help="only the match log's record size and encode/decode CPU per batch")
+                   help="only the match log's record size, encode/decode CPU per batch and the time "
+                        "to open a 458 MiB match log")
     p.add_argument("--memory", default=None, metavar="BYTES,...",
                    help="only the memory bound: peak RSS with unbounded band subscriptions for "
                         "these --delivery-buffer-bytes values")
@@ -140,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.codec:
         for r in codec():
             print(json.dumps(r))
+        print(json.dumps(reopen()))
         return 0
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-durable-"))

@@ -379,3 +379,25 @@ def test_cli_listen_commit_resumes_where_the_last_run_stopped(
     assert main(["listen", *t, "t", "--subscriber", "me", "--count", "1", "--ignore-committed"]) == 0
     assert seqs() == [3]
     assert client.get_cursors("t").cursors[0].committed_seq == 5
+
+
+def test_get_cursors_selects_exactly_the_asked_subscriptions(client: HotjoinClient) -> None:
+    client.create_topic("t")
+    anon = client.subscribe("t", band((-1, 1)))  # no subscriber name
+    mine = client.subscribe("t", band((-1, 1), subscriber="me"))
+    other = client.subscribe("t", band((-1, 1), subscriber="you"))
+    assert client.commit_cursors("t", {anon: 3, other: 1}) == 2
+
+    def ids(**kw: object) -> list[int]:
+        return [c.subscription_id for c in client.get_cursors("t", **kw).cursors]
+
+    assert ids() == [anon, mine, other]
+    assert ids(subscription_ids=[other]) == [other]
+    assert ids(subscriber="me") == [mine]
+    assert ids(subscriber="me", subscription_ids=[anon]) == [anon, mine]
+    with pytest.raises(grpc.RpcError) as err:
+        ids(subscription_ids=[99])
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as err:
+        client.commit_cursors("t", after_seq=1)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
