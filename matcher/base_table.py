@@ -28,7 +28,7 @@ from hotjoin.matcher.structures.sorted_runs import SortedRuns
 class BaseTable:
     """The stored tuples of side R or S with O(√n) amortised insert/delete and key-ordered scans."""
 
-    def __init__(self, side: Side, capacity: int = 1024) -> None:
+    def __init__(self, side: Side, capacity: int = 1024, track_expiry: bool = True) -> None:
         self.side = side
         self.keys = np.zeros(capacity, dtype=np.float64)
         self.values = np.zeros(capacity, dtype=np.float64)
@@ -44,6 +44,8 @@ class BaseTable:
         self._pending_free: list[int] = []
         self._merges_seen = 0
         self._expiry: list[tuple[int, int, int]] = []  # (time, seq, slot)
+        #: False for a topic without retention: no expiry queue is kept (nothing ever expires)
+        self.track_expiry = track_expiry
         self.key_index: KeyIndex | None = None
 
     # -- size and lookup -------------------------------------------------------------------
@@ -116,7 +118,8 @@ class BaseTable:
         self.slot_of[ev.id] = slot
         self.order.insert(ev.key, slot, self.alive)
         self._sync_free()
-        heapq.heappush(self._expiry, (ev.time, seq, slot))
+        if self.track_expiry:
+            heapq.heappush(self._expiry, (ev.time, seq, slot))
         if self.key_index is not None:
             self.key_index.add(float(ev.key), float(ev.value), int(ev.time), slot)
         return slot
@@ -136,7 +139,9 @@ class BaseTable:
         return slot
 
     def expire_before(self, limit: int) -> list[int]:
-        """Drop every stored tuple with ``time < limit`` (retention); returns their old slots."""
+        """Drop every stored tuple with ``time < limit`` (retention); returns their old slots.
+
+        Needs ``track_expiry`` (the engine sets it exactly when its topic has a retention)."""
         dropped: list[int] = []
         heap = self._expiry
         while heap and heap[0][0] < limit:
@@ -160,7 +165,8 @@ class BaseTable:
             self.ids[slot] = ev.id
             self.payloads[slot] = bytes(ev.payload)
             self.slot_of[ev.id] = slot
-            self._expiry.append((ev.time, seq, slot))
+            if self.track_expiry:
+                self._expiry.append((ev.time, seq, slot))
         heapq.heapify(self._expiry)
         live = np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
         self.order.bulk_load(self.keys[live], live)
@@ -222,12 +228,14 @@ class BaseTable:
         self.order.insert_many(keys, slots, self.alive)
         self._sync_free()
         heap = self._expiry
-        if n > len(heap) // 8:
-            heap.extend(zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True))
-            heapq.heapify(heap)
-        else:
-            for item in zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True):
-                heapq.heappush(heap, item)
+        if self.track_expiry:
+            items = zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True)
+            if n > len(heap) // 8:
+                heap.extend(items)
+                heapq.heapify(heap)
+            else:
+                for item in items:
+                    heapq.heappush(heap, item)
         if self.key_index is not None:
             self.key_index.add_many(keys, values, times, slots)
         return slots
@@ -241,8 +249,9 @@ class BaseTable:
         ids (distinct, new on this side). Returns the slots.
         """
         slots = self._store_columns(ids, keys, values, times, seqs, payloads)
-        self._expiry.extend(zip(np.asarray(times).tolist(), np.asarray(seqs).tolist(),
-                                slots.tolist(), strict=True))
+        if self.track_expiry:
+            self._expiry.extend(zip(np.asarray(times).tolist(), np.asarray(seqs).tolist(),
+                                    slots.tolist(), strict=True))
         heapq.heapify(self._expiry)
         live = self.live_slots()
         self.order.bulk_load(self.keys[live], live)

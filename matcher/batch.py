@@ -234,6 +234,8 @@ def _time_column(col: Any, n: int, valid: np.ndarray, reasons: dict[int, str]) -
 def check_ids(ids: Sequence[Any], valid: np.ndarray, reasons: dict[int, str]) -> list[Any]:
     """The ids as a list; an empty or non-string id marks its event invalid."""
     lst = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    if set(map(type, lst)) <= {str} and 0 not in map(len, lst):  # fast path, C-level loops
+        return lst
     for i, x in enumerate(lst):
         if not isinstance(x, str) or not x:
             if valid[i]:
@@ -324,13 +326,12 @@ class Admission:
 
 def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray) -> tuple[np.ndarray, list[tuple[int, str]]]:
     """Dense code per (side, id) of the valid events, and the distinct (side, id) pairs."""
-    first: dict[tuple[int, str], int] = {}
-    code = np.zeros(len(ids), dtype=np.int64)
-    sd = side.tolist()
-    vl = valid.tolist()
-    for i, x in enumerate(ids):
-        if vl[i]:
-            code[i] = first.setdefault((sd[i], x), len(first))
+    keys = list(zip(side.tolist(), ids, strict=True))
+    if not valid.all():  # invalid events share one dummy pair that admission never reads
+        keys = [k if v else (0, "") for k, v in zip(keys, valid.tolist(), strict=True)]
+    first = {k: None for k in keys}  # distinct pairs in order of first appearance
+    index = {k: c for c, k in enumerate(first)}
+    code = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys))
     return code, list(first)
 
 

@@ -118,7 +118,9 @@ class Engine:
         self.retention = None if retention is None else int(retention)
         self.strategy_names = _resolve_strategies(strategy)
         self.options = dict(options or {})
-        self.tables: dict[Side, BaseTable] = {"R": BaseTable("R"), "S": BaseTable("S")}
+        keep = self.retention is not None  # no retention: no expiry queue to maintain
+        self.tables: dict[Side, BaseTable] = {"R": BaseTable("R", track_expiry=keep),
+                                              "S": BaseTable("S", track_expiry=keep)}
         self.cols = SubscriptionColumns()
         self.subs: dict[int, Subscription] = {}
         self.band: BandStrategy = (
@@ -636,8 +638,13 @@ class Engine:
             limit = m - lateness - retention
             other.expire_before(limit)
             own.expire_before(limit)
-        ids = [cols.ids[i] for i in run.tolist()]
-        pl = None if cols.payloads is None else [cols.payloads[i] for i in run.tolist()]
+        a, b = int(run[0]), int(run[-1]) + 1
+        if b - a == run.shape[0]:  # contiguous (no rejected event inside): slices
+            ids = cols.ids[a:b]
+            pl = None if cols.payloads is None else cols.payloads[a:b]
+        else:
+            ids = [cols.ids[i] for i in run.tolist()]
+            pl = None if cols.payloads is None else [cols.payloads[i] for i in run.tolist()]
         own.insert_many(ids, keys, values, times, run_seqs, pl)
         if retention is not None:
             own.expire_before(m - lateness - retention)

@@ -125,29 +125,41 @@ class KeyIndex:
                  slots: np.ndarray) -> None:
         """Index many tuples, in order; the same index as ``add`` one at a time (batch path).
 
-        One dict lookup per tuple, then one compiled insert per order (by value, by time).
+        One dict lookup per tuple; tuples of keys already indexed go in with one compiled
+        insert per order (by value, by time), tuples of new keys fill their new groups with one
+        ``load_groups`` per order. O(n log n + n · group size).
         """
         n = keys.shape[0]
         if n == 0:
             return
-        groups = np.empty(n, dtype=np.int64)
         group = self.group
-        for i, key in enumerate(keys.tolist()):
-            g = group.get(key, -1)
-            if g < 0:
+        klist = keys.tolist()
+        groups = np.fromiter((group.get(k, -1) for k in klist), dtype=np.int64, count=n)
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        vals = np.ascontiguousarray(values, dtype=np.float64)
+        tms = np.asarray(times).astype(np.float64)
+        new = groups < 0
+        if new.any():
+            idx = np.flatnonzero(new)
+            uk, inv = np.unique(keys[idx], return_inverse=True)
+            gids = np.empty(uk.shape[0], dtype=np.int64)
+            for j, k in enumerate(uk.tolist()):
                 g = self._free.pop() if self._free else self._next
                 if g == self._next:
                     self._next += 1
-                self.by_value.add_group(g)
-                self.by_time.add_group(g)
-                group[key] = g
-            groups[i] = g
-        slots = np.ascontiguousarray(slots, dtype=np.int64)
-        _pool_insert_many(self.by_value, groups, np.ascontiguousarray(values, dtype=np.float64),
-                          slots)
-        _pool_insert_many(self.by_time, groups, np.asarray(times).astype(np.float64), slots)
+                gids[j] = g
+                group[k] = g
+            counts = np.bincount(inv, minlength=uk.shape[0])
+            for pool, col in ((self.by_value, vals), (self.by_time, tms)):
+                order = np.lexsort((col[idx], inv))  # by group, then value/time; stable
+                pool.load_groups(gids, counts, col[idx][order], slots[idx][order])
+        old = ~new
+        if old.any():
+            idx = np.flatnonzero(old)
+            _pool_insert_many(self.by_value, groups[idx], vals[idx], slots[idx])
+            _pool_insert_many(self.by_time, groups[idx], tms[idx], slots[idx])
         if self.insert_hooks:
-            for key, value, time, slot in zip(keys.tolist(), values.tolist(), times.tolist(),
+            for key, value, time, slot in zip(klist, values.tolist(), times.tolist(),
                                               slots.tolist(), strict=True):
                 for h in self.insert_hooks:
                     h(key, value, time, slot)
