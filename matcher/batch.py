@@ -26,6 +26,7 @@ import contextlib
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -324,15 +325,40 @@ class Admission:
     seq: int
 
 
-def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """Dense code per (side, id) of the valid events, and the distinct (side, id) pairs."""
-    keys = list(zip(side.tolist(), ids, strict=True))
-    if not valid.all():  # invalid events share one dummy pair that admission never reads
-        keys = [k if v else (0, "") for k, v in zip(keys, valid.tolist(), strict=True)]
-    first = {k: None for k in keys}  # distinct pairs in order of first appearance
-    index = {k: c for c, k in enumerate(first)}
-    code = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys))
-    return code, list(first)
+def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
+             tables: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense code per distinct (side, id) of the valid events (R ids first, then S ids), and per
+    code whether ``tables[side]`` stores that id now and its time. C-level loops only."""
+    n = len(ids)
+    code = np.zeros(n, dtype=np.int64)
+    stored: list[np.ndarray] = []
+    stored_time: list[np.ndarray] = []
+    m = 0
+    for sd in (0, 1):
+        mine = valid & (side == sd)
+        if not mine.any():
+            continue
+        if mine.all():
+            sub = ids
+        else:
+            sel = np.flatnonzero(mine)
+            sub = [ids[i] for i in sel.tolist()]
+        first = dict.fromkeys(sub)  # distinct ids in order of first appearance
+        index = dict(zip(first, range(m, m + len(first)), strict=True))
+        c = np.fromiter(map(index.__getitem__, sub), dtype=np.int64, count=len(sub))
+        if sub is ids:
+            code = c
+        else:
+            code[sel] = c
+        m += len(first)
+        slots = np.fromiter(map(tables[sd].slot_of.get, first, repeat(-1, len(first))),
+                            dtype=np.int64, count=len(first))
+        hit = slots >= 0
+        stored.append(hit)
+        stored_time.append(np.where(hit, tables[sd].times[np.where(hit, slots, 0)], 0))
+    if not stored:
+        return code, np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int64)
+    return code, np.concatenate(stored), np.concatenate(stored_time).astype(np.int64)
 
 
 def admit_publish(cols: Columns, tables: Sequence[Any], lateness: int, retention: int | None,
@@ -343,17 +369,7 @@ def admit_publish(cols: Columns, tables: Sequence[Any], lateness: int, retention
     one compiled pass.
     """
     n = cols.times.shape[0]
-    code, distinct = id_codes(cols.side, cols.ids, cols.valid)
-    m = len(distinct)
-    stored = np.zeros(max(m, 1), dtype=np.bool_)
-    stored_time = np.zeros(max(m, 1), dtype=np.int64)
-    slot_maps = [tables[0].slot_of, tables[1].slot_of]
-    times_cols = [tables[0].times, tables[1].times]
-    for c, (sd, x) in enumerate(distinct):
-        slot = slot_maps[sd].get(x)
-        if slot is not None:
-            stored[c] = True
-            stored_time[c] = times_cols[sd][slot]
+    code, stored, stored_time = id_codes(cols.side, cols.ids, cols.valid, tables)
     status = np.zeros(n, dtype=np.int8)
     seqs = np.zeros(n, dtype=np.int64)
     maxes = np.zeros(n, dtype=np.int64)

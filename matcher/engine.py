@@ -712,7 +712,8 @@ class Engine:
 
 def _with_partner(group: dict[float, int], keys: np.ndarray) -> list[int]:
     """Positions of ``keys`` that have a group in a key index (the others form no pair)."""
-    return [j for j, k in enumerate(keys.tolist()) if k in group]
+    hit = np.fromiter(map(group.__contains__, keys.tolist()), dtype=np.bool_, count=keys.shape[0])
+    return np.flatnonzero(hit).tolist()
 
 
 def _split_repeats(run: np.ndarray, ids: list[Any]) -> list[np.ndarray]:

@@ -29,6 +29,7 @@ key); ``lookup`` O(1); ``bulk`` O(n log n).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 
 import numpy as np
 from numba import njit
@@ -134,7 +135,7 @@ class KeyIndex:
             return
         group = self.group
         klist = keys.tolist()
-        groups = np.fromiter((group.get(k, -1) for k in klist), dtype=np.int64, count=n)
+        groups = np.fromiter(map(group.get, klist, repeat(-1, n)), dtype=np.int64, count=n)
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         vals = np.ascontiguousarray(values, dtype=np.float64)
         tms = np.asarray(times).astype(np.float64)
@@ -142,13 +143,15 @@ class KeyIndex:
         if new.any():
             idx = np.flatnonzero(new)
             uk, inv = np.unique(keys[idx], return_inverse=True)
-            gids = np.empty(uk.shape[0], dtype=np.int64)
-            for j, k in enumerate(uk.tolist()):
-                g = self._free.pop() if self._free else self._next
-                if g == self._next:
-                    self._next += 1
-                gids[j] = g
-                group[k] = g
+            m = uk.shape[0]
+            reuse = min(m, len(self._free))  # freed group ids first, in ``add``'s pop order
+            taken = self._free[len(self._free) - reuse:][::-1]
+            del self._free[len(self._free) - reuse:]
+            gids = np.empty(m, dtype=np.int64)
+            gids[:reuse] = taken
+            gids[reuse:] = np.arange(self._next, self._next + m - reuse, dtype=np.int64)
+            self._next += m - reuse
+            group.update(zip(uk.tolist(), gids.tolist(), strict=True))
             counts = np.bincount(inv, minlength=uk.shape[0])
             for pool, col in ((self.by_value, vals), (self.by_time, tms)):
                 order = np.lexsort((col[idx], inv))  # by group, then value/time; stable
