@@ -51,6 +51,7 @@ class BatchBenchConfig:
     kinds: tuple[str, ...] = KINDS
     window: int = 1_000
     lateness: int = 50
+    strategy: str = "auto"
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -60,6 +61,11 @@ class BatchBenchConfig:
             raise ValueError("--events must be a multiple of --batch")
         if self.lateness <= 0 or self.window <= 0:
             raise ValueError("--lateness and --window must be > 0")
+        if self.strategy != "auto":
+            from hotjoin.matcher.engine import STRATEGIES
+
+            if not any(self.strategy in names for names in STRATEGIES.values()):
+                raise ValueError(f"unknown strategy {self.strategy!r}")
         bad = [k for k in self.kinds if k not in KINDS]
         if bad or not self.kinds:
             raise ValueError(f"--kinds must be a comma-separated subset of {','.join(KINDS)}")
@@ -114,9 +120,15 @@ def workload(c: BatchBenchConfig, kind: str) -> _Load:
     return _Load(subs, lateness, (sk, sv, st), (rk, rv, rt), ref)
 
 
-def build(load: _Load) -> Engine:
-    """A fresh engine with the load's subscriptions and stored S tuples (one batch, no output)."""
-    e = Engine(lateness=load.lateness)
+def build(load: _Load, strategy: str = "auto") -> Engine:
+    """A fresh engine with the load's subscriptions and stored S tuples (one batch, no output).
+
+    ``strategy``: "auto" (the router, as the server's load test runs) or a strategy name; a
+    name of another kind leaves this kind on "auto"."""
+    from hotjoin.matcher.engine import STRATEGIES
+
+    mine = {k: strategy for k, names in STRATEGIES.items() if strategy in names}
+    e = Engine(lateness=load.lateness, strategy=mine or "auto")
     e.subscribe_many(load.subs)
     sk, sv, st = load.s
     n = sk.shape[0]
@@ -167,7 +179,7 @@ def point(c: BatchBenchConfig, kind: str) -> dict[str, Any]:
     """Time the three contenders on one kind; returns the record."""
     t0 = time.perf_counter()
     load = workload(c, kind)
-    eng_one, eng_batch = build(load), build(load)
+    eng_one, eng_batch = build(load, c.strategy), build(load, c.strategy)
     setup_s = time.perf_counter() - t0
     rk, rv, rt = load.r
     ids = [f"r{i}" for i in range(c.events)]
@@ -201,7 +213,8 @@ def point(c: BatchBenchConfig, kind: str) -> dict[str, Any]:
                          "numpy_reference": numpy_run}, c.events // c.batch, float("inf"),
                         chunks=min(5, c.events // c.batch))
     work["numpy_reference"] = numpy_counts
-    rec: dict[str, Any] = {"kind": kind, "subscriptions": c.subscriptions, "stored": c.stored,
+    rec: dict[str, Any] = {"kind": kind, "strategy": eng_batch.strategy_names[kind],
+                           "subscriptions": c.subscriptions, "stored": c.stored,
                            "events": c.events, "batch": c.batch, "lateness": load.lateness,
                            "setup_s": round(setup_s, 2)}
     for name in CONTENDERS:
@@ -240,6 +253,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--lateness", type=int, default=d.lateness, help="window kind's lateness")
     p.add_argument("--window", type=int, default=d.window, help="window joins' w")
+    p.add_argument("--strategy", default="auto",
+                   help="'auto' (the router, default) or one strategy name, e.g. SJ-SSI")
     p.add_argument("--seed", type=int, default=d.seed)
 
 
@@ -250,12 +265,13 @@ def config_from_args(a: argparse.Namespace) -> BatchBenchConfig:
             base[name] = getattr(a, name)
     return BatchBenchConfig(**base, affected=a.affected,
                             kinds=tuple(k.strip() for k in a.kinds.split(",") if k.strip()),
-                            lateness=a.lateness, window=a.window, seed=a.seed)
+                            lateness=a.lateness, window=a.window, strategy=a.strategy,
+                            seed=a.seed)
 
 
 def record_line(r: dict[str, Any]) -> str:
     o, b, n = r["one_at_a_time"], r["publish_batch"], r["numpy_reference"]
-    return (f"{r['kind']:<7} one-at-a-time {o['events_per_s']:10,.0f}/s  publish_batch "
+    return (f"{r['kind']:<7} {r['strategy']:<11} one-at-a-time {o['events_per_s']:10,.0f}/s  publish_batch "
             f"{b['events_per_s']:10,.0f}/s  numpy {n['events_per_s']:10,.0f}/s  "
             f"batch/one {r['batch_over_one_at_a_time']:5.2f}x  affected/event "
             f"{r['affected_per_event']:.2f}  same work {r['same_work']}")
