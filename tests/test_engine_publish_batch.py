@@ -386,3 +386,44 @@ def test_payloads_are_stored() -> None:
     e = Engine()
     e.publish_batch(["R", "S"], ["r", "s"], [1.0, 2.0], [0.0, 0.0], [1, 2], [b"x", None])
     assert e.get_event("R", "r").payload == b"x" and e.get_event("S", "s").payload == b""
+
+
+def test_integer_sides_bad_payload_and_bad_time_types_are_invalid() -> None:
+    e = Engine()
+    res = e.publish_batch(np.array([0, 2, 1, 1, 0], dtype=np.int64), ["r", "x", "s", "p", "t"],
+                          [1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0],
+                          [1, 1, 2, 3, 1.5], [b"", b"", b"", "text", b""])
+    assert res.status.tolist() == [OK, INVALID, OK, INVALID, INVALID]
+    assert "side" in res.reasons[1] and "payload" in res.reasons[3] and "time" in res.reasons[4]
+    assert sorted(e.tables["R"].slot_of) == ["r"] and sorted(e.tables["S"].slot_of) == ["s"]
+    res = e.publish_batch(["R", "S"], ["k", "v"], ["1.0", True], [0.0, None], [4, 4])
+    assert res.status.tolist() == [INVALID, INVALID] and e.seq == 2
+
+
+@pytest.mark.parametrize("clock", [(0, None), (2, 3)])
+def test_batch_and_one_at_a_time_calls_interleave_on_one_engine(clock: tuple[int, Any]) -> None:
+    """The batch path leaves the engine in a state the one-at-a-time calls continue from."""
+    import random
+
+    rnd = random.Random(7)
+    e, oracle = Engine(lateness=clock[0], retention=clock[1]), OracleEngine(*clock)
+    for x in (e, oracle):
+        x.subscribe_many(_mixed_subs())
+    for step in range(40):
+        rows = [(rnd.choice("RS"), rnd.choice("RS").lower() + rnd.choice(IDS),
+                 float(rnd.randint(0, 3)), float(rnd.randint(0, 6)), step + rnd.randint(-3, 3))
+                for _ in range(rnd.randint(0, 5))]
+        if step % 2:
+            res = e.publish_batch(*_columns("publish", rows), output="pairs")
+            got = _batch_rows(res, len(rows), "pairs")
+            for i, row in enumerate(rows):
+                st_o, seq_o, want = _one(oracle, "publish", row, "pairs")
+                assert (int(res.status[i]), int(res.seq[i]), got[i]) == (st_o, seq_o, want)
+        else:
+            for row in rows:
+                assert _one(e, "publish", row, "pairs") == _one(oracle, "publish", row, "pairs")
+            side, x = rnd.choice("RS"), rnd.choice(IDS)
+            assert _one(e, "delete", (side, side.lower() + x), "pairs") == \
+                _one(oracle, "delete", (side, side.lower() + x), "pairs")
+        assert (e.seq, e.watermark) == (oracle.seq, oracle.watermark)
+    e.check_invariants()
