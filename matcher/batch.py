@@ -18,6 +18,16 @@ engine computes (``max_time − lateness − retention``, with lateness and rete
 2^62, which changes no decision for such times) fits in int64. The one-at-a-time ``publish``
 accepts any int64 time; the batch path reports times beyond ±2^61 as INVALID (documented
 choice: no realistic clock reaches 2^61 ms ≈ 73 million years).
+
+>>> from hotjoin import Engine, SelectJoin
+>>> e = Engine()
+>>> _ = e.subscribe(SelectJoin())
+>>> res = e.publish_batch(["R", "S", "S"], ["r1", "s1", "s1"], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0],
+...                       [1, 2, 3], output="pairs")
+>>> res.status.tolist(), res.seq.tolist(), res.reasons
+([0, 0, 2], [2, 3, 0], {2: "S event 's1' is already stored"})
+>>> res.output.event.tolist(), res.output.r_id.tolist(), res.output.s_id.tolist()
+([1], ['r1'], ['s1'])
 """
 
 from __future__ import annotations
