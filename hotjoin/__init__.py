@@ -23,10 +23,13 @@ from hotjoin.matcher import (
     Affected,
     BandJoin,
     BatchError,
+    BatchOutput,
+    BatchResult,
     Delivery,
     DuplicateEventError,
     Engine,
     Event,
+    EventStatus,
     HotjoinError,
     LateEventError,
     Matches,
@@ -38,7 +41,8 @@ from hotjoin.matcher import (
 )
 
 __all__ = [
-    "Affected", "BandJoin", "BatchError", "Delivery", "DuplicateEventError", "Engine",
-    "Event", "HotjoinError", "LateEventError", "Matches", "Range", "SelectJoin",
-    "UnknownEventError", "UnknownSubscriptionError", "WindowJoin",
+    "Affected", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Delivery",
+    "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError", "LateEventError",
+    "Matches", "Range", "SelectJoin", "UnknownEventError", "UnknownSubscriptionError",
+    "WindowJoin",
 ]

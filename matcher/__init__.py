@@ -4,6 +4,7 @@ The server (``server/``) and the Spark replay (``ops/``) both drive this package
 :class:`Engine`; nothing here imports network or Spark code.
 """
 
+from hotjoin.matcher.batch import BatchOutput, BatchResult, EventStatus
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import (
     BatchError,
@@ -25,7 +26,8 @@ from hotjoin.matcher.model import (
 )
 
 __all__ = [
-    "Affected", "BandJoin", "BatchError", "Delivery", "DuplicateEventError", "Engine",
-    "Event", "HotjoinError", "LateEventError", "Matches", "Range", "SelectJoin",
-    "UnknownEventError", "UnknownSubscriptionError", "WindowJoin",
+    "Affected", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Delivery",
+    "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError", "LateEventError",
+    "Matches", "Range", "SelectJoin", "UnknownEventError", "UnknownSubscriptionError",
+    "WindowJoin",
 ]

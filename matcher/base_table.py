@@ -28,7 +28,7 @@ from hotjoin.matcher.structures.sorted_runs import SortedRuns
 class BaseTable:
     """The stored tuples of side R or S with O(√n) amortised insert/delete and key-ordered scans."""
 
-    def __init__(self, side: Side, capacity: int = 1024) -> None:
+    def __init__(self, side: Side, capacity: int = 1024, track_expiry: bool = True) -> None:
         self.side = side
         self.keys = np.zeros(capacity, dtype=np.float64)
         self.values = np.zeros(capacity, dtype=np.float64)
@@ -44,6 +44,8 @@ class BaseTable:
         self._pending_free: list[int] = []
         self._merges_seen = 0
         self._expiry: list[tuple[int, int, int]] = []  # (time, seq, slot)
+        #: False for a topic without retention: no expiry queue is kept (nothing ever expires)
+        self.track_expiry = track_expiry
         self.key_index: KeyIndex | None = None
 
     # -- size and lookup -------------------------------------------------------------------
@@ -116,7 +118,8 @@ class BaseTable:
         self.slot_of[ev.id] = slot
         self.order.insert(ev.key, slot, self.alive)
         self._sync_free()
-        heapq.heappush(self._expiry, (ev.time, seq, slot))
+        if self.track_expiry:
+            heapq.heappush(self._expiry, (ev.time, seq, slot))
         if self.key_index is not None:
             self.key_index.add(float(ev.key), float(ev.value), int(ev.time), slot)
         return slot
@@ -136,7 +139,9 @@ class BaseTable:
         return slot
 
     def expire_before(self, limit: int) -> list[int]:
-        """Drop every stored tuple with ``time < limit`` (retention); returns their old slots."""
+        """Drop every stored tuple with ``time < limit`` (retention); returns their old slots.
+
+        Needs ``track_expiry`` (the engine sets it exactly when its topic has a retention)."""
         dropped: list[int] = []
         heap = self._expiry
         while heap and heap[0][0] < limit:
@@ -160,7 +165,8 @@ class BaseTable:
             self.ids[slot] = ev.id
             self.payloads[slot] = bytes(ev.payload)
             self.slot_of[ev.id] = slot
-            self._expiry.append((ev.time, seq, slot))
+            if self.track_expiry:
+                self._expiry.append((ev.time, seq, slot))
         heapq.heapify(self._expiry)
         live = np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
         self.order.bulk_load(self.keys[live], live)
@@ -171,6 +177,92 @@ class BaseTable:
             new = self.enable_key_index()
             new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
             new.generation = old.generation + 1
+
+    def _store_columns(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
+                       times: np.ndarray, seqs: np.ndarray,
+                       payloads: list[bytes] | None) -> np.ndarray:
+        """Write n new tuples into free slots (reused first, as ``_take_slot`` does); their slots."""
+        n = len(ids)
+        reuse = min(n, len(self._free))
+        taken = self._free[len(self._free) - reuse:][::-1]
+        del self._free[len(self._free) - reuse:]
+        rest = n - reuse
+        while self._next_slot + rest > self.keys.shape[0]:
+            self._grow()
+        slots = np.empty(n, dtype=np.int64)
+        slots[:reuse] = taken
+        slots[reuse:] = np.arange(self._next_slot, self._next_slot + rest, dtype=np.int64)
+        self._next_slot += rest
+        self.keys[slots] = keys
+        self.values[slots] = values
+        self.times[slots] = times
+        self.seqs[slots] = seqs
+        self.alive[slots] = True
+        sl = slots.tolist()
+        store_ids, store_pl = self.ids, self.payloads
+        for j, s in enumerate(sl):
+            store_ids[s] = ids[j]
+        if payloads is not None:
+            for j, s in enumerate(sl):
+                store_pl[s] = bytes(payloads[j])
+        self.slot_of.update(zip(ids, sl, strict=True))
+        return slots
+
+    def insert_many(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
+                    times: np.ndarray, seqs: np.ndarray,
+                    payloads: list[bytes] | None = None) -> np.ndarray:
+        """Store n new tuples at once (ids distinct and new on this side); returns their slots.
+
+        The state afterwards is the state n ``insert`` calls reach (the batch path of SPEC §7):
+        one pass over the columns, one key-order insert per tuple into the delta run, one
+        compiled key-index insert for all. O(n (log n + √N)) for N stored tuples.
+        """
+        n = len(ids)
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        keys = np.ascontiguousarray(keys, dtype=np.float64)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        times = np.ascontiguousarray(times, dtype=np.int64)
+        seqs = np.ascontiguousarray(seqs, dtype=np.int64)
+        slots = self._store_columns(ids, keys, values, times, seqs, payloads)
+        self.order.insert_many(keys, slots, self.alive)
+        self._sync_free()
+        heap = self._expiry
+        if self.track_expiry:
+            items = zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True)
+            if n > len(heap) // 8:
+                heap.extend(items)
+                heapq.heapify(heap)
+            else:
+                for item in items:
+                    heapq.heappush(heap, item)
+        if self.key_index is not None:
+            self.key_index.add_many(keys, values, times, slots)
+        return slots
+
+    def load_columns(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
+                     times: np.ndarray, seqs: np.ndarray,
+                     payloads: list[bytes] | None = None) -> np.ndarray:
+        """Store n new tuples and rebuild the key order and key index once (restore, replay).
+
+        Like ``bulk_load`` but from columns: O((N + n) log(N + n)); the caller has checked the
+        ids (distinct, new on this side). Returns the slots.
+        """
+        slots = self._store_columns(ids, keys, values, times, seqs, payloads)
+        if self.track_expiry:
+            self._expiry.extend(zip(np.asarray(times).tolist(), np.asarray(seqs).tolist(),
+                                    slots.tolist(), strict=True))
+        heapq.heapify(self._expiry)
+        live = self.live_slots()
+        self.order.bulk_load(self.keys[live], live)
+        self.order.merges += 1
+        self._sync_free()
+        if self.key_index is not None:
+            old, self.key_index = self.key_index, None
+            new = self.enable_key_index()
+            new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
+            new.generation = old.generation + 1
+        return slots
 
     def enable_key_index(self) -> KeyIndex:
         """Build (once) and return the per-join-key index of the stored tuples; O(n log n)."""

@@ -16,6 +16,19 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.batch import (
+    BatchOutput,
+    BatchResult,
+    EventStatus,
+    admit_publish,
+    check_ids,
+    check_lengths,
+    check_output,
+    empty_output,
+    publish_columns,
+    reason_for,
+    side_codes,
+)
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
@@ -67,6 +80,8 @@ STRATEGIES = {
     "window": WINDOW_STRATEGIES + (DYNAMIC_NAMES["window"],),
 }
 _OTHER: dict[str, Side] = {"R": "S", "S": "R"}
+_SIDE_NAMES: tuple[Side, Side] = ("R", "S")
+_BATCH_MODES = {"pairs": K.PAIRS, "affected": K.COUNT, "none": -1}
 _NO_FILTER_SEQ = np.iinfo(np.int64).max
 
 
@@ -103,7 +118,9 @@ class Engine:
         self.retention = None if retention is None else int(retention)
         self.strategy_names = _resolve_strategies(strategy)
         self.options = dict(options or {})
-        self.tables: dict[Side, BaseTable] = {"R": BaseTable("R"), "S": BaseTable("S")}
+        keep = self.retention is not None  # no retention: no expiry queue to maintain
+        self.tables: dict[Side, BaseTable] = {"R": BaseTable("R", track_expiry=keep),
+                                              "S": BaseTable("S", track_expiry=keep)}
         self.cols = SubscriptionColumns()
         self.subs: dict[int, Subscription] = {}
         self.band: BandStrategy = (
@@ -523,30 +540,207 @@ class Engine:
         for i in ids:
             if i in t.slot_of:
                 raise DuplicateEventError(side, i)
-        while t._next_slot + n > t.keys.shape[0]:
-            t._grow()
-        s0 = t._next_slot
-        t._next_slot += n
-        slots = np.arange(s0, s0 + n, dtype=np.int64)
-        t.keys[s0 : s0 + n] = keys
-        t.values[s0 : s0 + n] = values
-        t.times[s0 : s0 + n] = times
-        t.seqs[s0 : s0 + n] = seqs
-        t.alive[s0 : s0 + n] = True
-        t.ids[s0 : s0 + n] = ids
-        if payloads is not None:
-            t.payloads[s0 : s0 + n] = [bytes(p) for p in payloads]
-        t.slot_of.update(zip(ids, slots.tolist(), strict=True))
-        t._expiry.extend(zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True))
-        import heapq
+        t.load_columns(list(ids), keys, values, times, seqs,
+                       None if payloads is None else list(payloads))
 
-        heapq.heapify(t._expiry)
-        live = np.fromiter(t.slot_of.values(), dtype=np.int64, count=len(t.slot_of))
-        t.order.bulk_load(t.keys[live], live)
-        t.order.merges += 1
-        t._sync_free()
-        if t.key_index is not None:
-            old, t.key_index = t.key_index, None
-            new = t.enable_key_index()
-            new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
-            new.generation = old.generation + 1
+    # -- the batch path (SPEC §7 publish_batch / delete_batch, issue 14) ----------------------
+    def publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
+                      payloads: Any = None, *, output: str = "affected") -> BatchResult:
+        """Publish a batch given as columns, exactly as ``publish`` one at a time in input order.
+
+        ``sides``: "R"/"S" strings or 0/1 integers; ``ids``: str; ``keys``/``values``: float64;
+        ``times``: int64; ``payloads``: bytes or None. A rejected event (INVALID, DUPLICATE —
+        checked before LATE — or LATE against the watermark as it stands just before it) does
+        not raise, takes no sequence number and changes nothing; column length mismatches
+        raise ``ValueError`` before anything changes. ``output``: "pairs" (one row per pair),
+        "affected" (one row per event and affected subscription, signed pair count) or "none".
+
+        Admission is one compiled pass (``matcher.batch``). Accepted events are applied as runs
+        of consecutive same-side events: each is matched against the other side (whose content
+        only retention can change inside a run), skipping the strategies when no partner can
+        exist (a select/window-only topic and no stored partner with the event's key), then the
+        run is stored with one ``BaseTable.insert_many``.
+        """
+        mode = _BATCH_MODES[check_output(output)]
+        cols = publish_columns(sides, ids, keys, values, times, payloads)
+        adm = admit_publish(cols, (self.tables["R"], self.tables["S"]), self.lateness,
+                            self.retention, self._max_time, self._seq)
+        status = adm.status
+        reasons = dict(cols.reasons)
+        rejected = np.flatnonzero((status != EventStatus.OK) & (status != EventStatus.INVALID))
+        for i in rejected.tolist():
+            side = _SIDE_NAMES[int(cols.side[i])]
+            reasons[i] = reason_for(int(status[i]), side, cols.ids[i], int(cols.times[i]),
+                                    int(adm.maxes[i]) - self.lateness)
+        acc = np.flatnonzero(status == EventStatus.OK)
+        parts: list[tuple[np.ndarray, ...]] = []
+        if acc.shape[0]:
+            self._apply_publishes(cols, adm.seqs, adm.maxes, acc, mode, parts)
+        self._seq = adm.seq
+        self._max_time = adm.max_time
+        return BatchResult(status, adm.seqs, reasons, _gather(parts, output, 1))
+
+    def _apply_publishes(self, cols: Any, seqs: np.ndarray, maxes: np.ndarray, acc: np.ndarray,
+                         mode: int, parts: list[tuple[np.ndarray, ...]]) -> None:
+        """Apply the accepted events ``acc`` (input indexes, ascending) run by run."""
+        sd = cols.side[acc]
+        cut = np.flatnonzero(sd[1:] != sd[:-1]) + 1
+        starts = [0, *cut.tolist()]
+        ends = [*cut.tolist(), acc.shape[0]]
+        retention = self.retention
+        for a, b in zip(starts, ends, strict=True):
+            run = acc[a:b]
+            if retention is not None:
+                # an id published twice in one run (retention dropped the first): split there
+                for piece in _split_repeats(run, cols.ids):
+                    self._apply_run(cols, seqs, maxes, piece, mode, parts)
+            else:
+                self._apply_run(cols, seqs, maxes, run, mode, parts)
+
+    def _apply_run(self, cols: Any, seqs: np.ndarray, maxes: np.ndarray, run: np.ndarray,
+                   mode: int, parts: list[tuple[np.ndarray, ...]]) -> None:
+        side = _SIDE_NAMES[int(cols.side[run[0]])]
+        own, other = self.tables[side], self.tables[_OTHER[side]]
+        lateness, retention = self.lateness, self.retention
+        keys, values, times = cols.keys[run], cols.values[run], cols.times[run]
+        run_seqs, run_max = seqs[run], maxes[run]
+        if mode >= 0:
+            band = len(self.band) > 0
+            equi = ((self.select is not None and len(self.select) > 0)
+                    or (self.window is not None and len(self.window) > 0))
+            if band or equi:
+                if not band:
+                    # key-partner pre-filter: only events whose key the other side stores (the
+                    # other side only loses tuples inside a run, so a stale hit is harmless)
+                    ix = other.key_index
+                    assert ix is not None
+                    todo = _with_partner(ix.group, keys)
+                else:
+                    todo = range(run.shape[0])
+                buf = self._buf
+                for j in todo:
+                    m = int(run_max[j])
+                    if m != self._max_time:
+                        self._max_time = m
+                        if retention is not None:
+                            other.expire_before(m - lateness - retention)
+                    if len(other) == 0:
+                        continue
+                    self._match(side, float(keys[j]), float(values[j]), int(run_seqs[j]), mode,
+                                int(times[j]))
+                    n = buf.n
+                    if n:
+                        parts.append(self._rows(int(run[j]), side, cols.ids[run[j]], mode,
+                                                other))
+        m = int(run_max[-1])
+        self._max_time = m
+        if retention is not None:
+            limit = m - lateness - retention
+            other.expire_before(limit)
+            own.expire_before(limit)
+        a, b = int(run[0]), int(run[-1]) + 1
+        if b - a == run.shape[0]:  # contiguous (no rejected event inside): slices
+            ids = cols.ids[a:b]
+            pl = None if cols.payloads is None else cols.payloads[a:b]
+        else:
+            ids = [cols.ids[i] for i in run.tolist()]
+            pl = None if cols.payloads is None else [cols.payloads[i] for i in run.tolist()]
+        own.insert_many(ids, keys, values, times, run_seqs, pl)
+        if retention is not None:
+            own.expire_before(m - lateness - retention)
+
+    def _rows(self, event: int, side: Side, x_id: str, mode: int,
+              other: BaseTable) -> tuple[np.ndarray, ...]:
+        """The current ``self._buf`` output of input event ``event`` as batch-output columns."""
+        buf = self._buf
+        n = buf.n
+        q = buf.out_q[:n].copy()
+        ev = np.full(n, event, dtype=np.int64)
+        if mode == K.PAIRS:
+            partner = other.ids_of(buf.out_s[:n])
+            mine = np.empty(n, dtype=object)
+            mine[:] = x_id
+            return (ev, q, None, (mine, partner) if side == "R" else (partner, mine))
+        return (ev, q, self.cols.acc[q], None)
+
+    def delete_batch(self, sides: Any, ids: Any, *, output: str = "affected") -> BatchResult:
+        """Delete a batch of stored tuples (side, id), exactly as ``delete`` one at a time.
+
+        An id not stored (or deleted earlier in the batch) gets NOT_FOUND, a bad side or id
+        INVALID; neither raises, takes a sequence number or changes anything. Column length
+        mismatches raise ``ValueError``. Output rows carry sign −1.
+        """
+        mode = _BATCH_MODES[check_output(output)]
+        n = check_lengths(sides=sides, ids=ids)
+        valid = np.ones(n, dtype=np.bool_)
+        reasons: dict[int, str] = {}
+        sd = side_codes(sides, n, valid, reasons)
+        id_list = check_ids(ids, valid, reasons)
+        status = np.full(n, int(EventStatus.INVALID), dtype=np.int8)
+        seqs = np.zeros(n, dtype=np.int64)
+        gone: set[tuple[int, str]] = set()
+        slot_maps = (self.tables["R"].slot_of, self.tables["S"].slot_of)
+        seq = self._seq
+        sdl, vl = sd.tolist(), valid.tolist()
+        for i in range(n):
+            if not vl[i]:
+                continue
+            x = id_list[i]
+            if x in slot_maps[sdl[i]] and (sdl[i], x) not in gone:
+                gone.add((sdl[i], x))
+                seq += 1
+                seqs[i] = seq
+                status[i] = EventStatus.OK
+            else:
+                status[i] = EventStatus.NOT_FOUND
+                reasons[i] = reason_for(int(EventStatus.NOT_FOUND), _SIDE_NAMES[sdl[i]], x)
+        parts: list[tuple[np.ndarray, ...]] = []
+        for i in np.flatnonzero(status == EventStatus.OK).tolist():
+            side = _SIDE_NAMES[sdl[i]]
+            table = self.tables[side]
+            self._seq = int(seqs[i])
+            if mode >= 0:
+                slot = table.slot_of[id_list[i]]
+                self._match(side, float(table.keys[slot]), float(table.values[slot]),
+                            int(table.seqs[slot]), mode, int(table.times[slot]))
+                if self._buf.n:
+                    parts.append(self._rows(i, side, id_list[i], mode, self.tables[_OTHER[side]]))
+            table.remove(id_list[i])
+        self._seq = seq
+        return BatchResult(status, seqs, reasons, _gather(parts, output, -1))
+
+
+def _with_partner(group: dict[float, int], keys: np.ndarray) -> list[int]:
+    """Positions of ``keys`` that have a group in a key index (the others form no pair)."""
+    hit = np.fromiter(map(group.__contains__, keys.tolist()), dtype=np.bool_, count=keys.shape[0])
+    return np.flatnonzero(hit).tolist()
+
+
+def _split_repeats(run: np.ndarray, ids: list[Any]) -> list[np.ndarray]:
+    """Cut a run of same-side events before each id already seen in the current piece."""
+    pieces: list[np.ndarray] = []
+    seen: set[str] = set()
+    a = 0
+    for j, i in enumerate(run.tolist()):
+        if ids[i] in seen:
+            pieces.append(run[a:j])
+            seen = set()
+            a = j
+        seen.add(ids[i])
+    pieces.append(run[a:])
+    return pieces
+
+
+def _gather(parts: list[tuple[np.ndarray, ...]], output: str, sign: int) -> BatchOutput:
+    """Concatenate per-event output columns into one ``BatchOutput`` (rows in event order)."""
+    if not parts or output == "none":
+        return empty_output(output)
+    ev = np.concatenate([p[0] for p in parts])
+    q = np.concatenate([p[1] for p in parts])
+    signs = np.full(ev.shape[0], sign, dtype=np.int8)
+    if output == "pairs":
+        r_id = np.concatenate([p[3][0] for p in parts])
+        s_id = np.concatenate([p[3][1] for p in parts])
+        return BatchOutput(ev, q, signs, np.full(ev.shape[0], sign, dtype=np.int64), r_id, s_id)
+    counts = np.concatenate([p[2] for p in parts]).astype(np.int64) * sign
+    return BatchOutput(ev, q, signs, counts, None, None)

@@ -1,60 +1,21 @@
 """The server's one adapter to the engine's batch API (SPEC §7 ``publish_batch``).
 
-``apply_publish_batch`` hands a batch of columns to ``engine.publish_batch`` when the engine has
-it, and otherwise applies the events one at a time through the per-event calls
-(``publish_affected`` / ``publish_columnar`` / ``publish_many(match=False)``), producing the
-identical ``BatchResult``: a status and a sequence number per event and the output as columns
-with an event-index column. The fallback is a Python loop per event; it exists only until the
-engine's compiled batch path is merged (then this module forwards and the loop goes).
-
-The result types come from ``hotjoin.matcher.batch`` when that module exists; the local
-definitions below mirror that contract exactly and are used only when it does not.
+``apply_publish_batch`` hands a batch of columns to ``engine.publish_batch`` (the compiled batch
+path of ``hotjoin.matcher.batch``). An engine-like object without one (a facade that only has the
+per-event calls) gets the events one at a time through ``publish_affected`` /
+``publish_columnar`` / ``publish_many(match=False)``, producing the identical ``BatchResult``: a
+status and a sequence number per event and the output as columns with an event-index column.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from hotjoin.matcher.batch import BatchOutput, BatchResult, EventStatus
 from hotjoin.matcher.errors import BatchError, DuplicateEventError, LateEventError
 from hotjoin.matcher.model import Event
-
-try:  # the engine's batch API (matcher/batch.py), once merged
-    from hotjoin.matcher.batch import BatchOutput, BatchResult, EventStatus
-except ImportError:  # pragma: no cover - exercised while the engine helper's branch is not merged
-
-    class EventStatus(enum.IntEnum):  # type: ignore[no-redef]
-        """Per-event status codes (int8 in arrays)."""
-
-        OK = 0
-        LATE = 1
-        DUPLICATE = 2
-        INVALID = 3
-        NOT_FOUND = 4
-
-    @dataclass(frozen=True)
-    class BatchOutput:  # type: ignore[no-redef]
-        """Output rows in sequence order; ``event`` indexes the input batch."""
-
-        event: np.ndarray
-        subscription: np.ndarray
-        sign: np.ndarray
-        count: np.ndarray
-        r_id: np.ndarray | None
-        s_id: np.ndarray | None
-
-    @dataclass(frozen=True)
-    class BatchResult:  # type: ignore[no-redef]
-        """Status and sequence number per input event, reasons of the rejected, the output."""
-
-        status: np.ndarray
-        seq: np.ndarray
-        reasons: dict[int, str]
-        output: BatchOutput
-
 
 OUTPUTS = ("pairs", "affected", "none")
 _SIDE_NAMES = np.array(["R", "S"], dtype=object)

@@ -60,6 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     memory.add_arguments(m)
     m.add_argument("--json", dest="json_path", help="write the result as JSON to this path")
     m.set_defaults(func=_run_memory)
+    from hotjoin.ops.bench import batch
+
+    bt = kinds.add_parser("batch", help="Engine.publish_batch against the one-at-a-time loop on "
+                          "the load-test workloads (select, band, window)")
+    batch.add_arguments(bt)
+    bt.add_argument("--json", dest="json_path", help="write all records as JSON to this path")
+    bt.set_defaults(func=_run_batch)
     from hotjoin.ops.bench import histogram
 
     h = kinds.add_parser("histogram", help="interval histograms: Fig. 25 of paper 004 "
@@ -118,6 +125,22 @@ def _run_storage(args: argparse.Namespace) -> int:
               "per insert")
     if args.json_path:
         write_json(args.json_path, res)
+    return 0
+
+
+def _run_batch(args: argparse.Namespace) -> int:
+    from hotjoin.ops.bench import batch
+
+    try:
+        cfg = batch.config_from_args(args)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    res = batch.run(cfg, args.json_path)
+    for r in res["records"]:
+        print(batch.record_line(r))
+    print("ratios (publish_batch / one-at-a-time):")
+    print(json.dumps(res["ratios"], indent=1))
+    sys.stdout.flush()
     return 0
 
 

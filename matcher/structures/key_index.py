@@ -29,12 +29,59 @@ key); ``lookup`` O(1); ``bulk`` O(n log n).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 
 import numpy as np
+from numba import njit
 
 from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 RemoveHook = Callable[[float, float, int, int], None]
+
+
+@njit(cache=True)
+def _insert_run(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
+                size: np.ndarray, cap: np.ndarray, groups: np.ndarray, ks: np.ndarray,
+                idents: np.ndarray, i0: int) -> int:
+    """Insert ``(ks[i], idents[i])`` into group ``groups[i]`` of a pool's flat arrays (after
+    equal keys, as ``GroupedSortedPool.insert``) for i = i0, i0 + 1, ...; stops at the first
+    full group and returns its i (``len(ks)`` when all are in)."""
+    for i in range(i0, ks.shape[0]):
+        g = groups[i]
+        n = size[g]
+        if n == cap[g]:
+            return i
+        s = start[g]
+        key = ks[i]
+        lo, hi = s, s + n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if keys[mid] <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        for j in range(s + n, lo, -1):
+            keys[j] = keys[j - 1]
+            ids[j] = ids[j - 1]
+            aux[j] = aux[j - 1]
+        keys[lo] = key
+        ids[lo] = idents[i]
+        aux[lo] = 0.0
+        size[g] = n + 1
+    return ks.shape[0]
+
+
+def _pool_insert_many(pool: GroupedSortedPool, groups: np.ndarray, ks: np.ndarray,
+                      idents: np.ndarray) -> None:
+    """Insert a column of entries into ``pool`` in order: compiled runs, and the pool's own
+    ``insert`` (which makes room) for an entry whose group is full."""
+    i, n = 0, ks.shape[0]
+    while i < n:
+        i = _insert_run(pool.keys, pool.ids, pool.aux, pool.start, pool.size, pool.cap, groups,
+                        ks, idents, i)
+        if i < n:
+            pool.insert(int(groups[i]), float(ks[i]), int(idents[i]))
+            i += 1
 
 
 class KeyIndex:
@@ -74,6 +121,51 @@ class KeyIndex:
         self.by_time.insert(g, float(time), slot)
         for h in self.insert_hooks:
             h(key, value, time, slot)
+
+    def add_many(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
+                 slots: np.ndarray) -> None:
+        """Index many tuples, in order; the same index as ``add`` one at a time (batch path).
+
+        One dict lookup per tuple; tuples of keys already indexed go in with one compiled
+        insert per order (by value, by time), tuples of new keys fill their new groups with one
+        ``load_groups`` per order. O(n log n + n · group size).
+        """
+        n = keys.shape[0]
+        if n == 0:
+            return
+        group = self.group
+        klist = keys.tolist()
+        groups = np.fromiter(map(group.get, klist, repeat(-1, n)), dtype=np.int64, count=n)
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        vals = np.ascontiguousarray(values, dtype=np.float64)
+        tms = np.asarray(times).astype(np.float64)
+        new = groups < 0
+        if new.any():
+            idx = np.flatnonzero(new)
+            uk, inv = np.unique(keys[idx], return_inverse=True)
+            m = uk.shape[0]
+            reuse = min(m, len(self._free))  # freed group ids first, in ``add``'s pop order
+            taken = self._free[len(self._free) - reuse:][::-1]
+            del self._free[len(self._free) - reuse:]
+            gids = np.empty(m, dtype=np.int64)
+            gids[:reuse] = taken
+            gids[reuse:] = np.arange(self._next, self._next + m - reuse, dtype=np.int64)
+            self._next += m - reuse
+            group.update(zip(uk.tolist(), gids.tolist(), strict=True))
+            counts = np.bincount(inv, minlength=uk.shape[0])
+            for pool, col in ((self.by_value, vals), (self.by_time, tms)):
+                order = np.lexsort((col[idx], inv))  # by group, then value/time; stable
+                pool.load_groups(gids, counts, col[idx][order], slots[idx][order])
+        old = ~new
+        if old.any():
+            idx = np.flatnonzero(old)
+            _pool_insert_many(self.by_value, groups[idx], vals[idx], slots[idx])
+            _pool_insert_many(self.by_time, groups[idx], tms[idx], slots[idx])
+        if self.insert_hooks:
+            for key, value, time, slot in zip(klist, values.tolist(), times.tolist(),
+                                              slots.tolist(), strict=True):
+                for h in self.insert_hooks:
+                    h(key, value, time, slot)
 
     def remove(self, key: float, value: float, time: int, slot: int) -> None:
         """Un-index the tuple at ``slot`` (it must be indexed with these attributes)."""

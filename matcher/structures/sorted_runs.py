@@ -86,6 +86,24 @@ def merge_runs(
     return n
 
 
+@njit(cache=True)
+def insert_sorted_many(keys: np.ndarray, pays: np.ndarray, n: int, new_keys: np.ndarray,
+                       new_pays: np.ndarray) -> None:
+    """Merge ``new_keys`` (sorted, stable) into sorted ``keys[:n]`` in place, each new entry after
+    the equal keys already there, as ``insert_sorted`` one at a time would; arrays have room."""
+    i, j, w = n - 1, new_keys.shape[0] - 1, n + new_keys.shape[0] - 1
+    while j >= 0:
+        if i >= 0 and keys[i] > new_keys[j]:
+            keys[w] = keys[i]
+            pays[w] = pays[i]
+            i -= 1
+        else:
+            keys[w] = new_keys[j]
+            pays[w] = new_pays[j]
+            j -= 1
+        w -= 1
+
+
 SAMPLE_EVERY = 16
 """Every 64th key of the main run is copied into ``main_sample``: a binary search there stays
 in cache and leaves one 512-byte block of the main run to search (see band_kernels)."""
@@ -128,6 +146,27 @@ class SortedRuns:
                 self.delta_pays = np.resize(self.delta_pays, cap)
         insert_sorted(self.delta_keys, self.delta_pays, self.n_delta, key, pay)
         self.n_delta += 1
+
+    def insert_many(self, keys: np.ndarray, pays: np.ndarray, alive: np.ndarray) -> None:
+        """Add many ``(key, pay)`` at once; the same runs as ``insert`` one at a time would give
+        (up to when merges happen). One sort and one compiled merge into the delta run."""
+        k = int(keys.shape[0])
+        if k == 0:
+            return
+        order = np.argsort(keys, kind="stable")
+        nk = np.ascontiguousarray(keys[order], dtype=np.float64)
+        np_ = np.ascontiguousarray(pays[order], dtype=np.int64)
+        if self.n_delta + k > self.delta_limit():
+            self.merge(alive)
+        need = self.n_delta + k
+        if need > self.delta_keys.shape[0]:
+            cap = max(need, 2 * self.delta_keys.shape[0])
+            self.delta_keys = np.resize(self.delta_keys, cap)
+            self.delta_pays = np.resize(self.delta_pays, cap)
+        insert_sorted_many(self.delta_keys, self.delta_pays, self.n_delta, nk, np_)
+        self.n_delta = need
+        if self.n_delta > self.delta_limit():
+            self.merge(alive)
 
     def mark_dead(self, alive: np.ndarray) -> None:
         """Record that one payload became dead; merges when dead entries pile up."""

@@ -1,0 +1,410 @@
+"""The batch API of SPEC §7: per-event status codes, columnar output, and batch admission.
+
+``Engine.publish_batch`` / ``Engine.delete_batch`` take a batch as columns and apply it exactly as
+the one-at-a-time calls would (SPEC §3), but a rejected event gets a status instead of an
+exception. This module holds what that API is made of and the part of it that needs no engine:
+
+* :class:`EventStatus`, :class:`BatchOutput`, :class:`BatchResult` — the result types;
+* :func:`publish_columns` — column checks: a length mismatch raises ``ValueError`` before
+  anything changes; a malformed event (bad side, empty or non-string id, non-finite key or
+  value, time outside :data:`TIME_MIN`..:data:`TIME_MAX`) is marked INVALID with a reason;
+* :func:`admit_publish` — the admission of a whole batch in one numba pass: duplicates (against
+  stored tuples and earlier events of the batch, *before* lateness, SPEC §3), lateness against
+  the running watermark, retention moving inside the batch (a stored id that retention has
+  already dropped may be published again), sequence numbers.
+
+Times are limited to ±2^61 (:data:`TIME_MAX`) so that every watermark and retention limit the
+engine computes (``max_time − lateness − retention``, with lateness and retention clipped at
+2^62, which changes no decision for such times) fits in int64. The one-at-a-time ``publish``
+accepts any int64 time; the batch path reports times beyond ±2^61 as INVALID (documented
+choice: no realistic clock reaches 2^61 ms ≈ 73 million years).
+
+>>> from hotjoin import Engine, SelectJoin
+>>> e = Engine()
+>>> _ = e.subscribe(SelectJoin())
+>>> res = e.publish_batch(["R", "S", "S"], ["r1", "s1", "s1"], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0],
+...                       [1, 2, 3], output="pairs")
+>>> res.status.tolist(), res.seq.tolist(), res.reasons
+([0, 0, 2], [2, 3, 0], {2: "S event 's1' is already stored"})
+>>> res.output.event.tolist(), res.output.r_id.tolist(), res.output.s_id.tolist()
+([1], ['r1'], ['s1'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+TIME_MAX = 2**61
+"""Largest absolute event time the batch path accepts (see module docstring)."""
+TIME_MIN = -(2**61)
+_CLIP = 2**62
+
+
+class EventStatus(enum.IntEnum):
+    """Per-event status codes of a batch (int8 in ``BatchResult.status``)."""
+
+    OK = 0
+    LATE = 1
+    DUPLICATE = 2
+    INVALID = 3
+    NOT_FOUND = 4
+
+
+@dataclass(frozen=True)
+class BatchOutput:
+    """Columnar deliveries of a batch, rows in sequence order (ascending event index).
+
+    Row i: event ``event[i]`` of the input batch gave subscription ``subscription[i]``
+    ``count[i]`` pairs with sign ``sign[i]``. PAIRS output has one row per pair (``count ==
+    sign``) and the pair's ids in ``r_id``/``s_id``; AFFECTED output one row per (event,
+    subscription) with the signed pair count and ``r_id``/``s_id`` None.
+    """
+
+    event: np.ndarray
+    subscription: np.ndarray
+    sign: np.ndarray
+    count: np.ndarray
+    r_id: np.ndarray | None = None
+    s_id: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.event.shape[0])
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What ``publish_batch`` / ``delete_batch`` return: status and seq per event, and output."""
+
+    status: np.ndarray
+    seq: np.ndarray
+    reasons: dict[int, str] = field(default_factory=dict)
+    output: BatchOutput = field(default_factory=lambda: empty_output("affected"))
+
+    def __len__(self) -> int:
+        return int(self.status.shape[0])
+
+    @property
+    def accepted(self) -> int:
+        """Number of events applied (status OK)."""
+        return int(np.count_nonzero(self.status == EventStatus.OK))
+
+
+OUTPUTS = ("pairs", "affected", "none")
+
+
+def check_output(output: str) -> str:
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, got {output!r}")
+    return output
+
+
+def empty_output(output: str) -> BatchOutput:
+    """A batch output with no rows (``r_id``/``s_id`` present only for ``"pairs"``)."""
+    i64 = np.empty(0, dtype=np.int64)
+    ids = np.empty(0, dtype=object) if output == "pairs" else None
+    return BatchOutput(i64, i64.copy(), np.empty(0, dtype=np.int8), i64.copy(), ids,
+                       None if ids is None else ids.copy())
+
+
+# -- column checks ------------------------------------------------------------------------------
+@dataclass
+class Columns:
+    """A batch's columns after :func:`publish_columns` (``valid`` False where INVALID)."""
+
+    side: np.ndarray      # int8[n], 0 = R, 1 = S (0 where invalid)
+    ids: list[Any]        # the caller's ids (str where valid)
+    keys: np.ndarray      # float64[n]
+    values: np.ndarray    # float64[n]
+    times: np.ndarray     # int64[n] (0 where invalid)
+    payloads: list[bytes] | None
+    valid: np.ndarray     # bool[n]
+    reasons: dict[int, str]
+
+
+def _length(name: str, col: Any) -> int:
+    try:
+        return len(col)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence or an array, got {type(col).__name__}") from None
+
+
+def check_lengths(**cols: Any) -> int:
+    """Common length of the named columns (None ones skipped); ValueError on a mismatch."""
+    lens = {name: _length(name, c) for name, c in cols.items() if c is not None}
+    if len(set(lens.values())) > 1:
+        got = ", ".join(f"{k}={v}" for k, v in lens.items())
+        raise ValueError(f"batch columns have different lengths: {got}")
+    return next(iter(lens.values()), 0)
+
+
+def side_codes(sides: Any, n: int, valid: np.ndarray, reasons: dict[int, str]) -> np.ndarray:
+    """int8 side codes (0 = R, 1 = S) from "R"/"S" strings or 0/1 integers; others invalid."""
+    arr = np.asarray(sides) if not isinstance(sides, np.ndarray) else sides
+    out = np.zeros(n, dtype=np.int8)
+    if n == 0:
+        return out
+    if arr.dtype.kind in "iu":
+        ok = (arr == 0) | (arr == 1)
+        out[ok] = arr[ok].astype(np.int8)
+    elif arr.dtype.kind == "b":
+        ok = np.zeros(n, dtype=np.bool_)
+    else:
+        isr = arr == "R"
+        iss = arr == "S"
+        if not isinstance(isr, np.ndarray):  # elementwise comparison not possible
+            isr = np.array([s == "R" for s in sides], dtype=np.bool_)
+            iss = np.array([s == "S" for s in sides], dtype=np.bool_)
+        ok = isr | iss
+        out[iss] = 1
+    for i in np.flatnonzero(~ok).tolist():
+        if valid[i]:
+            x = arr[i].item() if isinstance(arr[i], np.generic) else arr[i]
+            reasons[i] = f"side must be 'R' or 'S' (or 0/1), got {x!r}"
+        valid[i] = False
+    return out
+
+
+def _float_column(name: str, col: Any, n: int, valid: np.ndarray,
+                  reasons: dict[int, str]) -> np.ndarray:
+    """float64 column; a non-number (str, bool, None) or a non-finite value is INVALID."""
+    arr = col if isinstance(col, np.ndarray) else None
+    if arr is None:
+        try:
+            arr = np.asarray(col)
+        except (TypeError, ValueError, OverflowError):
+            arr = np.asarray(list(col), dtype=object)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must be a one-dimensional column of {n} numbers")
+    if arr.dtype.kind in "fiu":
+        arr = arr.astype(np.float64, copy=False)
+    else:  # objects, strings, bools: one check per element, as ``Event`` does
+        out = np.full(n, np.nan, dtype=np.float64)
+        elems = col if isinstance(col, np.ndarray) else list(col)
+        for i, x in enumerate(elems):
+            if not isinstance(x, (bool, np.bool_)) and isinstance(
+                    x, (int, float, np.integer, np.floating)):
+                with contextlib.suppress(OverflowError):  # an int beyond float: stays NaN
+                    out[i] = float(x)
+        arr = out
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        for i in np.flatnonzero(bad).tolist():
+            if valid[i]:
+                x = col[i].item() if isinstance(col[i], np.generic) else col[i]
+                reasons[i] = f"event {name[:-1]} must be a finite number, got {x!r}"
+            valid[i] = False
+        arr = np.where(bad, 0.0, arr)
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _time_column(col: Any, n: int, valid: np.ndarray, reasons: dict[int, str]) -> np.ndarray:
+    """int64 times; an element that is not an integer in [TIME_MIN, TIME_MAX] is INVALID."""
+    arr = col if isinstance(col, np.ndarray) else None
+    if arr is None:
+        try:
+            arr = np.asarray(col)
+        except (TypeError, ValueError, OverflowError):
+            arr = np.asarray(list(col), dtype=object)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"times must be a one-dimensional column of {n} integers")
+    if arr.dtype.kind == "u":
+        bad = arr > TIME_MAX
+        arr = np.where(bad, 0, arr).astype(np.int64)
+    elif arr.dtype.kind == "i":
+        arr = arr.astype(np.int64, copy=False)
+        bad = (arr < TIME_MIN) | (arr > TIME_MAX)
+    else:  # floats, objects, strings (as SPEC §2: a time is an integer): one check per element
+        out = np.zeros(n, dtype=np.int64)
+        bad = np.zeros(n, dtype=np.bool_)
+        elems = col if isinstance(col, np.ndarray) else list(col)
+        for i, x in enumerate(elems):
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) \
+                    or not TIME_MIN <= int(x) <= TIME_MAX:
+                bad[i] = True
+            else:
+                out[i] = int(x)
+        arr = out
+    if bad.any():
+        for i in np.flatnonzero(bad).tolist():
+            if valid[i]:
+                x = col[i].item() if isinstance(col[i], np.generic) else col[i]
+                reasons[i] = f"event time must be an integer in [-2**61, 2**61], got {x!r}"
+            valid[i] = False
+        arr = np.where(bad, 0, arr)
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def check_ids(ids: Sequence[Any], valid: np.ndarray, reasons: dict[int, str]) -> list[Any]:
+    """The ids as a list; an empty or non-string id marks its event invalid."""
+    lst = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    if set(map(type, lst)) <= {str} and 0 not in map(len, lst):  # fast path, C-level loops
+        return lst
+    for i, x in enumerate(lst):
+        if not isinstance(x, str) or not x:
+            if valid[i]:
+                reasons[i] = f"event id must be a non-empty string, got {x!r}"
+            valid[i] = False
+    return lst
+
+
+def publish_columns(sides: Any, ids: Sequence[Any], keys: Any, values: Any, times: Any,
+                    payloads: Sequence[Any] | None) -> Columns:
+    """Check a publish batch's columns; ValueError (nothing changed) when their lengths differ."""
+    n = check_lengths(sides=sides, ids=ids, keys=keys, values=values, times=times,
+                      payloads=payloads)
+    valid = np.ones(n, dtype=np.bool_)
+    reasons: dict[int, str] = {}
+    side = side_codes(sides, n, valid, reasons)
+    id_list = check_ids(ids, valid, reasons)
+    k = _float_column("keys", keys, n, valid, reasons)
+    v = _float_column("values", values, n, valid, reasons)
+    t = _time_column(times, n, valid, reasons)
+    pl: list[bytes] | None = None
+    if payloads is not None:
+        pl = list(payloads)
+        for i, p in enumerate(pl):
+            if p is None:
+                pl[i] = b""
+            elif not isinstance(p, (bytes, bytearray, memoryview)):
+                if valid[i]:
+                    reasons[i] = f"event payload must be bytes, got {type(p).__name__}"
+                valid[i] = False
+    return Columns(side, id_list, k, v, t, pl, valid, reasons)
+
+
+# -- admission ----------------------------------------------------------------------------------
+OK, LATE, DUPLICATE, INVALID, NOT_FOUND = (int(s) for s in EventStatus)
+
+
+@njit(cache=True)
+def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, stored: np.ndarray,
+                   stored_time: np.ndarray, has_max: bool, max_time: int, lateness: int,
+                   has_ret: bool, retention: int, seq0: int, status: np.ndarray,
+                   seqs: np.ndarray, maxes: np.ndarray) -> tuple[bool, int, int]:
+    """SPEC §3 admission of n events in order (arrays of length n; ``code`` indexes ``stored``).
+
+    ``stored[c]``/``stored_time[c]``: whether (side, id) code c is stored and its time; a stored
+    tuple with ``time + retention < W`` has been dropped by retention. Writes ``status``,
+    ``seqs`` (0 where rejected) and ``maxes`` (largest time after event i if it was accepted,
+    before it if rejected); returns the final (has_max, max_time, seq).
+    """
+    s = seq0
+    for i in range(times.shape[0]):
+        maxes[i] = max_time
+        if not valid[i]:
+            status[i] = INVALID
+            continue
+        c = code[i]
+        t = times[i]
+        if stored[c]:
+            gone = has_ret and has_max and stored_time[c] + retention < max_time - lateness
+            if not gone:
+                status[i] = DUPLICATE
+                continue
+        if has_max and t < max_time - lateness:
+            status[i] = LATE
+            continue
+        status[i] = OK
+        s += 1
+        seqs[i] = s
+        if not has_max or t > max_time:
+            max_time = t
+            has_max = True
+        maxes[i] = max_time
+        stored[c] = True
+        stored_time[c] = t
+    return has_max, max_time, s
+
+
+@dataclass
+class Admission:
+    """Outcome of :func:`admit_publish`: per-event status/seq/running max, and the new clock."""
+
+    status: np.ndarray
+    seqs: np.ndarray
+    maxes: np.ndarray
+    max_time: int | None
+    seq: int
+
+
+def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
+             tables: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense code per distinct (side, id) of the valid events (R ids first, then S ids), and per
+    code whether ``tables[side]`` stores that id now and its time. C-level loops only."""
+    n = len(ids)
+    code = np.zeros(n, dtype=np.int64)
+    stored: list[np.ndarray] = []
+    stored_time: list[np.ndarray] = []
+    m = 0
+    for sd in (0, 1):
+        mine = valid & (side == sd)
+        if not mine.any():
+            continue
+        if mine.all():
+            sub = ids
+        else:
+            sel = np.flatnonzero(mine)
+            sub = [ids[i] for i in sel.tolist()]
+        first = dict.fromkeys(sub)  # distinct ids in order of first appearance
+        index = dict(zip(first, range(m, m + len(first)), strict=True))
+        c = np.fromiter(map(index.__getitem__, sub), dtype=np.int64, count=len(sub))
+        if sub is ids:
+            code = c
+        else:
+            code[sel] = c
+        m += len(first)
+        slots = np.fromiter(map(tables[sd].slot_of.get, first, repeat(-1, len(first))),
+                            dtype=np.int64, count=len(first))
+        hit = slots >= 0
+        stored.append(hit)
+        stored_time.append(np.where(hit, tables[sd].times[np.where(hit, slots, 0)], 0))
+    if not stored:
+        return code, np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int64)
+    return code, np.concatenate(stored), np.concatenate(stored_time).astype(np.int64)
+
+
+def admit_publish(cols: Columns, tables: Sequence[Any], lateness: int, retention: int | None,
+                  max_time: int | None, seq: int) -> Admission:
+    """Admit a publish batch against the stored tuples of ``tables`` (R, S) and the clock.
+
+    Changes nothing; the engine applies the accepted events afterwards. O(n) dict lookups plus
+    one compiled pass.
+    """
+    n = cols.times.shape[0]
+    code, stored, stored_time = id_codes(cols.side, cols.ids, cols.valid, tables)
+    status = np.zeros(n, dtype=np.int8)
+    seqs = np.zeros(n, dtype=np.int64)
+    maxes = np.zeros(n, dtype=np.int64)
+    has_max, mt, s = _admit_publish(
+        cols.valid, code, cols.times, stored, stored_time, max_time is not None,
+        0 if max_time is None else _clip_time(max_time), min(lateness, _CLIP),
+        retention is not None, 0 if retention is None else min(retention, _CLIP), int(seq),
+        status, seqs, maxes)
+    ok = status == OK
+    moved = bool(ok.any()) and (max_time is None or int(cols.times[ok].max()) > max_time)
+    return Admission(status, seqs, maxes, int(mt) if moved else max_time, int(s))
+
+
+def _clip_time(t: int) -> int:
+    """A stored clock beyond ±2^61 (from the one-at-a-time path) as an int64 the kernel can use."""
+    return max(min(int(t), _CLIP), -_CLIP)
+
+
+def reason_for(status: int, side: str, event_id: str, time: int = 0,
+               watermark: int | None = None) -> str:
+    """One-line reason of a rejected event (the messages of ``matcher.errors``)."""
+    if status == DUPLICATE:
+        return f"{side} event {event_id!r} is already stored"
+    if status == LATE:
+        return f"{side} event {event_id!r} at time {time} is late (watermark {watermark})"
+    if status == NOT_FOUND:
+        return f"{side} event {event_id!r} is not stored"
+    return "invalid event"

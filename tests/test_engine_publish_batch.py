@@ -1,0 +1,429 @@
+"""``Engine.publish_batch`` / ``delete_batch`` (SPEC §7, issue 14) against the same operations
+applied one at a time (``publish``/``delete``, ``publish_affected``/``delete_affected``) and
+against the brute-force oracle, for every strategy of every kind and ``"auto"``.
+
+Random programs are lists of batches (publishes or deletes) over a small id pool, few join keys
+and small times, so that pairs inside a batch, duplicates inside a batch and against stored
+tuples, late events, retention moving mid-batch and rejected events between accepted ones are
+common; INVALID entries (NaN, inf, bad side, empty id, a time beyond int64) are mixed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hotjoin.matcher import (
+    BandJoin,
+    DuplicateEventError,
+    Engine,
+    Event,
+    EventStatus,
+    LateEventError,
+    Range,
+    SelectJoin,
+    UnknownEventError,
+    WindowJoin,
+)
+from hotjoin.matcher.oracle import OracleEngine
+
+try:  # the harness is a sibling module; ``tests`` may or may not be a package
+    from tests.engine_harness import (
+        BAND_STRATEGY_NAMES,
+        SELECT_STRATEGY_NAMES,
+        TIME_SETTINGS,
+        WINDOW_STRATEGY_NAMES,
+        harness_settings,
+    )
+except ImportError:  # pragma: no cover - depends on how pytest put tests/ on sys.path
+    from engine_harness import (  # type: ignore[no-redef]
+        BAND_STRATEGY_NAMES,
+        SELECT_STRATEGY_NAMES,
+        TIME_SETTINGS,
+        WINDOW_STRATEGY_NAMES,
+        harness_settings,
+    )
+
+OK, LATE, DUP, INVALID, NOT_FOUND = (int(s) for s in EventStatus)
+IDS = ("a", "b", "c", "d", "e")
+BAD_TIME = 2**63  # does not fit in int64
+
+
+# ---- random programs ----------------------------------------------------------------------------
+def _range(draw: Any, lo: float, hi: float) -> Range:
+    a, b = sorted(draw(st.integers(int(lo), int(hi))) for _ in range(2))
+    return Range(float(a), float(b)) if draw(st.booleans()) else Range(None, float(b))
+
+
+@st.composite
+def subscriptions(draw: Any, kind: str) -> list[Any]:
+    out: list[Any] = []
+    for _ in range(draw(st.integers(1, 5))):
+        k = kind if kind != "mixed" else draw(st.sampled_from(["select", "band", "window"]))
+        a, c = _range(draw, 0, 6), _range(draw, 0, 6)
+        if k == "select":
+            out.append(SelectJoin(a, c))
+        elif k == "band":
+            lo = draw(st.integers(-2, 1))
+            out.append(BandJoin(Range(float(lo), float(lo + draw(st.integers(0, 2)))), a, c))
+        else:
+            out.append(WindowJoin(a, c, w=draw(st.integers(0, 4))))
+    return out
+
+
+@st.composite
+def publish_row(draw: Any) -> tuple[Any, ...]:
+    side = draw(st.sampled_from("RS"))
+    ev = [side, side.lower() + draw(st.sampled_from(IDS)), float(draw(st.integers(0, 3))),
+          float(draw(st.integers(0, 6))), draw(st.integers(0, 14))]
+    bad = draw(st.integers(0, 14))
+    if bad == 1:
+        ev[2] = float("nan")
+    elif bad == 2:
+        ev[3] = float("inf")
+    elif bad == 3:
+        ev[0] = "X"
+    elif bad == 4:
+        ev[1] = ""
+    elif bad == 5:
+        ev[4] = BAD_TIME
+    return tuple(ev)
+
+
+@st.composite
+def delete_row(draw: Any) -> tuple[Any, ...]:
+    side = draw(st.sampled_from("RS"))
+    ev = [side, side.lower() + draw(st.sampled_from(IDS))]
+    bad = draw(st.integers(0, 12))
+    if bad == 1:
+        ev[0] = "Q"
+    elif bad == 2:
+        ev[1] = ""
+    return tuple(ev)
+
+
+batches = st.lists(
+    st.one_of(st.tuples(st.just("publish"), st.lists(publish_row(), min_size=0, max_size=12)),
+              st.tuples(st.just("delete"), st.lists(delete_row(), min_size=0, max_size=4))),
+    min_size=1, max_size=6)
+
+
+# ---- one at a time ------------------------------------------------------------------------------
+def _status_of(exc: BaseException | None) -> int:
+    if exc is None:
+        return OK
+    if isinstance(exc, LateEventError):
+        return LATE
+    if isinstance(exc, DuplicateEventError):
+        return DUP
+    if isinstance(exc, UnknownEventError):
+        return NOT_FOUND
+    assert isinstance(exc, ValueError), exc
+    return INVALID
+
+
+def _one(engine: Any, op: str, row: tuple[Any, ...], how: str) -> tuple[int, int, Counter]:
+    """Apply one row; returns (status, seq or 0, output multiset)."""
+    seq0 = engine.seq
+    try:
+        if op == "publish":
+            ev = Event(*row)
+            if how == "affected":
+                a = engine.publish_affected(ev)
+                out = Counter(dict(zip(a.subscription_ids.tolist(), a.counts.tolist(), strict=True)))
+            else:
+                out = Counter((d.subscription_id, d.sign, d.r_id, d.s_id)
+                              for d in engine.publish(ev))
+        else:
+            if how == "affected":
+                a = engine.delete_affected(*row)
+                out = Counter(dict(zip(a.subscription_ids.tolist(), a.counts.tolist(), strict=True)))
+            else:
+                out = Counter((d.subscription_id, d.sign, d.r_id, d.s_id)
+                              for d in engine.delete(*row))
+    except Exception as exc:  # the rejection is what is compared
+        assert engine.seq == seq0
+        return _status_of(exc), 0, Counter()
+    return OK, engine.seq, out
+
+
+def _batch_rows(res: Any, n: int, how: str) -> list[Counter]:
+    out = [Counter() for _ in range(n)]
+    o = res.output
+    assert np.all(np.diff(o.event) >= 0), "rows not in sequence order"
+    if how == "pairs":
+        assert np.array_equal(o.count, o.sign.astype(np.int64))
+        for e, q, sg, r, s in zip(o.event.tolist(), o.subscription.tolist(), o.sign.tolist(),
+                                  o.r_id.tolist(), o.s_id.tolist(), strict=True):
+            out[e][(q, sg, r, s)] += 1
+    else:
+        assert o.r_id is None and o.s_id is None
+        for e, q, c in zip(o.event.tolist(), o.subscription.tolist(), o.count.tolist(),
+                           strict=True):
+            assert (q not in out[e]), "one AFFECTED row per event and subscription"
+            out[e][q] = c
+    return out
+
+
+def _columns(op: str, rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    return [list(c) for c in zip(*rows, strict=True)] if rows else ([[]] * (5 if op == "publish" else 2))
+
+
+def _stored(engine: Any, side: str) -> dict[str, tuple[float, float, int]]:
+    if isinstance(engine, OracleEngine):
+        return {i: (e.key, e.value, e.time) for i, e in engine.stored(side).items()}
+    t = engine.tables[side]
+    return {i: (float(t.keys[s]), float(t.values[s]), int(t.times[s])) for i, s in t.slot_of.items()}
+
+
+def run_program(factory: Any, lateness: int, retention: int | None, subs: list[Any],
+                program: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    """Batch engines (pairs, affected) vs one-at-a-time engines (pairs, affected) vs oracle."""
+    bp, ba, op_, oa = (factory(lateness, retention) for _ in range(4))
+    oracle = OracleEngine(lateness, retention)
+    for e in (bp, ba, op_, oa, oracle):
+        e.subscribe_many(subs)
+    for step, (op, rows) in enumerate(program):
+        cols = _columns(op, rows)
+        call = bp.publish_batch if op == "publish" else bp.delete_batch
+        res_p = call(*cols, output="pairs")
+        call = ba.publish_batch if op == "publish" else ba.delete_batch
+        res_a = call(*cols, output="affected")
+        n = len(rows)
+        assert res_p.status.dtype == np.int8 and res_p.seq.dtype == np.int64
+        assert res_p.status.shape == res_p.seq.shape == (n,)
+        got_p, got_a = _batch_rows(res_p, n, "pairs"), _batch_rows(res_a, n, "affected")
+        for i, row in enumerate(rows):
+            ctx = f"step {step} {op} row {i} {row}"
+            st_p, seq_p, want_p = _one(op_, op, row, "pairs")
+            st_a, seq_a, want_a = _one(oa, op, row, "affected")
+            st_o, seq_o, want_o = _one(oracle, op, row, "pairs")
+            assert st_p == st_a == st_o, ctx
+            assert int(res_p.status[i]) == st_o, ctx
+            assert int(res_a.status[i]) == st_o, ctx
+            assert int(res_p.seq[i]) == int(res_a.seq[i]) == seq_o == seq_p, ctx
+            assert (i in res_p.reasons) == (st_o != OK), ctx
+            assert got_p[i] == want_p == want_o, ctx
+            assert got_a[i] == want_a, ctx
+            if st_o == OK:  # AFFECTED counts are the PAIRS rows summed per subscription
+                sums = Counter()
+                for (q, sg, _r, _s), c in want_o.items():
+                    sums[q] += sg * c
+                assert got_a[i] == Counter({q: c for q, c in sums.items() if c}), ctx
+        for e in (bp, ba, op_, oa):
+            assert (e.seq, e.watermark) == (oracle.seq, oracle.watermark), f"after step {step}"
+            for side in "RS":
+                assert _stored(e, side) == _stored(oracle, side), f"after step {step} {side}"
+    for e in (bp, ba):
+        e.check_invariants()
+
+
+def _strategies() -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("mixed", "auto")]
+    for kind, names in (("select", SELECT_STRATEGY_NAMES + ("SJ-Dynamic",)),
+                        ("band", BAND_STRATEGY_NAMES + ("BJ-Dynamic",)),
+                        ("window", WINDOW_STRATEGY_NAMES + ("WJ-Dynamic",))):
+        out += [(kind, {kind: name}) for name in names]
+        out.append((kind, "auto"))
+    return out
+
+
+@pytest.mark.parametrize(("kind", "strategy"), _strategies(),
+                         ids=lambda x: x if isinstance(x, str) else next(iter(x.values())))
+def test_batch_equals_one_at_a_time_and_oracle(kind: str, strategy: Any) -> None:
+    """Random batches: statuses, seqs, pairs, affected counts, stored tuples, clock all agree."""
+
+    @harness_settings(25)
+    @given(subs=subscriptions(kind), program=batches,
+           clock=st.sampled_from(TIME_SETTINGS))
+    def check(subs: list[Any], program: Any, clock: tuple[int, int | None]) -> None:
+        run_program(lambda L, R: Engine(lateness=L, retention=R, strategy=strategy),
+                    clock[0], clock[1], subs, program)
+
+    check()
+
+
+# ---- the cases of issue 14, on purpose ----------------------------------------------------------
+def _mixed_subs() -> list[Any]:
+    return [SelectJoin(), BandJoin(Range(-1.0, 1.0)), WindowJoin(w=3),
+            SelectJoin(Range(0.0, 2.0), Range(3.0, None))]
+
+
+def _case(lateness: int, retention: int | None,
+          program: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    for strategy in ("auto", {"select": "SJ-SSI", "band": "BJ-Hotspot", "window": "WJ-Hotspot"}):
+        run_program(lambda L, R, s=strategy: Engine(lateness=L, retention=R, strategy=s),
+                    lateness, retention, _mixed_subs(), program)
+
+
+def test_pairs_inside_a_batch() -> None:
+    _case(0, None, [("publish", [("R", "r1", 1.0, 1.0, 1), ("S", "s1", 1.0, 4.0, 2),
+                                 ("S", "s2", 1.5, 0.0, 3), ("R", "r2", 1.0, 1.0, 4)])])
+    e = Engine()
+    e.subscribe(SelectJoin())
+    res = e.publish_batch(["R", "S"], ["r", "s"], [1.0, 1.0], [0.0, 0.0], [1, 2], output="pairs")
+    assert res.output.event.tolist() == [1] and res.output.r_id.tolist() == ["r"]
+
+
+def test_lateness_and_retention_move_mid_batch() -> None:
+    # time 10 moves W to 8: the event at 7 is late, at 8 is not; retention 1 drops r1 (time 1)
+    # once W > 2, so s1 (key 1, time 9) forms no pair with it, and "r1" may be published again
+    prog = [("publish", [("R", "r1", 1.0, 1.0, 1), ("S", "s0", 1.0, 1.0, 2),
+                         ("S", "s1", 2.0, 1.0, 10), ("R", "r2", 1.0, 1.0, 7),
+                         ("R", "r3", 1.0, 1.0, 8), ("S", "s2", 1.0, 1.0, 9),
+                         ("R", "r1", 1.0, 5.0, 9)])]
+    _case(2, 1, prog)
+    e = Engine(lateness=2, retention=1)
+    e.subscribe(SelectJoin())
+    res = e.publish_batch(*_columns(*prog[0]))
+    assert res.status.tolist() == [OK, OK, OK, LATE, OK, OK, OK]
+    assert sorted(e.tables["R"].slot_of) == ["r1", "r3"]
+
+
+def test_duplicates_inside_a_batch_and_against_stored() -> None:
+    prog = [("publish", [("R", "r1", 1.0, 1.0, 5)]),
+            ("publish", [("R", "r1", 1.0, 1.0, 6), ("S", "s1", 1.0, 1.0, 6),
+                         ("S", "s1", 1.0, 1.0, 7), ("R", "s1", 1.0, 1.0, 7)])]
+    _case(0, None, prog)
+    e = Engine()
+    e.subscribe(SelectJoin())
+    e.publish_batch(*_columns(*prog[0]))
+    res = e.publish_batch(*_columns(*prog[1]))
+    assert res.status.tolist() == [DUP, OK, DUP, OK]
+    assert res.seq.tolist() == [0, 3, 0, 4]
+
+
+def test_duplicate_that_is_also_late_is_duplicate() -> None:
+    e = Engine(lateness=0)
+    res = e.publish_batch(["R", "R", "R"], ["x", "y", "x"], [1.0] * 3, [1.0] * 3, [5, 9, 1])
+    assert res.status.tolist() == [OK, OK, DUP]
+    assert "already stored" in res.reasons[2]
+    res = e.publish_batch(["R"], ["z"], [1.0], [1.0], [1])
+    assert res.status.tolist() == [LATE] and "late" in res.reasons[0]
+    _case(0, None, [("publish", [("R", "x", 1.0, 1.0, 5), ("R", "y", 1.0, 1.0, 9),
+                                 ("R", "x", 1.0, 1.0, 1)])])
+
+
+def test_deletes_inside_a_batch() -> None:
+    prog = [("publish", [("R", "r1", 1.0, 1.0, 1), ("S", "s1", 1.0, 4.0, 2),
+                         ("S", "s2", 1.0, 0.0, 3)]),
+            ("delete", [("S", "s1"), ("S", "s1"), ("R", "nope"), ("R", "r1"), ("S", "s2")]),
+            ("publish", [("R", "r1", 1.0, 1.0, 4), ("S", "s1", 1.0, 4.0, 4)])]
+    _case(0, None, prog)
+    e = Engine()
+    e.subscribe(SelectJoin())
+    e.publish_batch(*_columns(*prog[0]))
+    res = e.delete_batch(*_columns(*prog[1]), output="pairs")
+    assert res.status.tolist() == [OK, NOT_FOUND, NOT_FOUND, OK, OK]
+    # s1 retracts (r1, s1); r1 then retracts (r1, s2); s2 has no partner left
+    assert res.output.sign.tolist() == [-1, -1] and res.output.event.tolist() == [0, 3]
+    assert (res.output.r_id.tolist(), res.output.s_id.tolist()) == (["r1", "r1"], ["s1", "s2"])
+
+
+def test_rejected_between_accepted_and_invalid_change_nothing() -> None:
+    rows = [("R", "r1", 1.0, 1.0, 1), ("R", "bad", float("nan"), 1.0, 2),
+            ("S", "s1", 1.0, 1.0, 3), ("S", "s2", 1.0, math.inf, 3), ("X", "q", 1.0, 1.0, 3),
+            ("S", "", 1.0, 1.0, 3), ("S", "big", 1.0, 1.0, BAD_TIME), ("S", "s3", 1.0, 1.0, 4)]
+    _case(1, None, [("publish", rows)])
+    e = Engine(lateness=1)
+    e.subscribe(SelectJoin())
+    res = e.publish_batch(*_columns("publish", rows), output="pairs")
+    assert res.status.tolist() == [OK, INVALID, OK, INVALID, INVALID, INVALID, INVALID, OK]
+    assert res.seq.tolist() == [2, 0, 3, 0, 0, 0, 0, 4]
+    assert set(res.reasons) == {1, 3, 4, 5, 6}
+    assert e.watermark == 3 and e.seq == 4
+    assert res.output.event.tolist() == [2, 7]
+
+
+def test_empty_batch_and_batch_of_one() -> None:
+    e = Engine()
+    e.subscribe(SelectJoin())
+    for output in ("pairs", "affected", "none"):
+        res = e.publish_batch([], [], [], [], [], output=output)
+        assert res.status.shape == (0,) and len(res.output) == 0 and e.seq == 1
+        res = e.delete_batch([], [], output=output)
+        assert res.status.shape == (0,) and e.seq == 1
+    res = e.publish_batch(np.array([1], dtype=np.int8), ["s"], np.array([2.0]), np.array([0.0]),
+                          np.array([7], dtype=np.int64))
+    assert res.status.tolist() == [OK] and res.seq.tolist() == [2]
+    assert "s" in e.tables["S"] and e.watermark == 7
+    _case(0, None, [("publish", []), ("publish", [("S", "s", 2.0, 0.0, 7)]), ("delete", []),
+                    ("delete", [("S", "s")])])
+
+
+def test_output_none_changes_the_state_only() -> None:
+    a, b = Engine(), Engine()
+    for e in (a, b):
+        e.subscribe(SelectJoin())
+    cols = _columns("publish", [("R", "r", 1.0, 0.0, 1), ("S", "s", 1.0, 0.0, 2)])
+    res = a.publish_batch(*cols, output="none")
+    b.publish_batch(*cols, output="pairs")
+    assert len(res.output) == 0 and res.status.tolist() == [OK, OK]
+    assert a.delete_batch(["R"], ["r"], output="pairs").output.s_id.tolist() == ["s"]
+
+
+def test_length_mismatch_raises_before_anything_changes() -> None:
+    e = Engine()
+    e.subscribe(SelectJoin())
+    with pytest.raises(ValueError, match="different lengths"):
+        e.publish_batch(["R", "S"], ["r"], [1.0, 1.0], [0.0, 0.0], [1, 2])
+    with pytest.raises(ValueError, match="different lengths"):
+        e.publish_batch(["R"], ["r"], [1.0], [0.0], [1], payloads=[b"", b""])
+    with pytest.raises(ValueError, match="different lengths"):
+        e.delete_batch(["R", "S"], ["r"])
+    with pytest.raises(ValueError, match="output must be"):
+        e.publish_batch(["R"], ["r"], [1.0], [0.0], [1], output="everything")
+    assert e.seq == 1 and len(e.tables["R"]) == 0 and e.watermark is None
+
+
+def test_payloads_are_stored() -> None:
+    e = Engine()
+    e.publish_batch(["R", "S"], ["r", "s"], [1.0, 2.0], [0.0, 0.0], [1, 2], [b"x", None])
+    assert e.get_event("R", "r").payload == b"x" and e.get_event("S", "s").payload == b""
+
+
+def test_integer_sides_bad_payload_and_bad_time_types_are_invalid() -> None:
+    e = Engine()
+    res = e.publish_batch(np.array([0, 2, 1, 1, 0], dtype=np.int64), ["r", "x", "s", "p", "t"],
+                          [1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0],
+                          [1, 1, 2, 3, 1.5], [b"", b"", b"", "text", b""])
+    assert res.status.tolist() == [OK, INVALID, OK, INVALID, INVALID]
+    assert "side" in res.reasons[1] and "payload" in res.reasons[3] and "time" in res.reasons[4]
+    assert sorted(e.tables["R"].slot_of) == ["r"] and sorted(e.tables["S"].slot_of) == ["s"]
+    res = e.publish_batch(["R", "S"], ["k", "v"], ["1.0", True], [0.0, None], [4, 4])
+    assert res.status.tolist() == [INVALID, INVALID] and e.seq == 2
+
+
+@pytest.mark.parametrize("clock", [(0, None), (2, 3)])
+def test_batch_and_one_at_a_time_calls_interleave_on_one_engine(clock: tuple[int, Any]) -> None:
+    """The batch path leaves the engine in a state the one-at-a-time calls continue from."""
+    import random
+
+    rnd = random.Random(7)
+    e, oracle = Engine(lateness=clock[0], retention=clock[1]), OracleEngine(*clock)
+    for x in (e, oracle):
+        x.subscribe_many(_mixed_subs())
+    for step in range(40):
+        rows = [(rnd.choice("RS"), rnd.choice("RS").lower() + rnd.choice(IDS),
+                 float(rnd.randint(0, 3)), float(rnd.randint(0, 6)), step + rnd.randint(-3, 3))
+                for _ in range(rnd.randint(0, 5))]
+        if step % 2:
+            res = e.publish_batch(*_columns("publish", rows), output="pairs")
+            got = _batch_rows(res, len(rows), "pairs")
+            for i, row in enumerate(rows):
+                st_o, seq_o, want = _one(oracle, "publish", row, "pairs")
+                assert (int(res.status[i]), int(res.seq[i]), got[i]) == (st_o, seq_o, want)
+        else:
+            for row in rows:
+                assert _one(e, "publish", row, "pairs") == _one(oracle, "publish", row, "pairs")
+            side, x = rnd.choice("RS"), rnd.choice(IDS)
+            assert _one(e, "delete", (side, side.lower() + x), "pairs") == \
+                _one(oracle, "delete", (side, side.lower() + x), "pairs")
+        assert (e.seq, e.watermark) == (oracle.seq, oracle.watermark)
+    e.check_invariants()
