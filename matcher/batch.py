@@ -25,7 +25,7 @@ choice: no realistic clock reaches 2^61 ms ≈ 73 million years).
 >>> res = e.publish_batch(["R", "S", "S"], ["r1", "s1", "s1"], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0],
 ...                       [1, 2, 3], output="pairs")
 >>> res.status.tolist(), res.seq.tolist(), res.reasons
-([0, 0, 2], [2, 3, 0], {2: "S event 's1' is already stored"})
+([0, 0, 2], [2, 3, 0], {2: 'event S/s1 already exists'})
 >>> res.output.event.tolist(), res.output.r_id.tolist(), res.output.s_id.tolist()
 ([1], ['r1'], ['s1'])
 """
@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+
+from hotjoin.matcher.errors import DuplicateEventError, LateEventError, UnknownEventError
 
 TIME_MAX = 2**61
 """Largest absolute event time the batch path accepts (see module docstring)."""
@@ -400,11 +402,12 @@ def _clip_time(t: int) -> int:
 
 def reason_for(status: int, side: str, event_id: str, time: int = 0,
                watermark: int | None = None) -> str:
-    """One-line reason of a rejected event (the messages of ``matcher.errors``)."""
+    """One-line reason of a rejected event: the message the one-at-a-time call's exception
+    (``matcher.errors``) carries, so both paths tell a client the same thing."""
     if status == DUPLICATE:
-        return f"{side} event {event_id!r} is already stored"
+        return str(DuplicateEventError(side, event_id).args[0])
     if status == LATE:
-        return f"{side} event {event_id!r} at time {time} is late (watermark {watermark})"
+        return str(LateEventError(side, event_id, time, watermark).args[0])
     if status == NOT_FOUND:
-        return f"{side} event {event_id!r} is not stored"
+        return str(UnknownEventError(side, event_id).args[0])
     return "invalid event"

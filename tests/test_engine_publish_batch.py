@@ -303,7 +303,7 @@ def test_duplicate_that_is_also_late_is_duplicate() -> None:
     e = Engine(lateness=0)
     res = e.publish_batch(["R", "R", "R"], ["x", "y", "x"], [1.0] * 3, [1.0] * 3, [5, 9, 1])
     assert res.status.tolist() == [OK, OK, DUP]
-    assert "already stored" in res.reasons[2]
+    assert "already exists" in res.reasons[2]
     res = e.publish_batch(["R"], ["z"], [1.0], [1.0], [1])
     assert res.status.tolist() == [LATE] and "late" in res.reasons[0]
     _case(0, None, [("publish", [("R", "x", 1.0, 1.0, 5), ("R", "y", 1.0, 1.0, 9),
