@@ -167,7 +167,16 @@ class EngineCollector(Collector):
             "side (1 = the cost profile is right on this workload).",
             labels=["topic", "strategy", "side"],
         )
+        workers = {k: GaugeMetricFamily(f"hotjoin_worker_{k}", h, labels=["topic", "worker"]) for k, h in (
+            ("healthy", "Scale-out worker answering (1) or being restarted (0); docs/scale-out.md."),
+            ("sequence", "Last sequence number a scale-out worker applied."),
+            ("memory_bytes", "Bytes of numpy arrays held by a scale-out worker's engine."),
+            ("restarts", "Times a scale-out worker was re-created from its snapshot."))}
         for name, st in self._topics():
+            for w in st.get("workers", ()):
+                for k, key in (("healthy", "healthy"), ("sequence", "seq"),
+                               ("memory_bytes", "memory_bytes"), ("restarts", "restarts")):
+                    workers[k].add_metric([name, str(w["worker"])], float(w[key]))
             for side, n in st.get("tuples", {}).items():
                 tuples.add_metric([name, side], n)
             for kind, n in st.get("subscriptions", {}).items():
@@ -184,7 +193,7 @@ class EngineCollector(Collector):
                         corrections.add_metric([name, strategy, side], x)
             seq.add_metric([name], st.get("seq", 0))
             listeners.add_metric([name], st.get("listeners", 0))
-        yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners)
+        yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners, *workers.values())
 
 
 def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:
