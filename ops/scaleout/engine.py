@@ -51,6 +51,7 @@ from hotjoin.matcher.model import (
     empty_matches,
 )
 from hotjoin.ops.scaleout import worker as W
+from hotjoin.server.errors import Unavailable
 
 log = logging.getLogger("hotjoin.scaleout")
 
@@ -116,6 +117,7 @@ class ShardedEngine:
         self._shards: list[_Shard] = []
         self._lock = threading.RLock()  # the topic serialises calls; stats() may come from a scrape
         self.recoveries = 0
+        self._broken = ""
 
     # -- Ray plumbing -----------------------------------------------------------------------
     def _started(self) -> list[_Shard]:
@@ -141,6 +143,8 @@ class ShardedEngine:
         from ray.exceptions import RayActorError
 
         with self._lock:
+            if self._broken:
+                raise Unavailable(f"{self._broken}; the topic is unavailable until the server restarts")
             shards = self._started()
             refs: dict[int, Any] = {}
             for i, ops in batches.items():
@@ -182,8 +186,9 @@ class ShardedEngine:
                 if sh.tail:
                     ray.get(sh.actor.apply.remote(sh.tail))
                 res = ray.get(sh.actor.apply.remote(list(batch)))
-            except RayActorError:
-                log.warning("scale-out shard %d: restart attempt %d failed", i, attempt + 1)
+            except RayActorError as e:
+                log.warning("scale-out shard %d: restart attempt %d failed: %s", i, attempt + 1,
+                            str(e).splitlines()[0])
                 time.sleep(0.2 * (attempt + 1))
                 continue
             sh.restarts += 1
@@ -193,7 +198,8 @@ class ShardedEngine:
             log.warning("scale-out shard %d restarted from its snapshot + %d operations in %.2fs",
                         i, len(sh.tail), sh.last_recovery_s)
             return res
-        raise RuntimeError(f"scale-out shard {i} could not be restarted")
+        self._broken = f"scale-out worker {i} could not be restarted"
+        raise Unavailable(f"{self._broken}; the topic is unavailable until the server restarts")
 
     def worker_pids(self) -> list[int]:
         """Process ids of the actors (tests kill them to exercise recovery)."""
@@ -205,7 +211,8 @@ class ShardedEngine:
         """Kill shard ``i``'s actor (as a crash would); the next call restarts it."""
         import ray
 
-        ray.kill(self._started()[i].actor, no_restart=True)
+        with self._lock:  # between two calls, as a crash seen by the next call
+            ray.kill(self._started()[i].actor, no_restart=True)
 
     def close(self) -> None:
         """Stop the actors (topic deleted or server stopping)."""
@@ -476,8 +483,12 @@ class ShardedEngine:
     def set_next_subscription_id(self, n: int) -> None:
         self._next_gid = max(self._next_gid, int(n))
 
-    def stored_tuples(self) -> Iterator[tuple[Event, int]]:
-        raise NotImplementedError("compaction snapshots of a scale-out topic (docs/scale-out.md)")
+    def stored_tuples(self) -> list[tuple[Event, int]]:
+        """Every stored tuple with its seq (from shard 0: every shard stores all; compaction)."""
+        res = self.apply_many({0: [(W.STORED, 0)]})[0][0]
+        if isinstance(res, W.OpError):
+            raise res.error
+        return res
 
     # -- introspection ----------------------------------------------------------------------
     def refresh_status(self) -> list[dict[str, Any]]:

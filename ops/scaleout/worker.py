@@ -38,6 +38,7 @@ RESTORE_EVENTS = "revents"  # (RESTORE_EVENTS, 0, events, seqs)
 RESTORE_SUB = "rsub"     # (RESTORE_SUB, 0, local id, sub, reg_seq, snapshot)
 RESULT = "result"        # (RESULT, 0, local id) -> Matches (read only)
 GET_EVENT = "get"        # (GET_EVENT, 0, side, id) -> Event | None (read only)
+STORED = "stored"        # (STORED, 0) -> [(Event, seq)] of every stored tuple (read only)
 
 # operations that change the state (kept in the facade's tail for recovery); reads are not
 MUTATING = frozenset({PUBLISH, PUBLISH_MANY, DELETE, SUBSCRIBE, UNSUBSCRIBE, RESTORE_CLOCK,
@@ -135,6 +136,8 @@ class ShardWorker:
             return e.result_columnar(op[2])
         if kind == GET_EVENT:
             return e.get_event(op[2], op[3])
+        if kind == STORED:
+            return [pair for t in e.tables.values() for pair in t.events()]
         raise ValueError(f"unknown operation kind {kind!r}")
 
     def snapshot(self) -> bytes:

@@ -11,6 +11,8 @@ of the sequence must change nothing. One local Ray instance serves the whole mod
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -32,6 +34,9 @@ from hotjoin.matcher.model import (  # noqa: E402
 )
 from hotjoin.ops.scaleout.engine import ShardedEngine, ShardedEngineFactory  # noqa: E402
 from hotjoin.ops.scaleout.worker import OpError  # noqa: E402
+
+
+CLI = "import sys; from hotjoin.clients.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +224,17 @@ def test_factory_validates_like_the_engine_and_starts_no_actor() -> None:
         ShardedEngineFactory(0)
     eng = f(lateness=0, retention=None, strategy="auto")
     assert eng.seq == 0 and eng.watermark is None and not eng.workers_info()
+
+
+def test_single_process_server_imports_no_ray() -> None:
+    code = ("import sys, hotjoin.server.app, hotjoin.server.topic, hotjoin.clients.cli, "
+            "hotjoin.clients.commands.serve, hotjoin.ops.scaleout.engine; "
+            "assert 'ray' not in sys.modules, 'ray imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_serve_rejects_ray_address_without_workers(tmp_path: Any) -> None:
+    p = subprocess.run([sys.executable, "-c", CLI, "serve", "--data-dir",
+                        str(tmp_path), "--ray-address", "auto"], capture_output=True, text=True)
+    assert p.returncode != 0 and "--ray-address needs --workers" in p.stderr
+    assert "Traceback" not in p.stderr
