@@ -35,7 +35,6 @@ from hotjoin.matcher.model import (  # noqa: E402
 from hotjoin.ops.scaleout.engine import ShardedEngine, ShardedEngineFactory  # noqa: E402
 from hotjoin.ops.scaleout.worker import OpError  # noqa: E402
 
-
 CLI = "import sys; from hotjoin.clients.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
