@@ -427,7 +427,7 @@ class TopicStatsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners")
+    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners", "workers")
     class TuplesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -472,6 +472,7 @@ class TopicStats(_message.Message):
     HOTSPOTS_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     seq: int
     watermark: int
@@ -481,7 +482,26 @@ class TopicStats(_message.Message):
     hotspots: _containers.ScalarMap[str, int]
     decisions: _containers.ScalarMap[str, int]
     listeners: int
-    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ...) -> None: ...
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerStats]
+    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ..., workers: _Optional[_Iterable[_Union[WorkerStats, _Mapping]]] = ...) -> None: ...
+
+class WorkerStats(_message.Message):
+    __slots__ = ("worker", "healthy", "seq", "lag", "memory_bytes", "restarts", "subscriptions")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    worker: int
+    healthy: bool
+    seq: int
+    lag: int
+    memory_bytes: int
+    restarts: int
+    subscriptions: int
+    def __init__(self, worker: _Optional[int] = ..., healthy: _Optional[bool] = ..., seq: _Optional[int] = ..., lag: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., restarts: _Optional[int] = ..., subscriptions: _Optional[int] = ...) -> None: ...
 
 class SubscribeOp(_message.Message):
     __slots__ = ("subscription_id", "spec", "owner")

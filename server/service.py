@@ -485,6 +485,9 @@ class StatsService(rpc.StatsServiceServicer):
             out.watermark = st["watermark"]
         for field in ("tuples", "subscriptions", "tau", "hotspots", "decisions"):
             getattr(out, field).update({k: int(v) for k, v in st.get(field, {}).items()})
+        for w in st.get("workers", ()):  # scale-out (docs/scale-out.md)
+            out.workers.add(**{k: w[k] for k in ("worker", "healthy", "seq", "lag", "memory_bytes",
+                                                 "restarts", "subscriptions")})
         return out
 
 

@@ -55,7 +55,7 @@ from hotjoin.server.errors import Unavailable
 
 log = logging.getLogger("hotjoin.scaleout")
 
-SNAPSHOT_EVERY = 20_000  # operations in a shard's tail before it is snapshotted again
+SNAPSHOT_EVERY = 20_000  # operations (a bulk one counts its items) in a shard's tail before a snapshot
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
@@ -80,6 +80,8 @@ class _Shard:
     snapshot: Any = None          # ObjectRef of the last confirmed snapshot (None: empty engine)
     pending: Any = None           # (ref, tail length it covers): confirmed by the next good call
     tail: list[W.Op] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)  # per tail op: subscriptions / tuples it holds
+    weight: int = 0
     l2g: np.ndarray = field(default_factory=lambda: np.zeros(1024, dtype=np.int64))
     n_local: int = 0              # next shard-local subscription id
     live: int = 0                 # live subscriptions on this shard
@@ -167,8 +169,15 @@ class ShardedEngine:
             ref, n = sh.pending
             sh.snapshot, sh.pending = ref, None
             del sh.tail[:n]
-        sh.tail.extend(op for op in ops if op[0] in W.MUTATING)
-        if sh.pending is None and len(sh.tail) >= self.snapshot_every:
+            sh.weight -= sum(sh.weights[:n])
+            del sh.weights[:n]
+        for op in ops:
+            if op[0] in W.MUTATING:
+                sh.tail.append(op)
+                wt = _weight(op)
+                sh.weights.append(wt)
+                sh.weight += wt
+        if sh.pending is None and sh.weight >= self.snapshot_every:
             sh.pending = (sh.actor.snapshot.remote(), len(sh.tail))
 
     def _recover(self, i: int, batch: Sequence[W.Op]) -> list[Any]:
@@ -551,6 +560,15 @@ class ShardedEngine:
     def __getstate__(self) -> dict[str, Any]:
         # a topic checkpoint pickles its engine; the shards' state lives in the actors
         raise TypeError("a ShardedEngine is not picklable: its state lives in its Ray actors")
+
+
+def _weight(op: W.Op) -> int:
+    """Replay work of one tail operation: the subscriptions or tuples it carries."""
+    if op[0] in (W.SUBSCRIBE, W.PUBLISH_MANY, W.RESTORE_EVENTS):
+        return max(len(op[2]), 1)
+    if op[0] == W.RESTORE_COLUMNS:
+        return max(len(op[3]), 1)
+    return 1
 
 
 class ShardedEngineFactory:

@@ -57,13 +57,15 @@ class OpError:
         # engine errors take several constructor arguments, so default exception pickling (which
         # calls ``cls(*args)`` with the message only) cannot rebuild them; rebuild without __init__
         e = self.error
-        return (_rebuild, (type(e), e.args, dict(getattr(e, "__dict__", {}))))
+        attrs = {k: OpError(v) if isinstance(v, BaseException) else v  # BatchError.cause
+                 for k, v in getattr(e, "__dict__", {}).items()}
+        return (_rebuild, (type(e), e.args, attrs))
 
 
 def _rebuild(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> OpError:
     e = cls.__new__(cls)
     e.args = args
-    e.__dict__.update(attrs)
+    e.__dict__.update({k: v.error if isinstance(v, OpError) else v for k, v in attrs.items()})
     return OpError(e)
 
 

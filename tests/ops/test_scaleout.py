@@ -237,3 +237,14 @@ def test_serve_rejects_ray_address_without_workers(tmp_path: Any) -> None:
                         str(tmp_path), "--ray-address", "auto"], capture_output=True, text=True)
     assert p.returncode != 0 and "--ray-address needs --workers" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_bench_scaleout_smoke(local_ray: Any) -> None:
+    """``hotjoin bench scaleout`` on a tiny workload: every figure present; the bench itself
+    asserts that the workers' pair counts and the NumPy brute force's equal the engine's."""
+    from hotjoin.ops.bench import scaleout
+
+    res = scaleout.run(2_000, 200, 60, 20, 2.0, 30, [2], 10, 5)
+    assert res["workers"]["2"]["events_per_s"] > 0 and res["single"]["pairs"] > 0
+    assert res["workers"]["2"]["recovery_seconds"] > 0 and res["front_end"]["us_per_event"] > 0
+    assert set(res["ratios"]) == {"2_workers_vs_single", "single_vs_numpy"}

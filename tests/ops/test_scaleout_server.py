@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 ray = pytest.importorskip("ray")
 
@@ -30,6 +31,7 @@ from test_server_e2e import run_workload  # noqa: E402
 from hotjoin.clients.client import HotjoinClient, band, event  # noqa: E402
 from hotjoin.ops.scaleout.engine import ShardedEngine, ShardedEngineFactory  # noqa: E402
 from hotjoin.proto import hotjoin_pb2 as pb  # noqa: E402
+from hotjoin.server import metrics  # noqa: E402
 from hotjoin.server.app import HotjoinServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +74,13 @@ def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, k
             stop.set()
             st = c.stats("t")
             assert st.seq == c.get_topic("t").seq
+            # the stats RPC and Prometheus show every worker's health, last seq and memory
+            assert [w.worker for w in st.workers] == [0, 1] and all(w.healthy for w in st.workers)
+            assert all(w.memory_bytes > 0 and w.seq <= st.seq for w in st.workers)
+            assert sum(w.subscriptions for w in st.workers) == sum(st.subscriptions.values())
+            scrape = generate_latest(metrics.REGISTRY).decode()
+            assert 'hotjoin_worker_healthy{topic="t",worker="1"} 1.0' in scrape
+            assert 'hotjoin_worker_memory_bytes{topic="t",worker="0"}' in scrape
         eng = srv.registry.get("t").engine
         assert isinstance(eng, ShardedEngine)
         if kill:
@@ -123,6 +132,7 @@ def test_serve_workers_survives_front_end_kill(tmp_path: Path) -> None:
             assert _matches(c, sid) == [(3, 1, 1)]
             stats = c.stats("t")
             assert stats.seq == 3 and stats.tuples["R"] == 1 and stats.tuples["S"] == 1
+            assert [(w.worker, w.healthy) for w in stats.workers] == [(0, True), (1, True)]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         proc = _serve(data, port)
