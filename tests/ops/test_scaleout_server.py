@@ -152,3 +152,32 @@ def test_serve_workers_survives_front_end_kill(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(5)
     time.sleep(0)
+
+
+def test_compaction_and_restart_with_workers(local_ray: Any, tmp_path: Path) -> None:
+    """A retention topic under --workers compacts its log (the facade gives the snapshot its
+    tuples) and restarts from the compacted log to exactly the same state."""
+    from test_server_compaction import _load, _state
+
+    factory = ShardedEngineFactory(2)
+    srv = HotjoinServer(data_dir=tmp_path, port=0, engine_factory=factory, compact_ratio=0).start()
+    try:
+        with HotjoinClient(srv.target) as c:
+            _load(c)
+        topic = srv.registry.get("t")
+        before = _state(topic)
+        assert topic.compact()
+        assert _state(topic) == before
+    finally:
+        srv.stop(0)
+    srv = HotjoinServer(data_dir=tmp_path, port=0, engine_factory=factory, compact_ratio=0).start()
+    try:
+        topic = srv.registry.get("t")
+        assert isinstance(topic.engine, ShardedEngine) and _state(topic) == before
+        with HotjoinClient(srv.target) as c:
+            assert c.subscribe("t", band((0, 1))) == 6
+            resp = c.publish("t", [event("R", "e9-9", 0.0, 0.0, time=200), event("R", "x", 0.0, 0.0, time=200)])
+            assert [s.code for s in resp.statuses] == [pb.DUPLICATE, pb.OK]
+            assert resp.statuses[1].seq == before[0] + 2
+    finally:
+        srv.stop(0)
