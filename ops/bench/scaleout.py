@@ -70,11 +70,16 @@ def brute_force_affected(w: dict[str, Any], ev: Event) -> int:
     return total
 
 
+_last_cpu = [0.0]
+
+
 def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
-    t0 = time.perf_counter()
+    """Wall seconds and pairs of publishing ``events`` one by one (CPU seconds in ``_last_cpu``)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     pairs = 0
     for ev in events:
         pairs += int(eng.publish_affected(ev).counts.sum())
+    _last_cpu[0] = time.process_time() - c0
     return time.perf_counter() - t0, pairs
 
 
@@ -112,8 +117,10 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
     eng.publish_many(w["stored"], match=False)
     _timed_single(eng, [Event("S", f"warm{i}", 0.0, 50.0, 0) for i in range(20)])
     dt, pairs = _timed_single(eng, w["events"])
-    res["single"] = {"events_per_s": events / dt, "us_per_event": 1e6 * dt / events, "pairs": pairs}
-    _progress(f"single process: {events / dt:,.0f} events/s ({pairs:,} pairs)")
+    res["single"] = {"events_per_s": events / dt, "us_per_event": 1e6 * dt / events, "pairs": pairs,
+                     "cpu_us_per_event": 1e6 * _last_cpu[0] / events}
+    _progress(f"single process: {events / dt:,.0f} events/s, {1e6 * _last_cpu[0] / events:.0f} us CPU "
+              f"per event ({pairs:,} pairs)")
     # reference: NumPy brute force on a sample, checked against the engine
     idx = list(range(0, events, max(1, events // sample)))[:sample]
     check = Engine()
@@ -139,7 +146,8 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
         part.subscribe_many(w["subs"][: len(w["subs"]) // n])
         part.publish_many(w["stored"], match=False)
         dt_p, _ = _timed_single(part, w["events"])
-        res["worker_matching"][str(n)] = {"us_per_event": 1e6 * dt_p / events}
+        res["worker_matching"][str(n)] = {"us_per_event": 1e6 * dt_p / events,
+                                          "cpu_us_per_event": 1e6 * _last_cpu[0] / events}
         _progress(f"matching 1/{n} of the subscriptions: {1e6 * dt_p / events:.1f} us/event")
         del part
     # front end alone
@@ -154,12 +162,14 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
         sh.subscribe_many(w["subs"])
         sh.publish_many(w["stored"], match=False)
         sh.publish_ops([Event("S", f"warm{i}", 0.0, 50.0, 0) for i in range(20)], "affected")
-        t0 = time.perf_counter()
+        cpu0 = [s["cpu_seconds"] for s in sh.refresh_status()]
+        t0, c0 = time.perf_counter(), time.process_time()
         pairs_n = 0
         for i in range(0, events, batch):
             for o in sh.publish_ops(w["events"][i : i + batch], "affected"):
                 pairs_n += int(o.counts.sum())
-        dt_n = time.perf_counter() - t0
+        dt_n, front_cpu = time.perf_counter() - t0, time.process_time() - c0
+        worker_cpu = [s["cpu_seconds"] - c for s, c in zip(sh.refresh_status(), cpu0, strict=True)]
         assert pairs_n == pairs, f"{n} workers: {pairs_n} pairs, single process {pairs}"
         t_end = w["events"][-1].time
         extra = [Event("S", f"x{i}", e.key, e.value, t_end + 1 + i)
@@ -180,9 +190,16 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
         sh.close()
         res["workers"][str(n)] = {"events_per_s": events / dt_n, "us_per_event": 1e6 * dt_n / events,
                                   "per_event_call_us": 1e6 * dt_e, "memory_bytes": mem,
+                                  "front_end_cpu_us_per_event": 1e6 * front_cpu / events,
+                                  "worker_cpu_us_per_event": [1e6 * c / events for c in worker_cpu],
+                                  # with a core per worker and one for the front end
+                                  "modelled_events_per_s": events / max(front_cpu, *worker_cpu),
                                   "kill_batch_seconds": kill_s,
                                   "recovery_seconds": info["last_recovery_seconds"],
                                   "tail_ops_replayed": info["tail_ops"]}
+        _progress(f"{n} worker(s): CPU per event: front end {1e6 * front_cpu / events:.0f} us, workers "
+                  + ", ".join(f"{1e6 * c / events:.0f}" for c in worker_cpu) + " us; modelled with a "
+                  f"core each: {events / max(front_cpu, *worker_cpu):,.0f} events/s")
         _progress(f"{n} worker(s), batches of {batch}: {events / dt_n:,.0f} events/s; one call per "
                   f"event: {1e6 * dt_e:.0f} us/event; worker memory {mem >> 20} MiB; a batch of {batch} "
                   f"after killing worker 0 took {kill_s:.2f}s (restart {info['last_recovery_seconds']:.2f}s)")
@@ -192,6 +209,11 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
         res["ratios"]["2_workers_vs_1_worker"] = r["2"]["events_per_s"] / r["1"]["events_per_s"]
     if "2" in r:
         res["ratios"]["2_workers_vs_single"] = r["2"]["events_per_s"] / res["single"]["events_per_s"]
+    if "1" in r and "2" in r:
+        res["ratios"]["modelled_2_vs_1_worker"] = r["2"]["modelled_events_per_s"] / r["1"]["modelled_events_per_s"]
+    if "2" in r:
+        res["ratios"]["modelled_2_workers_vs_single"] = (r["2"]["modelled_events_per_s"] * 1e-6
+                                                        * res["single"]["cpu_us_per_event"])
     res["ratios"]["single_vs_numpy"] = res["single"]["events_per_s"] / res["numpy_brute_force"]["events_per_s"]
     _progress("ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in res["ratios"].items()))
     return res

@@ -77,6 +77,7 @@ class ShardWorker:
         self.engine: Engine = (pickle.loads(state) if state is not None
                                else Engine(lateness=lateness, retention=retention, strategy=strategy))
         self.applied = 0  # operations applied since start (health: is it moving)
+        self.cpu_seconds = 0.0  # CPU time spent applying (the model's per-worker cost)
 
     def pid(self) -> int:
         return os.getpid()
@@ -84,12 +85,14 @@ class ShardWorker:
     def apply(self, ops: Sequence[Op]) -> list[Any]:
         """Apply ``ops`` in order; one result per operation (``OpError`` for a rejected one)."""
         out: list[Any] = []
+        t0 = time.process_time()
         for op in ops:
             try:
                 out.append(self._apply(op))
             except (HotjoinError, ValueError, KeyError, NotImplementedError) as e:
                 out.append(OpError(e))
         self.applied += len(ops)
+        self.cpu_seconds += time.process_time() - t0
         return out
 
     def _align(self, seq: int | None) -> None:
@@ -154,4 +157,5 @@ class ShardWorker:
         e = self.engine
         return {"pid": os.getpid(), "seq": e.seq, "memory_bytes": e.memory_bytes(),
                 "subscriptions": len(e.subs), "applied": self.applied, "time": time.time(),
+                "cpu_seconds": self.cpu_seconds,
                 "stats": e.stats()}
