@@ -182,6 +182,7 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
         # a worker crash: kill worker 0, then time the next batch (restart + snapshot + tail + batch)
         t_kill = t_end + 10 + per_event
         nxt = [Event("S", f"k{i}", e.key, e.value, t_kill + i) for i, e in enumerate(w["events"][:batch])]
+        tail_before = sh.workers_info()[0]["tail_ops"]
         sh.kill_worker(0)
         t0 = time.perf_counter()
         sh.publish_ops(nxt, "affected")
@@ -196,7 +197,7 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
                                   "modelled_events_per_s": events / max(front_cpu, *worker_cpu),
                                   "kill_batch_seconds": kill_s,
                                   "recovery_seconds": info["last_recovery_seconds"],
-                                  "tail_ops_replayed": info["tail_ops"]}
+                                  "tail_ops_replayed": tail_before}
         _progress(f"{n} worker(s): CPU per event: front end {1e6 * front_cpu / events:.0f} us, workers "
                   + ", ".join(f"{1e6 * c / events:.0f}" for c in worker_cpu) + " us; modelled with a "
                   f"core each: {events / max(front_cpu, *worker_cpu):,.0f} events/s")
@@ -252,3 +253,37 @@ def run_cli(args: argparse.Namespace) -> int:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(res, indent=2))
     return 0
+
+
+def to_markdown(res: dict[str, Any]) -> str:
+    """The figures of one run as the table of docs/scale-out.md."""
+    s, fe, r = res["single"], res["front_end"], res["ratios"]
+    lines = ["| measured in one run | wall clock | CPU time |", "|---|---|---|",
+             f"| single process, `Engine.publish_affected` per event | {s['events_per_s']:,.0f} events/s "
+             f"({s['us_per_event']:,.0f} µs/event) | {s['cpu_us_per_event']:,.0f} µs/event |",
+             f"| reference: NumPy brute force (sample of {res['numpy_brute_force']['sample']}, same counts) | "
+             f"{res['numpy_brute_force']['events_per_s']:,.0f} events/s | — |",
+             f"| front end alone (`Topic.publish`: validation, seq, log + fsync, hub; batches of "
+             f"{res['config']['batch']}) | {fe['us_per_event']:,.1f} µs/event | — |"]
+    for n, m in res["worker_matching"].items():
+        lines.append(f"| one worker's matching: 1/{n} of the subscriptions, in process | "
+                     f"{m['us_per_event']:,.0f} µs/event | {m['cpu_us_per_event']:,.0f} µs/event |")
+    for n, x in res["workers"].items():
+        cpu = ", ".join(f"{c:,.0f}" for c in x["worker_cpu_us_per_event"])
+        lines.append(f"| {n} Ray worker(s), `publish_ops` batches | {x['events_per_s']:,.0f} events/s | "
+                     f"front end {x['front_end_cpu_us_per_event']:,.0f}, workers {cpu} µs/event → "
+                     f"{x['modelled_events_per_s']:,.0f} events/s with a core each |")
+        lines.append(f"| {n} Ray worker(s), one call per event (today's `topic.py`) | "
+                     f"{x['per_event_call_us']:,.0f} µs/event | — |")
+        lines.append(f"| {n} Ray worker(s): batch after killing worker 0 (restart from snapshot + "
+                     f"{x['tail_ops_replayed']:,} tail ops) | {x['kill_batch_seconds']:.1f} s "
+                     f"(restart {x['recovery_seconds']:.1f} s) | — |")
+    lines += ["", "| target (issue 19) | wall clock here | modelled from CPU time, a core each |",
+              "|---|---|---|"]
+    if "2_workers_vs_1_worker" in r:
+        lines.append(f"| 2 workers vs 1 worker ≥ 1.6× | {r['2_workers_vs_1_worker']:.2f}× | "
+                     f"{r['modelled_2_vs_1_worker']:.2f}× |")
+    if "2_workers_vs_single" in r:
+        lines.append(f"| 2 workers vs single process ≥ 1.4× | {r['2_workers_vs_single']:.2f}× | "
+                     f"{r['modelled_2_workers_vs_single']:.2f}× |")
+    return "\n".join(lines)

@@ -38,7 +38,12 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.engine import Engine
-from hotjoin.matcher.errors import BatchError, UnknownSubscriptionError
+from hotjoin.matcher.errors import (
+    BatchError,
+    DuplicateEventError,
+    LateEventError,
+    UnknownSubscriptionError,
+)
 from hotjoin.matcher.model import (
     Affected,
     BandJoin,
@@ -342,7 +347,7 @@ class ShardedEngine:
             for i, ev in enumerate(events):
                 try:
                     out += self.publish(ev)
-                except Exception as e:
+                except (ValueError, LateEventError, DuplicateEventError) as e:  # as Engine does
                     raise BatchError(i, e) from e
             return out
         if not events:
@@ -501,18 +506,25 @@ class ShardedEngine:
 
     # -- introspection ----------------------------------------------------------------------
     def refresh_status(self) -> list[dict[str, Any]]:
-        """Ask every worker for its status (one RPC each); a dead one is reported unhealthy."""
+        """Ask every worker for its status (one RPC each); a dead one is restarted (snapshot +
+        tail) and reported unhealthy only if that fails or it does not answer within 10 s."""
         import ray
         from ray.exceptions import RayActorError
 
         with self._lock:
             shards = self._started()
             refs = [sh.actor.status.remote() for sh in shards]
-            for sh, ref in zip(shards, refs, strict=True):
+            for i, (sh, ref) in enumerate(zip(shards, refs, strict=True)):
                 try:
                     sh.status = ray.get(ref, timeout=10)
                     sh.healthy = True
-                except (RayActorError, ray.exceptions.GetTimeoutError):
+                except RayActorError:  # found dead while idle: restart it now, not at the next call
+                    try:
+                        self._recover(i, [])
+                        sh.status = ray.get(sh.actor.status.remote(), timeout=10)
+                    except (Unavailable, RayActorError, ray.exceptions.GetTimeoutError):
+                        sh.healthy = False
+                except ray.exceptions.GetTimeoutError:
                     sh.healthy = False
             return [sh.status for sh in shards]
 

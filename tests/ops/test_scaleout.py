@@ -249,3 +249,4 @@ def test_bench_scaleout_smoke(local_ray: Any) -> None:
     assert res["workers"]["2"]["recovery_seconds"] > 0 and res["front_end"]["us_per_event"] > 0
     assert set(res["ratios"]) == {"2_workers_vs_single", "single_vs_numpy", "modelled_2_workers_vs_single"}
     assert len(res["workers"]["2"]["worker_cpu_us_per_event"]) == 2
+    assert "| 2 workers vs single process ≥ 1.4× |" in scaleout.to_markdown(res)

@@ -71,7 +71,9 @@ def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, k
                 th.start()
             run_workload(c, kind, seed)
             stop.set()
-            st = c.stats("t")
+            if kill:
+                th.join(10)
+            st = c.stats("t")  # restarts a worker killed since the last call
             assert st.seq == c.get_topic("t").seq
             # the stats RPC and Prometheus show every worker's health, last seq and memory
             assert [w.worker for w in st.workers] == [0, 1] and all(w.healthy for w in st.workers)
