@@ -527,7 +527,7 @@ class TopicStatsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners", "delivery")
+    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners", "delivery", "workers")
     class TuplesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -573,6 +573,7 @@ class TopicStats(_message.Message):
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     seq: int
     watermark: int
@@ -583,7 +584,8 @@ class TopicStats(_message.Message):
     decisions: _containers.ScalarMap[str, int]
     listeners: int
     delivery: DeliveryStats
-    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ..., delivery: _Optional[_Union[DeliveryStats, _Mapping]] = ...) -> None: ...
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerStats]
+    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ..., delivery: _Optional[_Union[DeliveryStats, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerStats, _Mapping]]] = ...) -> None: ...
 
 class DeliveryStats(_message.Message):
     __slots__ = ("buffer_bytes", "buffer_limit_bytes", "buffer_messages", "match_log_bytes", "retained_from_seq", "committed_cursors", "cursor_lag_sum", "cursor_lag_max")
@@ -604,6 +606,24 @@ class DeliveryStats(_message.Message):
     cursor_lag_sum: int
     cursor_lag_max: int
     def __init__(self, buffer_bytes: _Optional[int] = ..., buffer_limit_bytes: _Optional[int] = ..., buffer_messages: _Optional[int] = ..., match_log_bytes: _Optional[int] = ..., retained_from_seq: _Optional[int] = ..., committed_cursors: _Optional[int] = ..., cursor_lag_sum: _Optional[int] = ..., cursor_lag_max: _Optional[int] = ...) -> None: ...
+
+class WorkerStats(_message.Message):
+    __slots__ = ("worker", "healthy", "seq", "lag", "memory_bytes", "restarts", "subscriptions")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    worker: int
+    healthy: bool
+    seq: int
+    lag: int
+    memory_bytes: int
+    restarts: int
+    subscriptions: int
+    def __init__(self, worker: _Optional[int] = ..., healthy: _Optional[bool] = ..., seq: _Optional[int] = ..., lag: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., restarts: _Optional[int] = ..., subscriptions: _Optional[int] = ...) -> None: ...
 
 class SubscribeOp(_message.Message):
     __slots__ = ("subscription_id", "spec", "owner")

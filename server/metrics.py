@@ -257,7 +257,16 @@ class EngineCollector(Collector):
             ("committed_cursors_lag", "Lag of all committed cursors together (sum of topic seq "
              "- committed seq).", "cursor_lag_sum"),
         )]
+        workers = {k: GaugeMetricFamily(f"hotjoin_worker_{k}", h, labels=["topic", "worker"]) for k, h in (
+            ("healthy", "Scale-out worker answering (1) or being restarted (0); docs/scale-out.md."),
+            ("sequence", "Last sequence number a scale-out worker applied."),
+            ("memory_bytes", "Bytes of numpy arrays held by a scale-out worker's engine."),
+            ("restarts", "Times a scale-out worker was re-created from its snapshot."))}
         for name, st in self._topics():
+            for w in st.get("workers", ()):
+                for k, key in (("healthy", "healthy"), ("sequence", "seq"),
+                               ("memory_bytes", "memory_bytes"), ("restarts", "restarts")):
+                    workers[k].add_metric([name, str(w["worker"])], float(w[key]))
             for side, n in st.get("tuples", {}).items():
                 tuples.add_metric([name, side], n)
             for kind, n in st.get("subscriptions", {}).items():
@@ -279,7 +288,7 @@ class EngineCollector(Collector):
                 for fam, v in delivery:
                     fam.add_metric([name], d[v] if v != "fill" else
                                    d["buffer_bytes"] / max(d["buffer_limit_bytes"], 1))
-        yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners)
+        yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners, *workers.values())
         yield from (fam for fam, _ in delivery)
         if self._storage is not None:
             yield from self._storage.collect()

@@ -108,6 +108,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "the single-process engine")
     replay_bench.add_arguments(rp)
     rp.set_defaults(func=replay_bench.run_cli)
+    from hotjoin.ops.bench import scaleout
+
+    so = kinds.add_parser("scaleout", help="a matching-bound topic on 1 and 2 Ray workers against one process")
+    scaleout.add_arguments(so)
+    so.set_defaults(func=scaleout.run_cli)
 
 
 def _run_storage(args: argparse.Namespace) -> int:

@@ -53,6 +53,12 @@ def register(sub: Any) -> None:
     d.add_argument("--listener-max-bytes", type=int, default=4 << 20,
                    help="per listener: messages taken from the buffers at once, the listener's "
                         "backlog in memory (default 4 MiB)")
+    w = p.add_argument_group("scale-out (docs/scale-out.md)")
+    w.add_argument("--workers", type=int, default=0,
+                   help="match each topic in N Ray actors (default 0: in this process, no Ray)")
+    w.add_argument("--ray-address", default=None,
+                   help="with --workers: an existing Ray cluster ('auto', or HOST:PORT); default: "
+                        "start a local Ray instance")
     s = p.add_argument_group("security (server/SECURITY.md)")
     s.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate chain (PEM)")
     s.add_argument("--tls-key", type=Path, help="the private key of --tls-cert (PEM)")
@@ -132,6 +138,18 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     kwargs: dict[str, Any] = {}
     if engine_factory is not None:
         kwargs["engine_factory"] = engine_factory
+    if args.workers < 0:
+        raise CliError(f"--workers must be >= 0, got {args.workers}")
+    if args.ray_address and not args.workers:
+        raise CliError("--ray-address needs --workers N")
+    if args.workers:
+        from hotjoin.ops.scaleout.engine import ShardedEngineFactory, ensure_ray
+
+        try:
+            ensure_ray(args.ray_address)
+        except Exception as e:  # no cluster at that address, or Ray cannot start here
+            raise CliError(f"cannot start or reach Ray ({args.ray_address or 'local'}): {e}") from None
+        kwargs["engine_factory"] = ShardedEngineFactory(args.workers, args.ray_address)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CliError("TLS needs both --tls-cert and --tls-key")
     if args.tls_client_ca is not None and args.tls_cert is None:

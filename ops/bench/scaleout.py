@@ -1,0 +1,289 @@
+"""``hotjoin bench scaleout``: a matching-bound topic on 1 and 2 Ray workers against one process.
+
+What is timed, all in one run on one workload (docs/scale-out.md, "Model"):
+
+- **single**: ``Engine.publish_affected`` per event in this process (the single-process server's
+  matching, without its front end);
+- **N workers**: ``ShardedEngine.publish_ops`` with batches of ``--batch`` events (one RPC per
+  batch per worker), for each N of ``--workers``; and the same with one call per event
+  (``publish_affected``, what ``server/topic.py`` does per event today);
+- **worker matching cost**: ``Engine.publish_affected`` with the subscriptions of one shard of
+  N (1/N of them), in process: what one worker spends per event;
+- **front end alone**: ``server.topic.Topic.publish`` (validation, ordering, log write + fsync,
+  delivery hub) in batches of ``--batch`` over an engine without subscriptions;
+- **reference**: the NumPy brute force a user would write (for each stored partner of the
+  event's key, mask every subscription's ranges), on a sample of events, whose affected counts
+  must equal the engine's.
+
+The workload: ``--subscriptions`` select joins with random ranges A, C (widths up to
+``--width`` of the value domain [0, 100]), ``--stored`` R tuples over ``--keys`` keys, then
+``--events`` S events (AFFECTED delivery, the output cost excluded as in paper 004 §5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.model import Event, Range, SelectJoin
+
+
+def _progress(msg: str) -> None:
+    print(f"[scaleout] {msg}", flush=True)
+
+
+def workload(n_subs: int, n_stored: int, n_events: int, n_keys: int, width: float,
+             seed: int = 1) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    alo = rng.uniform(0, 100, n_subs)
+    clo = rng.uniform(0, 100, n_subs)
+    ahi = alo + rng.uniform(0, width, n_subs)
+    chi = clo + rng.uniform(0, width, n_subs)
+    subs = [SelectJoin(a=Range(float(a), float(b)), c=Range(float(c), float(d)))
+            for a, b, c, d in zip(alo.tolist(), ahi.tolist(), clo.tolist(), chi.tolist(), strict=True)]
+    rk = rng.integers(0, n_keys, n_stored).astype(float)
+    rv = rng.uniform(0, 100, n_stored)
+    stored = [Event("R", f"r{i}", float(k), float(v), 0) for i, (k, v) in enumerate(zip(rk, rv, strict=True))]
+    sk = rng.integers(0, n_keys, n_events).astype(float)
+    sv = rng.uniform(0, 100, n_events)
+    events = [Event("S", f"s{i}", float(k), float(v), 1 + i) for i, (k, v) in enumerate(zip(sk, sv, strict=True))]
+    return {"subs": subs, "stored": stored, "events": events,
+            "cols": (alo, ahi, clo, chi), "rk": rk, "rv": rv}
+
+
+def brute_force_affected(w: dict[str, Any], ev: Event) -> int:
+    """Total pairs an event forms over all subscriptions, by NumPy masks (the user's way)."""
+    alo, ahi, clo, chi = w["cols"]
+    cmask = (clo <= ev.value) & (ev.value <= chi)
+    total = 0
+    for v in w["rv"][w["rk"] == ev.key].tolist():
+        total += int(np.count_nonzero(cmask & (alo <= v) & (v <= ahi)))
+    return total
+
+
+_last_cpu = [0.0]
+
+
+def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
+    """Wall seconds and pairs of publishing ``events`` one by one (CPU seconds in ``_last_cpu``)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    pairs = 0
+    for ev in events:
+        pairs += int(eng.publish_affected(ev).counts.sum())
+    _last_cpu[0] = time.process_time() - c0
+    return time.perf_counter() - t0, pairs
+
+
+def _front_end_alone(n_events: int, batch: int) -> float:
+    """Seconds per event of Topic.publish (order, log, fsync, hub) with no subscriptions."""
+    from hotjoin.proto import hotjoin_pb2 as pb
+    from hotjoin.server.topic import Topic
+
+    with tempfile.TemporaryDirectory() as d:
+        topic = Topic("bench", 0, None, {}, Path(d), Engine)
+        evs = [pb.Event(side=pb.SIDE_S, id=f"f{i}", key=float(i % 97), value=1.0, time=i)
+               for i in range(n_events)]
+        t0 = time.perf_counter()
+        for i in range(0, n_events, batch):
+            topic.publish(evs[i : i + batch], time.time_ns())
+        dt = time.perf_counter() - t0
+        topic.close()
+    return dt / n_events
+
+
+def run(subscriptions: int, stored: int, events: int, keys: int, width: float, batch: int,
+        workers: list[int], per_event: int, sample: int) -> dict[str, Any]:
+    from hotjoin.ops.scaleout.engine import ShardedEngine, ensure_ray
+
+    _progress(f"workload: {subscriptions:,} select joins, {stored:,} stored, {events:,} events")
+    w = workload(subscriptions, stored, events, keys, width)
+    res: dict[str, Any] = {"config": {"subscriptions": subscriptions, "stored": stored,
+                                      "events": events, "keys": keys, "width": width,
+                                      "batch": batch, "workers": workers},
+                           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                       "platform": platform.platform()}}
+    # single process
+    eng = Engine()
+    eng.subscribe_many(w["subs"])
+    eng.publish_many(w["stored"], match=False)
+    _timed_single(eng, [Event("S", f"warm{i}", 0.0, 50.0, 0) for i in range(20)])
+    dt, pairs = _timed_single(eng, w["events"])
+    res["single"] = {"events_per_s": events / dt, "us_per_event": 1e6 * dt / events, "pairs": pairs,
+                     "cpu_us_per_event": 1e6 * _last_cpu[0] / events}
+    _progress(f"single process: {events / dt:,.0f} events/s, {1e6 * _last_cpu[0] / events:.0f} us CPU "
+              f"per event ({pairs:,} pairs)")
+    # reference: NumPy brute force on a sample, checked against the engine
+    idx = list(range(0, events, max(1, events // sample)))[:sample]
+    check = Engine()
+    check.subscribe_many(w["subs"])
+    check.publish_many(w["stored"], match=False)
+    t0 = time.perf_counter()
+    bf = [brute_force_affected(w, w["events"][i]) for i in idx]
+    bf_dt = (time.perf_counter() - t0) / len(idx)
+    got = []
+    for i, ev in enumerate(w["events"]):  # the engine stores S too; brute force only pairs with R
+        out = check.publish_affected(ev)
+        if i in idx:
+            got.append(int(out.counts.sum()))
+    assert bf == got, "brute force and engine disagree"
+    del check
+    res["numpy_brute_force"] = {"events_per_s": 1 / bf_dt, "us_per_event": 1e6 * bf_dt,
+                                "sample": len(idx)}
+    _progress(f"NumPy brute force: {1 / bf_dt:,.0f} events/s (sample of {len(idx)}, counts equal)")
+    # one worker's matching: the subscriptions of one shard, in process
+    res["worker_matching"] = {}
+    for n in sorted(set(workers)):
+        part = Engine()
+        part.subscribe_many(w["subs"][: len(w["subs"]) // n])
+        part.publish_many(w["stored"], match=False)
+        dt_p, _ = _timed_single(part, w["events"])
+        res["worker_matching"][str(n)] = {"us_per_event": 1e6 * dt_p / events,
+                                          "cpu_us_per_event": 1e6 * _last_cpu[0] / events}
+        _progress(f"matching 1/{n} of the subscriptions: {1e6 * dt_p / events:.1f} us/event")
+        del part
+    # front end alone
+    fe = _front_end_alone(max(events, 2000), batch)
+    res["front_end"] = {"us_per_event": 1e6 * fe, "events_per_s": 1 / fe}
+    _progress(f"front end alone (order, log + fsync, hub): {1e6 * fe:.1f} us/event")
+    # N workers
+    ensure_ray()
+    res["workers"] = {}
+    for n in workers:
+        sh = ShardedEngine(workers=n, worker_cpus=0)
+        sh.subscribe_many(w["subs"])
+        sh.publish_many(w["stored"], match=False)
+        sh.publish_ops([Event("S", f"warm{i}", 0.0, 50.0, 0) for i in range(20)], "affected")
+        cpu0 = [s["cpu_seconds"] for s in sh.refresh_status()]
+        t0, c0 = time.perf_counter(), time.process_time()
+        pairs_n = 0
+        for i in range(0, events, batch):
+            for o in sh.publish_ops(w["events"][i : i + batch], "affected"):
+                pairs_n += int(o.counts.sum())
+        dt_n, front_cpu = time.perf_counter() - t0, time.process_time() - c0
+        worker_cpu = [s["cpu_seconds"] - c for s, c in zip(sh.refresh_status(), cpu0, strict=True)]
+        assert pairs_n == pairs, f"{n} workers: {pairs_n} pairs, single process {pairs}"
+        t_end = w["events"][-1].time
+        extra = [Event("S", f"x{i}", e.key, e.value, t_end + 1 + i)
+                 for i, e in enumerate(w["events"][:per_event])]
+        t0 = time.perf_counter()
+        for ev in extra:
+            sh.publish_affected(ev)
+        dt_e = (time.perf_counter() - t0) / max(len(extra), 1)
+        mem = sh.memory_bytes()
+        # a worker crash: kill worker 0, then time the next batch (restart + snapshot + tail + batch)
+        t_kill = t_end + 10 + per_event
+        nxt = [Event("S", f"k{i}", e.key, e.value, t_kill + i) for i, e in enumerate(w["events"][:batch])]
+        tail_before = sh.workers_info()[0]["tail_ops"]
+        sh.kill_worker(0)
+        t0 = time.perf_counter()
+        sh.publish_ops(nxt, "affected")
+        kill_s = time.perf_counter() - t0
+        info = sh.workers_info()[0]
+        sh.close()
+        res["workers"][str(n)] = {"events_per_s": events / dt_n, "us_per_event": 1e6 * dt_n / events,
+                                  "per_event_call_us": 1e6 * dt_e, "memory_bytes": mem,
+                                  "front_end_cpu_us_per_event": 1e6 * front_cpu / events,
+                                  "worker_cpu_us_per_event": [1e6 * c / events for c in worker_cpu],
+                                  # with a core per worker and one for the front end
+                                  "modelled_events_per_s": events / max(front_cpu, *worker_cpu),
+                                  "kill_batch_seconds": kill_s,
+                                  "recovery_seconds": info["last_recovery_seconds"],
+                                  "tail_ops_replayed": tail_before}
+        _progress(f"{n} worker(s): CPU per event: front end {1e6 * front_cpu / events:.0f} us, workers "
+                  + ", ".join(f"{1e6 * c / events:.0f}" for c in worker_cpu) + " us; modelled with a "
+                  f"core each: {events / max(front_cpu, *worker_cpu):,.0f} events/s")
+        _progress(f"{n} worker(s), batches of {batch}: {events / dt_n:,.0f} events/s; one call per "
+                  f"event: {1e6 * dt_e:.0f} us/event; worker memory {mem >> 20} MiB; a batch of {batch} "
+                  f"after killing worker 0 took {kill_s:.2f}s (restart {info['last_recovery_seconds']:.2f}s)")
+    r = res["workers"]
+    res["ratios"] = {}
+    if "1" in r and "2" in r:
+        res["ratios"]["2_workers_vs_1_worker"] = r["2"]["events_per_s"] / r["1"]["events_per_s"]
+    if "2" in r:
+        res["ratios"]["2_workers_vs_single"] = r["2"]["events_per_s"] / res["single"]["events_per_s"]
+    if "1" in r and "2" in r:
+        res["ratios"]["modelled_2_vs_1_worker"] = r["2"]["modelled_events_per_s"] / r["1"]["modelled_events_per_s"]
+    if "2" in r:
+        res["ratios"]["modelled_2_workers_vs_single"] = (r["2"]["modelled_events_per_s"] * 1e-6
+                                                        * res["single"]["cpu_us_per_event"])
+    res["ratios"]["single_vs_numpy"] = res["single"]["events_per_s"] / res["numpy_brute_force"]["events_per_s"]
+    _progress("ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in res["ratios"].items()))
+    return res
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subscriptions", type=int, default=500_000)
+    p.add_argument("--stored", type=int, default=2_000, help="stored R tuples")
+    p.add_argument("--events", type=int, default=3_000, help="published S events (timed)")
+    p.add_argument("--keys", type=int, default=200, help="distinct join keys")
+    p.add_argument("--width", type=float, default=2.0, help="widest range A, C in [0, 100]")
+    p.add_argument("--batch", type=int, default=500, help="events per batch RPC")
+    p.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    p.add_argument("--per-event", type=int, default=200, help="events timed with one call each")
+    p.add_argument("--sample", type=int, default=20, help="events timed by the NumPy brute force")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 subscriptions, 300 events")
+    p.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    from hotjoin.clients.cli import CliError
+
+    try:
+        workers = [int(x) for x in args.workers.split(",") if x]
+    except ValueError:
+        raise CliError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
+    if not workers or min(workers) < 1:
+        raise CliError("--workers needs counts >= 1")
+    subs, events, per_event = args.subscriptions, args.events, args.per_event
+    if args.quick:
+        subs, events, per_event = 20_000, 300, 50
+    res = run(subs, args.stored, events, args.keys, args.width, args.batch, workers, per_event,
+              min(args.sample, events))
+    print(json.dumps(res["ratios"]))
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(res, indent=2))
+    return 0
+
+
+def to_markdown(res: dict[str, Any]) -> str:
+    """The figures of one run as the table of docs/scale-out.md."""
+    s, fe, r = res["single"], res["front_end"], res["ratios"]
+    lines = ["| measured in one run | wall clock | CPU time |", "|---|---|---|",
+             f"| single process, `Engine.publish_affected` per event | {s['events_per_s']:,.0f} events/s "
+             f"({s['us_per_event']:,.0f} µs/event) | {s['cpu_us_per_event']:,.0f} µs/event |",
+             f"| reference: NumPy brute force (sample of {res['numpy_brute_force']['sample']}, same counts) | "
+             f"{res['numpy_brute_force']['events_per_s']:,.0f} events/s | — |",
+             f"| front end alone (`Topic.publish`: validation, seq, log + fsync, hub; batches of "
+             f"{res['config']['batch']}) | {fe['us_per_event']:,.1f} µs/event | — |"]
+    for n, m in res["worker_matching"].items():
+        lines.append(f"| one worker's matching: 1/{n} of the subscriptions, in process | "
+                     f"{m['us_per_event']:,.0f} µs/event | {m['cpu_us_per_event']:,.0f} µs/event |")
+    for n, x in res["workers"].items():
+        cpu = ", ".join(f"{c:,.0f}" for c in x["worker_cpu_us_per_event"])
+        lines.append(f"| {n} Ray worker(s), `publish_ops` batches | {x['events_per_s']:,.0f} events/s | "
+                     f"front end {x['front_end_cpu_us_per_event']:,.0f}, workers {cpu} µs/event → "
+                     f"{x['modelled_events_per_s']:,.0f} events/s with a core each |")
+        lines.append(f"| {n} Ray worker(s), one call per event (today's `topic.py`) | "
+                     f"{x['per_event_call_us']:,.0f} µs/event | — |")
+        lines.append(f"| {n} Ray worker(s): batch after killing worker 0 (restart from snapshot + "
+                     f"{x['tail_ops_replayed']:,} tail ops) | {x['kill_batch_seconds']:.1f} s "
+                     f"(restart {x['recovery_seconds']:.1f} s) | — |")
+    lines += ["", "| target (issue 19) | wall clock here | modelled from CPU time, a core each |",
+              "|---|---|---|"]
+    if "2_workers_vs_1_worker" in r:
+        lines.append(f"| 2 workers vs 1 worker ≥ 1.6× | {r['2_workers_vs_1_worker']:.2f}× | "
+                     f"{r['modelled_2_vs_1_worker']:.2f}× |")
+    if "2_workers_vs_single" in r:
+        lines.append(f"| 2 workers vs single process ≥ 1.4× | {r['2_workers_vs_single']:.2f}× | "
+                     f"{r['modelled_2_workers_vs_single']:.2f}× |")
+    return "\n".join(lines)
