@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.matcher.batch import BatchOutput, BatchResult
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import (
     BatchError,
@@ -323,6 +324,35 @@ class ShardedEngine:
                 self._max_time = ev.time
             out.append(self._merge([res[i][k] for i in range(self.n_workers)], 1))
         return out
+
+    def publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
+                      payloads: Any = None, *, output: str = "affected") -> BatchResult:
+        """``Engine.publish_batch`` over the shards: the batch crosses to every worker in one RPC
+        and each applies it with the engine's compiled batch path. Every shard stores every
+        tuple, so all agree on statuses and sequence numbers; the output rows of the shards
+        (each its own subscriptions) are merged in event order with topic-wide ids."""
+        res = self._all((W.PUBLISH_BATCH, self._seq + 1, sides, ids, keys, values, times,
+                         payloads, output))
+        first: BatchResult = res[0]
+        ok = first.status == 0
+        n_ok = int(ok.sum())
+        if n_ok:
+            self._seq += n_ok
+            t = int(np.asarray(times, dtype=np.int64)[ok].max())
+            if self._max_time is None or t > self._max_time:
+                self._max_time = t
+        outs = [(i, r.output) for i, r in enumerate(res) if len(r.output.event)]
+        if not outs:
+            return first
+        ev = np.concatenate([o.event for _, o in outs])
+        order = np.argsort(ev, kind="stable")
+        def cat(name: str) -> Any:
+            return np.concatenate([getattr(o, name) for _, o in outs])[order]
+        sub = np.concatenate([self._shards[i].l2g[o.subscription] for i, o in outs])[order]
+        pairs = outs[0][1].r_id is not None
+        return BatchResult(first.status, first.seq, first.reasons, BatchOutput(
+            ev[order], sub, cat("sign"), cat("count"),
+            cat("r_id") if pairs else None, cat("s_id") if pairs else None))
 
     def _publish_one(self, ev: Event, mode: str) -> Any:
         got = self.publish_ops([ev], mode)[0]

@@ -28,6 +28,7 @@ Op = tuple[Any, ...]
 
 # operation kinds
 PUBLISH = "pub"          # (PUBLISH, seq, event, mode): mode "pairs" | "affected" | "list"
+PUBLISH_BATCH = "pubbatch"  # (PUBLISH_BATCH, seq, sides, ids, keys, values, times, payloads, output)
 PUBLISH_MANY = "pubmany"  # (PUBLISH_MANY, seq, events): publish_many(match=False) (log replay)
 DELETE = "del"           # (DELETE, seq, side, id, mode): mode "pairs" | "affected" | "list" | "none"
 SUBSCRIBE = "sub"        # (SUBSCRIBE, seq, subs, snapshot) -> local ids
@@ -41,7 +42,7 @@ GET_EVENT = "get"        # (GET_EVENT, 0, side, id) -> Event | None (read only)
 STORED = "stored"        # (STORED, 0) -> [(Event, seq)] of every stored tuple (read only)
 
 # operations that change the state (kept in the facade's tail for recovery); reads are not
-MUTATING = frozenset({PUBLISH, PUBLISH_MANY, DELETE, SUBSCRIBE, UNSUBSCRIBE, RESTORE_CLOCK,
+MUTATING = frozenset({PUBLISH, PUBLISH_BATCH, PUBLISH_MANY, DELETE, SUBSCRIBE, UNSUBSCRIBE, RESTORE_CLOCK,
                       RESTORE_COLUMNS, RESTORE_EVENTS, RESTORE_SUB})
 
 
@@ -120,6 +121,9 @@ class ShardWorker:
             if mode == "affected":
                 return e.delete_affected(side, eid)
             return e.delete(side, eid, match=mode != "none")
+        if kind == PUBLISH_BATCH:  # the compiled batch path (SPEC §7), one call per batch
+            self._align(seq)
+            return e.publish_batch(*op[2:8], output=op[8])
         if kind == PUBLISH_MANY:
             self._align(seq)
             return e.publish_many(op[2], match=False)

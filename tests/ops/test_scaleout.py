@@ -21,6 +21,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from hotjoin.matcher.batch import BatchResult  # noqa: E402
 from hotjoin.matcher.engine import Engine  # noqa: E402
 from hotjoin.matcher.errors import HotjoinError  # noqa: E402
 from hotjoin.matcher.model import (  # noqa: E402
@@ -58,6 +59,17 @@ def _canon(out: Any) -> Counter[tuple[Any, ...]]:
         return Counter({("ids", tuple(out)): 1})
     if isinstance(out, list):
         return Counter((d.subscription_id, d.sign, d.r_id, d.s_id) for d in out)
+    if isinstance(out, BatchResult):  # publish_batch: statuses, seqs, reasons and output rows
+        o = out.output
+        m = len(o.event)
+        r = o.r_id.tolist() if o.r_id is not None else [None] * m
+        sd = o.s_id.tolist() if o.s_id is not None else [None] * m
+        rows: Counter[tuple[Any, ...]] = Counter(zip(
+            o.event.tolist(), o.subscription.tolist(), o.sign.tolist(), o.count.tolist(), r, sd,
+            strict=True))
+        rows[("status", tuple(out.status.tolist()), tuple(out.seq.tolist()),
+              tuple(sorted(out.reasons.items())))] += 1
+        return rows
     return Counter({("value", repr(out)): 1})
 
 
@@ -132,6 +144,23 @@ def _program(twin: Twin, rng: random.Random, n_ops: int, kill: Any = None) -> No
             twin("delete_columnar", "R", "nope")
         elif x < 0.36 and live:
             twin("result_columnar", rng.choice(live))
+        elif x < 0.41:  # a columnar batch: the engine's compiled path on every worker
+            n = rng.randint(0, 6)
+            sides, ids, keys, values, times = [], [], [], [], []
+            for k in range(n):
+                t += rng.randint(-4, 3)
+                side = rng.choice("RS")
+                eid = (rng.choice(stored[side]) if stored[side] and rng.random() < 0.1
+                       else f"{side}{step}.b{k}")
+                sides.append(side)
+                ids.append(eid)
+                keys.append(float(rng.randint(0, 5)))
+                values.append(round(rng.uniform(0, 10), 1))
+                times.append(t)
+            res = twin("publish_batch", sides, ids, keys, values, times,
+                       output=rng.choice(("pairs", "affected")))
+            for k in np.flatnonzero(res.status == 0).tolist():
+                stored[sides[k]].append(ids[k])
         elif x < 0.45:  # a batch: the facade's one-RPC path against one-at-a-time calls
             evs = []
             for _ in range(rng.randint(1, 6)):
