@@ -43,6 +43,7 @@ from hotjoin.matcher.joins import select_kernels as K
 from hotjoin.matcher.joins.band import DenseIds, MatchBuffer
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
+from hotjoin.matcher.structures.scan_runs import ScanRuns
 from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 SELECT_STRATEGIES = ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot")
@@ -90,17 +91,27 @@ def partner_group(table: BaseTable, b: float) -> tuple[Any, int, int]:
     return pool, int(pool.start[g]), int(pool.size[g])
 
 
-class ForestGroups:
-    """PartitionListener: one R-tree per stabbing group (dims own × other) and its point.
+def scan_coords(cols: SubscriptionColumns, dirn: int):
+    """Coordinate function of :class:`ScanRuns` members: (own_lo, own_hi, oth_lo, oth_hi).
+
+    The columns are re-read at each call: they grow (reallocate)."""
+    def coords(qs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(x[qs] for x in own_other(cols, dirn))
+    return coords
+
+
+class ScanGroups:
+    """PartitionListener: the stabbing groups of the *other* ranges as scan-ordered runs
+    (:class:`~matcher.scan_runs.ScanRuns`, probed branch-free by ``select_kernels.sj_scan``)
+    and each group's point.
 
     Partition group ids are mapped to small dense local ids so the flat arrays stay compact.
     """
 
-    def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
-                 window: bool = False) -> None:
+    def __init__(self, cols: SubscriptionColumns, dirn: int) -> None:
         self.cols = cols
-        self.coords = box_coords(cols, dirn, window)
-        self.forest = BoxForest(dims)
+        self.dirn = dirn
+        self.runs = ScanRuns(scan_coords(cols, dirn))
         self.point = np.zeros(16, dtype=np.float64)
         self.local: dict[int, int] = {}
         self._free: list[int] = []
@@ -144,33 +155,41 @@ class ForestGroups:
         for gid, point, members in partition.groups():
             u = self._alloc(gid, point)
             groups[u] = np.asarray(members, dtype=np.int64)
-        self.forest.reset_groups(groups, self.coords)
+        self.runs.reset(groups)
 
     def group_added(self, gid: int, point: float) -> None:
-        self.forest.add_group(self._alloc(gid, point))
+        self.runs.add_group(self._alloc(gid, point))
 
     def group_removed(self, gid: int) -> None:
         u = self.local.pop(gid)
-        self.forest.drop_group(u)
+        self.runs.drop_group(u)
         self._free.append(u)
         self._gids = None
         self.version += 1
 
     def member_added(self, gid: int, iid: int) -> None:
-        self.forest.add(self.local[gid], iid, self.coords)
+        self.runs.add(self.local[gid], iid)
 
     def member_removed(self, gid: int, iid: int) -> None:
-        self.forest.remove(self.local[gid], iid)
+        self.runs.remove(self.local[gid], iid)
 
     def point_moved(self, gid: int, point: float) -> None:
         self.point[self.local[gid]] = point
         self.version += 1
 
+    def settle(self) -> None:
+        """Fold every delta into its group's runs (after a member-by-member bulk load)."""
+        self.runs.settle()
+
+    def check_invariants(self) -> None:
+        self.runs.check_invariants()
+        assert set(self.local.values()) == self.runs.groups
+
     def memory_bytes(self) -> int:
-        return self.forest.memory_bytes() + self.point.nbytes
+        return self.runs.memory_bytes() + self.point.nbytes
 
 
-class HotForestGroups(ForestGroups):
+class HotScanGroups(ScanGroups):
     """Hotspot listener: hot groups as R-trees; scattered subscriptions twice — an interval tree
     on the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1) and a
     stabbing partition of their *other* ranges with one R-tree per group (SJ-SSI restricted to
@@ -182,16 +201,14 @@ class HotForestGroups(ForestGroups):
     (:meth:`flush`, called before matching), so bulk subscription stays one rebuild.
     """
 
-    def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
-                 window: bool = False, epsilon: float = 1.0) -> None:
-        super().__init__(cols, dirn, dims, window)
+    def __init__(self, cols: SubscriptionColumns, dirn: int, epsilon: float = 1.0) -> None:
+        super().__init__(cols, dirn)
         from sortedcontainers import SortedList
 
         from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
-        self.dirn = dirn  # columns are re-read at each call: they grow (reallocate)
         self.scattered = IntervalTree()
-        self.scat_groups = ForestGroups(cols, dirn, dims, window)
+        self.scat_groups = ScanGroups(cols, dirn)
         self.scat_part = DynamicStabbingPartition(epsilon=epsilon, listener=self.scat_groups)
         self.own_lo: SortedList = SortedList()
         self.own_hi: SortedList = SortedList()
@@ -250,16 +267,16 @@ def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBu
             v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
 
 
-def run_ssi(groups: ForestGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
             v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
             size: int, n_members: int) -> None:
     """SJ-SSI over the groups of ``groups`` (``n_members`` subscriptions in all)."""
     if not groups.local or size == 0:
         return
-    f = groups.forest
+    r = groups.runs
     buf.reserve(n_members)
-    buf.run(K.sj_ssi, groups.gids(), groups.point, forest_arrays(f), f.stack, pool.keys,
-            pool.ids, base, size, v, cols.rec, table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, pool.keys, pool.ids,
+            base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
 
 
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -424,7 +441,7 @@ class SSI(SelectStrategy):
         from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
         eps = float(options.get("epsilon", 1.0))
-        self.groups = {d: ForestGroups(cols, d) for d in (1, -1)}
+        self.groups = {d: ScanGroups(cols, d) for d in (1, -1)}
         self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
                       for d in (1, -1)}
 
@@ -454,6 +471,12 @@ class SSI(SelectStrategy):
         return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
                 "reconstructions": sum(p.reconstructions for p in self.parts.values())}
 
+    def check_invariants(self) -> None:
+        """Every stabbing group's runs hold exactly its members (tests)."""
+        for d, g in self.groups.items():
+            g.check_invariants()
+            assert sum(len(m) for _, _, m in self.parts[d].groups()) == g.runs.n_members
+
     def memory_bytes(self) -> int:
         return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
 
@@ -468,7 +491,7 @@ class Hotspot(SelectStrategy):
         from hotjoin.matcher.partition.hotspot import HotspotTracker
 
         eps = float(options.get("epsilon", 1.0))
-        self.groups = {d: HotForestGroups(cols, d, epsilon=eps) for d in (1, -1)}
+        self.groups = {d: HotScanGroups(cols, d, epsilon=eps) for d in (1, -1)}
         self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
         self.choices = {"SJ-SelectFirst": 0, "SJ-SSI": 0}
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
@@ -487,7 +510,7 @@ class Hotspot(SelectStrategy):
         for d, tr in self.trackers.items():
             lo, hi = self._other(d)
             tr.insert_many(qs, lo[qs], hi[qs])
-            self.groups[d].forest.settle()  # promotions arrive member by member
+            self.groups[d].settle()  # promotions arrive member by member
 
     def _remove(self, q: int) -> None:
         for tr in self.trackers.values():
@@ -514,6 +537,13 @@ class Hotspot(SelectStrategy):
         return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
                 "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered),
                 "tau_scattered": len(g.scat_groups), "scattered_choices": dict(self.choices)}
+
+    def check_invariants(self) -> None:
+        """Hot and scattered runs hold exactly their groups' members (tests)."""
+        for g in self.groups.values():
+            g.flush()
+            g.check_invariants()
+            g.scat_groups.check_invariants()
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
