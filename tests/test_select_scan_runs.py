@@ -36,7 +36,8 @@ def probe(runs: ScanRuns, point: np.ndarray, rec: np.ndarray, pv: np.ndarray, v:
     if mode == K.PAIRS:
         out_q, out_s = np.zeros(n * max(1, pv.shape[0]), np.int64), np.zeros(n * max(1, pv.shape[0]), np.int64)
     ps = np.arange(pv.shape[0], dtype=np.int64)
-    m = K.sj_scan(gids, point, runs.arrays(), runs.cand, pv, ps, 0, pv.shape[0], v, rec, K.A_LO,
+    m = K.sj_scan(gids, point, runs.arrays(), runs.cand, runs.clo, runs.chi,
+                  float(rec[:, BK.REG].max()), pv, ps, 0, pv.shape[0], v, rec, K.A_LO,
                   np.zeros(pv.shape[0], np.int64), xseq, mode, acc, out_q, out_s, 0)
     return out_q[:m], out_s[:m], acc
 

@@ -269,14 +269,17 @@ def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBu
 
 def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
             v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
-            size: int, n_members: int) -> None:
-    """SJ-SSI over the groups of ``groups`` (``n_members`` subscriptions in all)."""
+            size: int, n_members: int, reg_max: float = np.inf) -> None:
+    """SJ-SSI over the groups of ``groups`` (``n_members`` subscriptions in all; none
+    registered after ``reg_max``, so COUNT skips the per-pair registration test when the
+    tuple is later)."""
     if not groups.local or size == 0:
         return
     r = groups.runs
     buf.reserve(n_members)
-    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, pool.keys, pool.ids,
-            base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, reg_max,
+            pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode,
+            cols.acc)
 
 
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -306,17 +309,22 @@ class SelectStrategy:
         self.cols = cols
         self.options = options
         self.ids = DenseIds()
+        #: largest registration sequence number of any subscription ever added (a bound)
+        self.reg_max = -np.inf
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def add(self, q: int) -> None:
         self.ids.add(q)
+        self.reg_max = max(self.reg_max, float(self.cols.rec[q, K.REG]))
         self._add(q)
 
     def add_many(self, qs: np.ndarray) -> None:
         for q in qs.tolist():
             self.ids.add(q)
+        if qs.shape[0]:
+            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, K.REG].max()))
         self._add_many(qs)
 
     def remove(self, q: int) -> None:
@@ -465,7 +473,7 @@ class SSI(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
-                pool, base, size, len(self))
+                pool, base, size, len(self), self.reg_max)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
@@ -519,14 +527,15 @@ class Hotspot(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         g = self.groups[1 if dirn > 0 else -1]
-        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size, len(self))
+        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size, len(self),
+                self.reg_max)
         if not len(g.scattered):
             return
         g.flush()
         if len(g.scat_groups) < self.sf_cost * g.n_selected(v):
             self.choices["SJ-SSI"] += 1
             run_ssi(g.scat_groups, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size,
-                    len(self))
+                    len(self), self.reg_max)
         else:
             self.choices["SJ-SelectFirst"] += 1
             run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool,

@@ -9,7 +9,7 @@ per group; this module answers it by scanning those two prefixes (the flat proto
 ``PERF-NOTES.md``, ~2 ns per candidate against ~8 ns with a data-dependent branch):
 
 * each group's members are stored twice, as a run sorted by ``olo`` (columns ``l_key = olo``,
-  ``l_wlo``/``l_whi`` = own bounds, ``l_q``) and a run sorted by ``ohi`` descending (``r_key =
+  ``l_wlo``/``l_whi`` = own bounds, ``l_ohi``, ``l_q``) and a run sorted by ``ohi`` descending (``r_key =
   ohi``, ``r_olo``, ``r_wlo``/``r_whi``, ``r_q``), so a scan reads each column sequentially and
   never fetches a subscription by id;
 * the scan is branch-free: it writes every candidate's id and advances the output cursor by the
@@ -65,6 +65,7 @@ class ScanRuns:
         self.l_key = np.zeros(cap)
         self.l_wlo = np.zeros(cap)
         self.l_whi = np.zeros(cap)
+        self.l_ohi = np.zeros(cap)
         self.l_q = np.full(cap, -1, dtype=np.int64)
         self.r_key = np.zeros(cap)
         self.r_olo = np.zeros(cap)
@@ -81,7 +82,13 @@ class ScanRuns:
         self.delta = GroupedSortedPool()
         self.groups: set[int] = set()
         self.n_members = 0
-        self.cand = np.zeros(64, dtype=np.int64)  # PAIRS scratch: affected ids of one probe
+        self._scratch(64)
+
+    def _scratch(self, n: int) -> None:
+        """Per-probe scratch for ``n`` members: PAIRS ids, candidates' other-range bounds."""
+        self.cand = np.zeros(n, dtype=np.int64)
+        self.clo = np.zeros(n)
+        self.chi = np.zeros(n)
 
     # -- sizing -------------------------------------------------------------------------------
     def _grow_groups(self, u: int) -> None:
@@ -108,7 +115,7 @@ class ScanRuns:
         if need <= cap:
             return
         cap = max(need, 2 * cap)
-        for name in ("l_key", "l_wlo", "l_whi", "r_key", "r_olo", "r_wlo", "r_whi"):
+        for name in ("l_key", "l_wlo", "l_whi", "l_ohi", "r_key", "r_olo", "r_wlo", "r_whi"):
             old = getattr(self, name)
             new = np.zeros(cap)
             new[: self.used] = old[: self.used]
@@ -129,8 +136,8 @@ class ScanRuns:
         ol = np.lexsort((olo, gg))
         orr = np.lexsort((-ohi, gg))
         sl = slice(base, base + n)
-        self.l_key[sl], self.l_wlo[sl], self.l_whi[sl], self.l_q[sl] = (
-            olo[ol], wlo[ol], whi[ol], qs[ol])
+        self.l_key[sl], self.l_wlo[sl], self.l_whi[sl], self.l_ohi[sl], self.l_q[sl] = (
+            olo[ol], wlo[ol], whi[ol], ohi[ol], qs[ol])
         self.r_key[sl], self.r_olo[sl], self.r_wlo[sl], self.r_whi[sl], self.r_q[sl] = (
             ohi[orr], olo[orr], wlo[orr], whi[orr], qs[orr])
         if n:
@@ -155,7 +162,7 @@ class ScanRuns:
             self.groups.add(u)
             self.delta.add_group(u)
         self.n_members = n
-        self.cand = np.zeros(n + 64, dtype=np.int64)
+        self._scratch(n + 64)
         if n:
             qs = np.concatenate([np.asarray(m, dtype=np.int64) for m in groups.values()])
             gg = np.repeat(np.arange(us.shape[0]), [m.shape[0] for m in groups.values()])
@@ -188,7 +195,7 @@ class ScanRuns:
         self.delta.insert(u, float(q), q)
         self.n_members += 1
         if self.n_members + 16 > self.cand.shape[0]:
-            self.cand = np.zeros(2 * self.n_members + 64, dtype=np.int64)
+            self._scratch(2 * self.n_members + 64)
         if self.delta.size[u] > max(32, math.isqrt(int(self.gcount[u]))):
             self.rebuild([u])
 
@@ -243,7 +250,7 @@ class ScanRuns:
         """The flat arrays a kernel reads (``select_kernels.sj_scan``)."""
         return (self.gstart, self.gcount, self.l_key, self.l_wlo, self.l_whi, self.l_q,
                 self.r_key, self.r_olo, self.r_wlo, self.r_whi, self.r_q, self.delta.start,
-                self.delta.size, self.delta.ids)
+                self.delta.size, self.delta.ids, self.l_ohi)
 
     def check_invariants(self) -> None:
         """Assert the module invariant (tests)."""
@@ -263,5 +270,5 @@ class ScanRuns:
 
     def memory_bytes(self) -> int:
         return sum(getattr(self, n).nbytes for n in (
-            "l_key", "l_wlo", "l_whi", "l_q", "r_key", "r_olo", "r_wlo", "r_whi", "r_q", "gstart",
-            "gcount", "gdead", "pos_l", "pos_r", "cand")) + self.delta.memory_bytes()
+            "l_key", "l_wlo", "l_whi", "l_ohi", "l_q", "r_key", "r_olo", "r_wlo", "r_whi", "r_q",
+            "gstart", "gcount", "gdead", "pos_l", "pos_r", "cand", "clo", "chi")) + self.delta.memory_bytes()
