@@ -31,6 +31,7 @@ def make_rec(n: int) -> np.ndarray:
 def probe(runs: ScanRuns, point: np.ndarray, rec: np.ndarray, pv: np.ndarray, v: float,
           mode: int, xseq: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gids = np.array(sorted(runs.groups), dtype=np.int64)
+    runs.ensure_scratch()
     n = rec.shape[0] + 16
     out_q, out_s, acc = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(rec.shape[0], np.int64)
     if mode == K.PAIRS:

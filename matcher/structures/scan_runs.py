@@ -162,11 +162,16 @@ class ScanRuns:
             self.groups.add(u)
             self.delta.add_group(u)
         self.n_members = n
-        self._scratch(n + 64)
         if n:
             qs = np.concatenate([np.asarray(m, dtype=np.int64) for m in groups.values()])
             gg = np.repeat(np.arange(us.shape[0]), [m.shape[0] for m in groups.values()])
             self._write(us, qs, gg)
+
+    def ensure_scratch(self) -> None:
+        """Room in the per-probe scratch for every member (called before each probe; grown
+        lazily so member-by-member loads and idle directions cost no scratch memory)."""
+        if self.n_members + 16 > self.cand.shape[0]:
+            self._scratch(self.n_members + self.n_members // 4 + 64)
 
     def members(self, u: int) -> np.ndarray:
         """The live members of group ``u`` (main run order, then delta). O(n_u)."""
@@ -194,8 +199,6 @@ class ScanRuns:
         self.pos_l[q] = self.pos_r[q] = -1
         self.delta.insert(u, float(q), q)
         self.n_members += 1
-        if self.n_members + 16 > self.cand.shape[0]:
-            self._scratch(2 * self.n_members + 64)
         if self.delta.size[u] > max(32, math.isqrt(int(self.gcount[u]))):
             self.rebuild([u])
 
@@ -238,13 +241,15 @@ class ScanRuns:
         self.n_members = n_members
 
     def settle(self) -> None:
-        """Rebuild every group whose delta is not empty (after a bulk load that arrived member
-        by member, e.g. hotspot promotions), so probes scan no delta. O(n log n)."""
+        """Rewrite everything compactly when any group has a delta, a tombstone or abandoned
+        regions (after a bulk load that arrived member by member, e.g. hotspot promotions), so
+        probes scan no delta and the arrays hold no garbage. O(n log n)."""
         if not self.groups:
             return
         us = np.fromiter(self.groups, dtype=np.int64, count=len(self.groups))
-        dirty = us[self.delta.size[us] > 0]
-        self.rebuild(dirty.tolist())
+        if np.any(self.delta.size[us] > 0) or self.garbage or np.any(self.gdead[us] > 0):
+            self.rebuilds += 1
+            self._compact({})  # one bulk rewrite: no delta, no tombstones, no abandoned region
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The flat arrays a kernel reads (``select_kernels.sj_scan``)."""
