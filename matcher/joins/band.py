@@ -433,9 +433,11 @@ class SSIGroups:
         return len(self.local)
 
     def gids(self) -> np.ndarray:
+        """Local group ids in increasing order of their points, so a probe's searches for
+        ``p`` move forward through the other side's key order (``K.ssi`` gallops)."""
         if self._gids is None:
-            self._gids = np.fromiter(sorted(self.local.values()), dtype=np.int64,
-                                     count=len(self.local))
+            u = np.fromiter(self.local.values(), dtype=np.int64, count=len(self.local))
+            self._gids = u[np.argsort(self.point[u], kind="stable")]
         return self._gids
 
     def _alloc(self, gid: int, point: float) -> int:
@@ -517,6 +519,7 @@ class SSIGroups:
 
     def point_moved(self, gid: int, point: float) -> None:
         self.point[self.local[gid]] = point
+        self._gids = None
 
     def check_mirror(self, groups: Any) -> None:
         """Assert the flat arrays hold exactly ``groups`` (gid, point, members), sorted (tests)."""

@@ -247,6 +247,35 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_aliv
     return n_out
 
 
+@njit(cache=True, inline="always")
+def gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
+           start: int) -> int:
+    """:func:`lower_bound` started from ``start``: when ``d(start − 1) < x`` (the answer for a
+    smaller ``x``, as when stabbing points are visited in increasing order) an exponential
+    search forward from ``start``, O(log gap) over neighbouring, cached positions; otherwise the
+    full search. Same result as ``lower_bound(keys, samp, step, b, dirn, x)``."""
+    n = keys.shape[0]
+    if start <= 0 or start > n or _d(keys, n, start - 1, b, dirn) >= x:
+        return lower_bound(keys, samp, step, b, dirn, x)
+    lo = start - 1  # d(lo) < x: the answer is in (lo, hi]
+    hi = start
+    gap = 1
+    while hi < n and _d(keys, n, hi, b, dirn) < x:
+        lo = hi
+        gap <<= 1
+        hi = lo + gap
+    if hi > n:
+        hi = n
+    a = lo + 1
+    while a < hi:
+        mid = (a + hi) >> 1
+        if _d(keys, n, mid, b, dirn) >= x:
+            hi = mid
+        else:
+            a = mid + 1
+    return a
+
+
 @njit(cache=True)
 def ssi(gids: np.ndarray, gpoint: np.ndarray,
         lstart: np.ndarray, lsize: np.ndarray, lcap: np.ndarray, ldsize: np.ndarray,
@@ -261,8 +290,9 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-SSI (§3.1.2): per stabbing group, two neighbours of ``p + b`` decide who is affected.
 
-    For group g with point p, let s1/s2 be the live run entries just below/at-or-above p in ``d``
-    order. A range (which contains p) is affected iff ``lo <= d(s1)`` or ``hi >= d(s2)``: scan
+    Groups come in increasing order of p (``SSIGroups.gids``), so each group's position in the
+    run is found by galloping forward from the previous one (:func:`gallop`). For group g with
+    point p, let s1/s2 be the live run entries just below/at-or-above p in ``d`` order. A range (which contains p) is affected iff ``lo <= d(s1)`` or ``hi >= d(s2)``: scan
     I^l (ascending lo) while ``lo <= d(s1)`` and I^r (descending hi, stored as ascending −hi)
     while ``hi >= d(s2)``; a range met by both scans is handled in the first. Each affected
     range's pairs are the consecutive run entries around p. O(τ log m + k) per run.
@@ -279,11 +309,12 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     n = keys.shape[0]
     if n == 0:
         return n_out
+    i = 0
     for gi in range(gids.shape[0]):
         g = gids[gi]
         p = gpoint[g]
         plain = mode == IDENTIFY and gsel[g] == 0
-        i = lower_bound(keys, samp, step, b, dirn, p)
+        i = gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
         j1 = i - 1
         j2 = i
         if not clean:  # the run holds deleted entries: the neighbours must be live ones

@@ -11,12 +11,19 @@ strategy            subscription index (per direction R / S)          per-event 
 SJ-JoinFirst        one R-tree on the rectangles A × C                O(log m + m' g(n) + k)
 SJ-SelectFirst      interval tree on the own ranges (A / C)           O(log n + n' log m' + k)
 SJ-Vanilla          dense array of ids                                O(n log m' + k)
-SJ-SSI              stabbing partition of the other ranges (C / A),   O(τ (log m' + g(n)) + k)
-                    one R-tree per group (dims own × other)
+SJ-SSI              stabbing partition of the other ranges (C / A),   O(τ log m' + candidates
+                    per group two scan-ordered runs (ScanRuns)        + k)
 SJ-Hotspot          SJ-SSI on the α-hotspots of the tracker (Thm. 1),  O(α⁻¹(log m' + g(n))
                     per tuple the cheaper of SJ-SelectFirst and        + min(n'' log m',
                     SJ-SSI on the scattered subscriptions              τ_S log m') + k)
 ==================  ================================================  =========================
+
+Per stabbing group the paper probes an R-tree with two join result points (§3.2.2); here a group
+is two runs sorted by the other range's lower and upper end with the own bounds copied in, and
+the probe scans the two prefixes that can hold a partner without data-dependent branches
+(:mod:`matcher.scan_runs`, ``select_kernels.sj_scan``): ~2 ns per candidate against ~8 ns with a
+branch (``PERF-NOTES.md``). COUNT (AFFECTED) takes each affected subscription's pair count from
+two binary searches over the key's sorted values.
 
 SJ-Hotspot's scattered part: the paper runs SJ-SelectFirst there (§3.2.3, §5.1 Fig. 9), which is
 right when stabbing groups cost much more to probe than selected subscriptions. With flat
@@ -43,6 +50,7 @@ from hotjoin.matcher.joins import select_kernels as K
 from hotjoin.matcher.joins.band import DenseIds, MatchBuffer
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
+from hotjoin.matcher.structures.scan_runs import ScanRuns
 from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 SELECT_STRATEGIES = ("SJ-JoinFirst", "SJ-SelectFirst", "SJ-Vanilla", "SJ-SSI", "SJ-Hotspot")
@@ -90,17 +98,27 @@ def partner_group(table: BaseTable, b: float) -> tuple[Any, int, int]:
     return pool, int(pool.start[g]), int(pool.size[g])
 
 
-class ForestGroups:
-    """PartitionListener: one R-tree per stabbing group (dims own × other) and its point.
+def scan_coords(cols: SubscriptionColumns, dirn: int):
+    """Coordinate function of :class:`ScanRuns` members: (own_lo, own_hi, oth_lo, oth_hi).
+
+    The columns are re-read at each call: they grow (reallocate)."""
+    def coords(qs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(x[qs] for x in own_other(cols, dirn))
+    return coords
+
+
+class ScanGroups:
+    """PartitionListener: the stabbing groups of the *other* ranges as scan-ordered runs
+    (:class:`~matcher.scan_runs.ScanRuns`, probed branch-free by ``select_kernels.sj_scan``)
+    and each group's point.
 
     Partition group ids are mapped to small dense local ids so the flat arrays stay compact.
     """
 
-    def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
-                 window: bool = False) -> None:
+    def __init__(self, cols: SubscriptionColumns, dirn: int) -> None:
         self.cols = cols
-        self.coords = box_coords(cols, dirn, window)
-        self.forest = BoxForest(dims)
+        self.dirn = dirn
+        self.runs = ScanRuns(scan_coords(cols, dirn))
         self.point = np.zeros(16, dtype=np.float64)
         self.local: dict[int, int] = {}
         self._free: list[int] = []
@@ -144,36 +162,44 @@ class ForestGroups:
         for gid, point, members in partition.groups():
             u = self._alloc(gid, point)
             groups[u] = np.asarray(members, dtype=np.int64)
-        self.forest.reset_groups(groups, self.coords)
+        self.runs.reset(groups)
 
     def group_added(self, gid: int, point: float) -> None:
-        self.forest.add_group(self._alloc(gid, point))
+        self.runs.add_group(self._alloc(gid, point))
 
     def group_removed(self, gid: int) -> None:
         u = self.local.pop(gid)
-        self.forest.drop_group(u)
+        self.runs.drop_group(u)
         self._free.append(u)
         self._gids = None
         self.version += 1
 
     def member_added(self, gid: int, iid: int) -> None:
-        self.forest.add(self.local[gid], iid, self.coords)
+        self.runs.add(self.local[gid], iid)
 
     def member_removed(self, gid: int, iid: int) -> None:
-        self.forest.remove(self.local[gid], iid)
+        self.runs.remove(self.local[gid], iid)
 
     def point_moved(self, gid: int, point: float) -> None:
         self.point[self.local[gid]] = point
         self.version += 1
 
+    def settle(self) -> None:
+        """Fold every delta into its group's runs (after a member-by-member bulk load)."""
+        self.runs.settle()
+
+    def check_invariants(self) -> None:
+        self.runs.check_invariants()
+        assert set(self.local.values()) == self.runs.groups
+
     def memory_bytes(self) -> int:
-        return self.forest.memory_bytes() + self.point.nbytes
+        return self.runs.memory_bytes() + self.point.nbytes
 
 
-class HotForestGroups(ForestGroups):
-    """Hotspot listener: hot groups as R-trees; scattered subscriptions twice — an interval tree
+class HotScanGroups(ScanGroups):
+    """Hotspot listener: hot groups as scan-ordered runs; scattered subscriptions twice — an interval tree
     on the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1) and a
-    stabbing partition of their *other* ranges with one R-tree per group (SJ-SSI restricted to
+    stabbing partition of their *other* ranges as scan-ordered runs (SJ-SSI restricted to
     the scattered set) — plus the sorted own-range ends, which count n''(v) exactly.
 
     :meth:`Hotspot._match` picks, per tuple, the cheaper of the two for the scattered part
@@ -182,16 +208,14 @@ class HotForestGroups(ForestGroups):
     (:meth:`flush`, called before matching), so bulk subscription stays one rebuild.
     """
 
-    def __init__(self, cols: SubscriptionColumns, dirn: int, dims: int = 2,
-                 window: bool = False, epsilon: float = 1.0) -> None:
-        super().__init__(cols, dirn, dims, window)
+    def __init__(self, cols: SubscriptionColumns, dirn: int, epsilon: float = 1.0) -> None:
+        super().__init__(cols, dirn)
         from sortedcontainers import SortedList
 
         from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
-        self.dirn = dirn  # columns are re-read at each call: they grow (reallocate)
         self.scattered = IntervalTree()
-        self.scat_groups = ForestGroups(cols, dirn, dims, window)
+        self.scat_groups = ScanGroups(cols, dirn)
         self.scat_part = DynamicStabbingPartition(epsilon=epsilon, listener=self.scat_groups)
         self.own_lo: SortedList = SortedList()
         self.own_hi: SortedList = SortedList()
@@ -250,16 +274,20 @@ def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBu
             v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
 
 
-def run_ssi(groups: ForestGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
             v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
-            size: int, n_members: int) -> None:
-    """SJ-SSI over the groups of ``groups`` (``n_members`` subscriptions in all)."""
+            size: int, n_members: int, reg_max: float = np.inf) -> None:
+    """SJ-SSI over the groups of ``groups`` (``n_members`` subscriptions in all; none
+    registered after ``reg_max``, so COUNT skips the per-pair registration test when the
+    tuple is later)."""
     if not groups.local or size == 0:
         return
-    f = groups.forest
+    r = groups.runs
+    r.ensure_scratch()
     buf.reserve(n_members)
-    buf.run(K.sj_ssi, groups.gids(), groups.point, forest_arrays(f), f.stack, pool.keys,
-            pool.ids, base, size, v, cols.rec, table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, reg_max,
+            pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode,
+            cols.acc)
 
 
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -289,17 +317,22 @@ class SelectStrategy:
         self.cols = cols
         self.options = options
         self.ids = DenseIds()
+        #: largest registration sequence number of any subscription ever added (a bound)
+        self.reg_max = -np.inf
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def add(self, q: int) -> None:
         self.ids.add(q)
+        self.reg_max = max(self.reg_max, float(self.cols.rec[q, K.REG]))
         self._add(q)
 
     def add_many(self, qs: np.ndarray) -> None:
         for q in qs.tolist():
             self.ids.add(q)
+        if qs.shape[0]:
+            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, K.REG].max()))
         self._add_many(qs)
 
     def remove(self, q: int) -> None:
@@ -424,7 +457,7 @@ class SSI(SelectStrategy):
         from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 
         eps = float(options.get("epsilon", 1.0))
-        self.groups = {d: ForestGroups(cols, d) for d in (1, -1)}
+        self.groups = {d: ScanGroups(cols, d) for d in (1, -1)}
         self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
                       for d in (1, -1)}
 
@@ -448,11 +481,17 @@ class SSI(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
-                pool, base, size, len(self))
+                pool, base, size, len(self), self.reg_max)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
                 "reconstructions": sum(p.reconstructions for p in self.parts.values())}
+
+    def check_invariants(self) -> None:
+        """Every stabbing group's runs hold exactly its members (tests)."""
+        for d, g in self.groups.items():
+            g.check_invariants()
+            assert sum(len(m) for _, _, m in self.parts[d].groups()) == g.runs.n_members
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
@@ -468,7 +507,7 @@ class Hotspot(SelectStrategy):
         from hotjoin.matcher.partition.hotspot import HotspotTracker
 
         eps = float(options.get("epsilon", 1.0))
-        self.groups = {d: HotForestGroups(cols, d, epsilon=eps) for d in (1, -1)}
+        self.groups = {d: HotScanGroups(cols, d, epsilon=eps) for d in (1, -1)}
         self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
         self.choices = {"SJ-SelectFirst": 0, "SJ-SSI": 0}
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
@@ -487,7 +526,7 @@ class Hotspot(SelectStrategy):
         for d, tr in self.trackers.items():
             lo, hi = self._other(d)
             tr.insert_many(qs, lo[qs], hi[qs])
-            self.groups[d].forest.settle()  # promotions arrive member by member
+            self.groups[d].settle()  # promotions arrive member by member
 
     def _remove(self, q: int) -> None:
         for tr in self.trackers.values():
@@ -496,14 +535,15 @@ class Hotspot(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         g = self.groups[1 if dirn > 0 else -1]
-        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size, len(self))
+        run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size, len(self),
+                self.reg_max)
         if not len(g.scattered):
             return
         g.flush()
         if len(g.scat_groups) < self.sf_cost * g.n_selected(v):
             self.choices["SJ-SSI"] += 1
             run_ssi(g.scat_groups, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size,
-                    len(self))
+                    len(self), self.reg_max)
         else:
             self.choices["SJ-SelectFirst"] += 1
             run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool,
@@ -514,6 +554,13 @@ class Hotspot(SelectStrategy):
         return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
                 "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered),
                 "tau_scattered": len(g.scat_groups), "scattered_choices": dict(self.choices)}
+
+    def check_invariants(self) -> None:
+        """Hot and scattered runs hold exactly their groups' members (tests)."""
+        for g in self.groups.values():
+            g.flush()
+            g.check_invariants()
+            g.scat_groups.check_invariants()
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())

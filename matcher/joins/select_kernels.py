@@ -40,6 +40,8 @@ from hotjoin.matcher.joins.band_kernels import (
     IDENTIFY,
     OVERFLOW,
     PAIRS,
+    REG,
+    SNAP,
     owed,
     owed_rec,
     push,
@@ -47,7 +49,7 @@ from hotjoin.matcher.joins.band_kernels import (
 from hotjoin.matcher.structures.rect_index import stab_group
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
-           "sj_select_first", "sj_ssi", "sj_vanilla"]
+           "sj_scan", "sj_select_first", "sj_ssi", "sj_vanilla"]
 
 
 @njit(cache=True, inline="always")
@@ -301,4 +303,119 @@ def sj_ssi(gids: np.ndarray, gpoint: np.ndarray, F: tuple, stack: np.ndarray, pv
                                  xseq, mode, acc, out_q, out_s, n_out)
                 if n_out < 0:
                     return OVERFLOW
+    return n_out
+
+
+@njit(cache=True, inline="always")
+def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray,
+                xseq: int) -> int:
+    """Owed pairs of q among the partners at ``[a, b)``: ``b − a`` when q registered before
+    ``xseq`` or with snapshot (every pair is owed, SPEC §3), else one test per pair."""
+    if rec[q, SNAP] != 0.0 or rec[q, REG] < xseq:
+        return b - a
+    cnt = 0
+    for i in range(a, b):
+        cnt += owed_rec(rec, q, ps[i], xseq, dseqs)
+    return cnt
+
+
+@njit(cache=True)
+def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
+            clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray, ps: np.ndarray,
+            base: int, size: int, v: float, rec: np.ndarray, own: int, dseqs: np.ndarray,
+            xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
+            n_out: int) -> int:
+    """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (``S`` = its ``arrays()``).
+
+    Per group with point p, x1 < p <= x2 are the partners nearest p; a member holds a partner
+    iff ``olo <= x1`` (a prefix of the run sorted by ``olo``) or ``ohi >= x2`` (a prefix of the
+    run sorted by ``ohi`` descending, minus those with ``olo <= x1``, already reported). Both
+    prefixes are scanned branch-free: the candidate's id is always written and the cursor moves
+    by the own-range test. Then the delta is tested against the record rows.
+    O(τ log m' + candidates + k).
+
+    IDENTIFY writes the ids into ``out_q`` (the caller reserved a slot per member). COUNT and
+    PAIRS also copy each candidate's other range into ``clo``/``chi`` (scan order: no fetch by
+    id) and then find its partners with two binary searches over the key's sorted values; COUNT
+    is ``b − a`` when every member registered before the tuple (``reg_max < xseq``, SPEC §3),
+    else one registration test per pair. PAIRS collects the ids in ``cand`` first.
+    """
+    gstart, gcount, l_key, l_wlo, l_whi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
+    r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize, dids = (S[6], S[7], S[8], S[9], S[10],
+                                                           S[11], S[12], S[13])
+    l_ohi = S[14]
+    oth = A_LO + C_LO - own
+    end = base + size
+    dst = cand if mode == PAIRS else out_q
+    n0 = 0 if mode == PAIRS else n_out
+    n = n0
+    bounds = mode != IDENTIFY
+    for gi in range(gids.shape[0]):
+        g = gids[gi]
+        i = lower_bound(pv, base, size, gpoint[g])
+        have1 = i > base
+        x1 = pv[i - 1] if have1 else -np.inf
+        s = gstart[g]
+        e = s + gcount[g]
+        if have1:
+            k = s
+            if bounds:
+                while k < e and l_key[k] <= x1:
+                    dst[n] = l_q[k]
+                    clo[n - n0] = l_key[k]
+                    chi[n - n0] = l_ohi[k]
+                    n += (l_wlo[k] <= v) & (v <= l_whi[k])
+                    k += 1
+            else:
+                while k < e and l_key[k] <= x1:
+                    dst[n] = l_q[k]
+                    n += (l_wlo[k] <= v) & (v <= l_whi[k])
+                    k += 1
+        if i < end:
+            x2 = pv[i]
+            fresh = not have1
+            k = s
+            if bounds:
+                while k < e and r_key[k] >= x2:
+                    dst[n] = r_q[k]
+                    clo[n - n0] = r_olo[k]
+                    chi[n - n0] = r_key[k]
+                    n += (r_wlo[k] <= v) & (v <= r_whi[k]) & (fresh | (r_olo[k] > x1))
+                    k += 1
+            else:
+                while k < e and r_key[k] >= x2:
+                    dst[n] = r_q[k]
+                    n += (r_wlo[k] <= v) & (v <= r_whi[k]) & (fresh | (r_olo[k] > x1))
+                    k += 1
+        else:
+            x2 = np.inf  # no partner at or above p: only ``olo <= x1`` can hold one
+        for k in range(dstart[g], dstart[g] + dsize[g]):
+            q = dids[k]
+            dst[n] = q
+            clo[n - n0] = rec[q, oth]
+            chi[n - n0] = rec[q, oth + 1]
+            n += ((rec[q, own] <= v) & (v <= rec[q, own + 1])
+                  & ((have1 & (rec[q, oth] <= x1)) | ((i < end) & (rec[q, oth + 1] >= x2))))
+    if mode == IDENTIFY:
+        return n
+    if mode == COUNT:
+        all_owed = reg_max < xseq
+        w = n0
+        for j in range(n0, n):
+            q = out_q[j]
+            a = lower_bound(pv, base, size, clo[j - n0])
+            b = upper_bound(pv, base, size, chi[j - n0])
+            cnt = b - a if all_owed else _pair_count(q, a, b, ps, rec, dseqs, xseq)
+            if cnt > 0:
+                acc[q] = cnt
+                out_q[w] = q
+                w += 1
+        return w
+    for j in range(n):
+        q = cand[j]
+        a = lower_bound(pv, base, size, clo[j])
+        b = upper_bound(pv, base, size, chi[j])
+        n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
+        if n_out < 0:
+            return OVERFLOW
     return n_out

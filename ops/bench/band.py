@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.joins.band import BAND_STRATEGIES
@@ -48,6 +49,130 @@ from hotjoin.ops.bench.common import (
     write_json,
 )
 
+BRUTE = "NumPy brute force"
+LIMIT = "flat limit"
+
+
+class BandBruteForce:
+    """What a user would write instead (SPEC §6): per R tuple with key b, the differences
+    ``d = s.key − b`` of every stored S tuple (sorted, as the keys are), then per band
+    ``n = searchsorted(d, hi, right) − searchsorted(d, lo, left)``; affected iff ``n > 0``."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, s_keys: np.ndarray) -> None:
+        self.lo, self.hi = lo, hi
+        self.keys = np.sort(s_keys)
+
+    def affected(self, b: float) -> tuple[np.ndarray, np.ndarray]:
+        d = self.keys - b
+        cnt = np.searchsorted(d, self.hi, "right") - np.searchsorted(d, self.lo, "left")
+        ids = np.flatnonzero(cnt > 0)
+        return ids, cnt[ids]
+
+    def pairs(self, b: float) -> int:
+        """Every result pair as (subscription, partner position) arrays; their number."""
+        d = self.keys - b
+        first = np.searchsorted(d, self.lo, "left")
+        cnt = np.searchsorted(d, self.hi, "right") - first
+        ids = np.flatnonzero(cnt > 0)
+        c = cnt[ids]
+        q = np.repeat(ids, c)
+        pos = np.repeat(first[ids] - np.concatenate(([0], np.cumsum(c)[:-1])), c) + \
+            np.arange(q.shape[0])
+        return int(pos.shape[0])
+
+
+@njit(cache=True)
+def _band_limit(gpoint: np.ndarray, gstart: np.ndarray, l_key: np.ndarray, l_q: np.ndarray,
+                r_key: np.ndarray, r_lo: np.ndarray, r_q: np.ndarray, keys: np.ndarray,
+                b: float, pairs: bool, lo: np.ndarray, hi: np.ndarray, out: np.ndarray,
+                out_s: np.ndarray) -> int:
+    """Static limit line of BJ-SSI (§3.1.2): per group one binary search for ``p`` in the
+    differences ``keys − b``, then the prefix of the run sorted by lo (``lo <= d1``) and of the
+    run sorted by hi descending (``hi >= d2``, ``lo > d1``); branch-free writes. PAIRS: each
+    affected band's partners by two more binary searches. Returns the output count."""
+    n = 0
+    m = keys.shape[0]
+    for g in range(gpoint.shape[0]):
+        p = gpoint[g]
+        a, c = 0, m
+        while a < c:
+            mid = (a + c) >> 1
+            if keys[mid] - b >= p:
+                c = mid
+            else:
+                a = mid + 1
+        s, e = gstart[g], gstart[g + 1]
+        have1 = a > 0
+        d1 = keys[a - 1] - b if have1 else -np.inf
+        if have1:
+            k = s
+            while k < e and l_key[k] <= d1:
+                out[n] = l_q[k]
+                n += 1
+                k += 1
+        if a < m:
+            d2 = keys[a] - b
+            k = s
+            while k < e and r_key[k] >= d2:
+                out[n] = r_q[k]
+                n += (not have1) | (r_lo[k] > d1)
+                k += 1
+    if not pairs:
+        return n
+    w = 0
+    for j in range(n):
+        q = out[j]
+        x, y = 0, m
+        while x < y:
+            mid = (x + y) >> 1
+            if keys[mid] - b >= lo[q]:
+                y = mid
+            else:
+                x = mid + 1
+        u, z = x, m
+        while u < z:
+            mid = (u + z) >> 1
+            if keys[mid] - b > hi[q]:
+                z = mid
+            else:
+                u = mid + 1
+        for t in range(x, u):
+            if w < out_s.shape[0]:
+                out_s[w] = t
+            w += 1
+    return w
+
+
+class BandLimit:
+    """The limit line: BJ-SSI's probe over static flat arrays (canonical stabbing partition of
+    the bands, paper 004 Lemma 1; S keys as one sorted array), no engine around it."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, s_keys: np.ndarray) -> None:
+        from hotjoin.matcher.partition.stabbing import canonical_partition
+
+        points, g = canonical_partition(lo, hi)
+        self.tau = int(points.shape[0])
+        self.gpoint = points
+        self.gstart = np.searchsorted(np.sort(g), np.arange(self.tau + 1)).astype(np.int64)
+        ol, orr = np.lexsort((lo, g)), np.lexsort((-hi, g))
+        self.l = (lo[ol], ol.astype(np.int64))
+        self.r = (hi[orr], lo[orr], orr.astype(np.int64))
+        self.keys = np.sort(s_keys)
+        self.lo, self.hi = lo, hi
+        self.out = np.zeros(lo.shape[0] + 16, dtype=np.int64)
+        self.out_s = np.zeros(1 << 20, dtype=np.int64)
+
+    def probe(self, b: float, pairs: bool) -> int:
+        return _band_limit(self.gpoint, self.gstart, *self.l, *self.r, self.keys, b, pairs,
+                           self.lo, self.hi, self.out, self.out_s)
+
+    def affected(self, b: float) -> tuple[np.ndarray, np.ndarray]:
+        n = self.probe(b, False)
+        ids = self.out[:n].copy()
+        d = self.keys - b
+        return ids, np.searchsorted(d, self.hi[ids], "right") - np.searchsorted(d, self.lo[ids],
+                                                                                  "left")
+
 
 @dataclass
 class BandBenchConfig:
@@ -63,8 +188,12 @@ class BandBenchConfig:
     alpha: float = 0.001
     epsilon: float = 1.0
     strategies: tuple[str, ...] = BAND_STRATEGIES
-    figures: tuple[str, ...] = ("10i", "10ii", "11")
+    figures: tuple[str, ...] = ("10i", "10ii", "11", "group")
     seed: int = 7
+    group_tau: int = 800
+    group_affected: float = 20.0
+    group_strategies: tuple[str, ...] = ("BJ-SSI", "BJ-Hotspot")
+    verify: int = 10
 
 
 def _table_cfg(c: BandBenchConfig) -> TableIConfig:
@@ -114,11 +243,35 @@ def _engine(c: BandBenchConfig, name: str, lo: np.ndarray, hi: np.ndarray,
 def _throughput_point(c: BandBenchConfig, n: int, tau: int, half_width: float,
                       s: tuple[np.ndarray, np.ndarray, np.ndarray],
                       r: tuple[np.ndarray, np.ndarray, np.ndarray],
-                      prog: Progress) -> list[dict[str, Any]]:
+                      prog: Progress, strategies: tuple[str, ...] | None = None
+                      ) -> list[dict[str, Any]]:
+    """Every strategy beside the NumPy brute force and the flat limit line, interleaved on the
+    same R tuples; the first ``c.verify`` tuples are checked to affect the same subscriptions
+    with the same pair counts in every contender (``agrees_with_brute_force``)."""
+    from hotjoin.matcher.model import Event
+
     lo, hi = clustered_bands(n, tau, half_width, c.seed)
-    engines = {name: _engine(c, name, lo, hi, s) for name in c.strategies}
+    strategies = c.strategies if strategies is None else strategies
+    engines = {name: _engine(c, name, lo, hi, s) for name in strategies}
+    brute, limit = BandBruteForce(lo, hi, s[0]), BandLimit(lo, hi, s[0])
     rk, rv = r[0].tolist(), r[1].tolist()
-    out: dict[str, dict[str, Any]] = {name: {} for name in engines}
+    n_verify = min(c.verify, len(rk))
+    want = [dict(zip(*(x.tolist() for x in brute.affected(rk[i])), strict=True))
+            for i in range(n_verify)]
+    agree = {BRUTE: True, LIMIT: all(
+        dict(zip(*(x.tolist() for x in limit.affected(rk[i])), strict=True)) == want[i]
+        for i in range(n_verify))}
+    t_pub = int(s[2].max()) + 1 if s[2].shape[0] else 0
+    for nm, e in engines.items():
+        ok = True
+        first = min(sid for sid, _ in e.subscriptions())  # one subscribe_many: consecutive
+        for i in range(n_verify):
+            aff = e.publish_affected(Event("R", f"verify{i}", rk[i], rv[i], t_pub))
+            e.delete("R", f"verify{i}", match=False)
+            ok &= {q - first: k for q, k in zip(aff.subscription_ids.tolist(),
+                                                aff.counts.tolist(), strict=True)} == want[i]
+        agree[nm] = ok
+    out: dict[str, dict[str, Any]] = {name: {} for name in (*engines, BRUTE, LIMIT)}
     for mode in ("identify", "pairs"):
         def runner(eng: Engine, mode: str = mode):
             def run(a: int, b: int) -> int:
@@ -128,23 +281,39 @@ def _throughput_point(c: BandBenchConfig, n: int, tau: int, half_width: float,
                 return tot
             return run
 
+        def run_brute(a: int, b: int, mode: str = mode) -> int:
+            if mode == "pairs":
+                return sum(brute.pairs(rk[i]) for i in range(a, b))
+            return sum(brute.affected(rk[i])[0].shape[0] for i in range(a, b))
+
+        def run_limit(a: int, b: int, pairs: bool = mode == "pairs") -> int:
+            return sum(limit.probe(rk[i], pairs) for i in range(a, b))
+
         for eng in engines.values():   # warm-up: JIT compile and caches, not timed
             eng.probe("R", rk[0], rv[0], mode)
-        res = interleaved({nm: runner(e) for nm, e in engines.items()}, len(rk), c.budget_s)
+        limit.probe(rk[0], True)
+        runners = {nm: runner(e) for nm, e in engines.items()}
+        runners[BRUTE], runners[LIMIT] = run_brute, run_limit
+        res = interleaved(runners, len(rk), c.budget_s)
         for nm, rr in res.items():
             out[nm][mode] = rr
     rows = []
-    for nm, e in engines.items():
-        st = e.stats()["band"]
+    lim = out[LIMIT]["identify"]["per_second"]
+    for nm in out:
+        st = engines[nm].stats()["band"] if nm in engines else {}
         ident, pairs = out[nm]["identify"], out[nm]["pairs"]
+        tau_real = int(st["tau"]) if "tau" in st else limit.tau
         rows.append({
             "strategy": nm, "subscriptions": n, "tau_target": tau,
-            "tau": int(st.get("tau", 0)) if "tau" in st else None,
+            "tau": int(st.get("tau", 0)) if "tau" in st else (limit.tau if nm == LIMIT else None),
             "hotspots": st.get("hotspots"), "s_size": c.s_size, "half_width": half_width,
             "identify_tuples_per_s": ident["per_second"],
             "affected_per_tuple": ident["work"] / max(ident["items"], 1),
             "pairs_tuples_per_s": pairs["per_second"],
             "pairs_per_tuple": pairs["work"] / max(pairs["items"], 1),
+            "ns_per_group": 1e9 / ident["per_second"] / max(tau_real, 1),
+            "identify_vs_limit": ident["per_second"] / lim,
+            "verified_tuples": n_verify, "agrees_with_brute_force": agree[nm],
             "events_identify": ident["items"], "events_pairs": pairs["items"],
         })
         prog.step(f"n={n} tau={tau} {nm}: {ident['per_second']:.0f} tuples/s")
@@ -201,8 +370,10 @@ def run(c: BandBenchConfig, json_path: str | None, plot_dir: str | None) -> dict
     r = r_arrays(tcfg, c.events)
     t0 = time.perf_counter()
     half_width, achieved = calibrate_half_width(c, s[0])
-    steps = len(c.strategies) * (len(c.sizes) * ("10i" in c.figures)
-                                 + len(c.taus) * ("10ii" in c.figures) + ("11" in c.figures))
+    steps = (len(c.strategies) + 2) * (len(c.sizes) * ("10i" in c.figures)
+                                       + len(c.taus) * ("10ii" in c.figures))
+    steps += len(c.strategies) * ("11" in c.figures)
+    steps += (len(c.group_strategies) + 2) * ("group" in c.figures)
     prog = Progress(steps, "bench band")
     result: dict[str, Any] = {
         "benchmark": "band", "machine": machine(), "config": asdict(c),
@@ -229,6 +400,12 @@ def run(c: BandBenchConfig, json_path: str | None, plot_dir: str | None) -> dict
     if "11" in c.figures:
         for row in fig11(c, half_width, prog):
             result["records"].append({"figure": "11", **row})
+    if "group" in c.figures:  # per-group probe cost: many groups, little output (PERF-NOTES)
+        cg = BandBenchConfig(**{**asdict(c), "affected": c.group_affected, "tau": c.group_tau})
+        hw = calibrate_half_width(cg, s[0])[0]
+        for row in _throughput_point(c, c.subscriptions, c.group_tau, hw, s, r, prog,
+                                     tuple(x for x in c.group_strategies if x in c.strategies)):
+            result["records"].append({"figure": "group", **row})
     prog.close()
     result["elapsed_s"] = time.perf_counter() - t0
     result["ratios"] = ratios(result["records"], c)
@@ -259,6 +436,10 @@ def ratios(records: list[dict[str, Any]], c: BandBenchConfig) -> dict[str, Any]:
         fi.sort(key=lambda r: r["subscriptions"])
         out[f"BJ-SSI identify throughput n={fi[0]['subscriptions']} / n={fi[-1]['subscriptions']}"] = \
             fi[0]["identify_tuples_per_s"] / fi[-1]["identify_tuples_per_s"]
+    for r in records:
+        if r["figure"] in ("10ii", "group") and r["strategy"] in ("BJ-SSI", "BJ-Hotspot"):
+            out[f"fig {r['figure']} tau={r['tau_target']} {r['strategy']}: ns per group / flat "
+                f"limit's"] = 1.0 / r["identify_vs_limit"]
     f11 = pick("11")
     if "BJ-SSI" in f11 and "BJ-MJ" in f11:
         out["maintenance BJ-SSI / BJ-MJ (us per update)"] = \
@@ -290,6 +471,17 @@ def to_markdown(result: dict[str, Any]) -> str:
                 cells = [f"{at[n][metric]:,.0f}" if n in at else "—" for n in names]
                 out.append(f"| {x:,} | {aff:,.0f} | " + " | ".join(cells) + " |")
             out.append("")
+    grp = [r for r in recs if r["figure"] == "group"]
+    if grp:
+        out.append(f"Per-group probe cost (τ = {grp[0]['tau_target']}, "
+                   f"{grp[0]['affected_per_tuple']:.0f} affected per tuple):\n")
+        out.append("| contender | identify tuples/s | ns per group | × flat limit | agrees |")
+        out.append("|---|---|---|---|---|")
+        for r in grp:
+            out.append(f"| {r['strategy']} | {r['identify_tuples_per_s']:,.0f} | "
+                       f"{r['ns_per_group']:.1f} | {1 / r['identify_vs_limit']:.2f} | "
+                       f"{r['agrees_with_brute_force']} |")
+        out.append("")
     f11 = [r for r in recs if r["figure"] == "11"]
     if f11:
         out.append("Fig. 11 — µs per subscription update (50/50 insert/delete churn):\n")
@@ -319,6 +511,10 @@ def plots(result: dict[str, Any], d: Path) -> None:
             plot_lines(d / f"band_fig{fig}_{label.split()[0]}.png",
                        f"Band joins, Fig. {fig}: throughput ({label})", xlabel,
                        "incoming tuples / s", series)
+    grp = {r["strategy"]: r["ns_per_group"] for r in recs if r["figure"] == "group"}
+    if grp:
+        plot_bars(d / "band_group.png", "Band joins: identify cost per stabbing group",
+                  "ns per group (per tuple / τ)", grp)
     f11 = {r["strategy"]: r["us_per_update"] for r in recs if r["figure"] == "11"}
     if f11:
         plot_bars(d / "band_fig11.png", "Band joins, Fig. 11: maintenance cost",
@@ -343,6 +539,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategies", default=",".join(d.strategies))
     p.add_argument("--figures", default=",".join(d.figures))
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--group-tau", type=int, default=d.group_tau,
+                   help="stabbing number of the per-group cost point (figure 'group')")
+    p.add_argument("--group-affected", type=float, default=d.group_affected,
+                   help="target affected subscriptions per tuple at the per-group cost point")
     p.add_argument("--quick", action="store_true",
                    help="tiny sizes: a smoke run of every figure in seconds")
 
@@ -356,7 +556,8 @@ def config_from_args(a: argparse.Namespace) -> BandBenchConfig:
         events=a.events, budget_s=a.budget, sizes=ints(a.sizes), taus=ints(a.taus),
         churn_updates=a.churn_updates, alpha=a.alpha, epsilon=a.epsilon,
         strategies=tuple(x for x in a.strategies.split(",") if x),
-        figures=tuple(x for x in a.figures.split(",") if x), seed=a.seed)
+        figures=tuple(x for x in a.figures.split(",") if x), seed=a.seed,
+        group_tau=a.group_tau, group_affected=a.group_affected)
     for s in c.strategies:
         if s not in BAND_STRATEGIES:
             raise ValueError(f"unknown band strategy {s!r}; choose from {', '.join(BAND_STRATEGIES)}")
@@ -364,4 +565,5 @@ def config_from_args(a: argparse.Namespace) -> BandBenchConfig:
         c.subscriptions, c.s_size, c.tau, c.affected = 2000, 2000, 10, 50.0
         c.events, c.budget_s, c.churn_updates = 60, 0.05, 400
         c.sizes, c.taus = (50, 500, 2000), (5, 20)
+        c.group_tau, c.group_affected = 200, 5.0
     return c

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.joins.select import SELECT_STRATEGIES
@@ -40,6 +41,8 @@ from hotjoin.matcher.model import Event, Range, SelectJoin
 from hotjoin.ops.bench.common import Progress, interleaved, machine, plot_lines, write_json
 
 VALUE_DOMAIN = 1_000_000.0
+BRUTE = "NumPy brute force"
+LIMIT = "flat limit"
 
 
 @dataclass
@@ -61,8 +64,14 @@ class SelectBenchConfig:
     alpha: float = 0.001
     epsilon: float = 1.0
     strategies: tuple[str, ...] = SELECT_STRATEGIES
-    figures: tuple[str, ...] = ("7i", "7ii", "8i", "8ii", "9")
+    figures: tuple[str, ...] = ("table1", "7i", "7ii", "8i", "8ii", "9")
     seed: int = 11
+    table1_subscriptions: int = 100_000
+    table1_s_size: int = 100_000
+    table1_clusters: tuple[int, ...] = (30, 5, 300, 30, 30)
+    table1_spreads: tuple[float, ...] = (5000.0, 5000.0, 5000.0, 500.0, 50000.0)
+    table1_strategies: tuple[str, ...] = ("SJ-SelectFirst", "SJ-SSI", "SJ-Hotspot", "auto")
+    table1_verify: int = 10
 
 
 def key_sigma(s_size: int, join_rate: float) -> float:
@@ -222,6 +231,7 @@ def run(c: SelectBenchConfig, json_path: str | None, plot_dir: str | None) -> di
     steps = len(strategies) * (len(c.sizes) * ("7i" in c.figures) + len(c.taus) * ("7ii" in c.figures)
                                + len(c.selection_rates) * ("8i" in c.figures)
                                + len(c.join_rates) * ("8ii" in c.figures))
+    steps += (len(c.table1_strategies) + 2) * len(c.table1_clusters) * ("table1" in c.figures)
     steps += len(c.coverages) * len([s for s in strategies if s in
                                      ("SJ-SelectFirst", "SJ-SSI", "SJ-Hotspot")]) * ("9" in c.figures)
     prog = Progress(steps, "bench select")
@@ -235,6 +245,9 @@ def run(c: SelectBenchConfig, json_path: str | None, plot_dir: str | None) -> di
         a_lo, a_hi = a_ranges(rng, n, rate)
         return make_subs(a_lo, a_hi, c_lo, c_hi)
 
+    if "table1" in c.figures:
+        for k, spread in zip(c.table1_clusters, c.table1_spreads, strict=True):
+            recs += table1_point(c, k, spread, prog, available(c.table1_strategies))
     if "7i" in c.figures:
         for n in c.sizes:
             recs += point(c, "7i", n, subs_for(n, c.tau, c.selection_rate), base_s, base_r, prog,
@@ -278,6 +291,12 @@ def run(c: SelectBenchConfig, json_path: str | None, plot_dir: str | None) -> di
 def ratios(recs: list[dict[str, Any]], c: SelectBenchConfig) -> dict[str, Any]:
     """The figures the issue judges (None where a strategy was not run)."""
     out: dict[str, Any] = {}
+    for r in recs:
+        if r["figure"] == "table1" and r["strategy"] not in (BRUTE, LIMIT):
+            where = f"table1 {r['x']} {r['strategy']}"
+            out[f"{where}: AFFECTED / NumPy brute force"] = r["count_vs_brute"]
+            out[f"{where}: identify / flat limit"] = r["identify_vs_limit"]
+            out[f"{where}: identify tuples/s"] = r["identify_tuples_per_s"]
 
     def at(fig: str, x: float) -> dict[str, dict[str, Any]]:
         return {r["strategy"]: r for r in recs if r["figure"] == fig and r["x"] == x}
@@ -319,6 +338,16 @@ def plots(result: dict[str, Any], d: Path) -> None:
               "8i": ("event selection rate (fraction of subscriptions)", True),
               "8ii": ("event join rate (S tuples per R tuple)", True),
               "9": ("hotspot coverage (target fraction)", False)}
+    t1 = [r for r in recs if r["figure"] == "table1"]
+    if t1:
+        from hotjoin.ops.bench.common import plot_bars
+
+        for metric, label in (("identify_tuples_per_s", "identify"),
+                              ("count_tuples_per_s", "affected")):
+            for x in sorted({r["x"] for r in t1}):
+                plot_bars(d / f"select_table1_{label}_{x.replace(',', '_').replace('=', '')}.png",
+                          f"Select joins, Table I ({x}): {label} tuples/s", "incoming tuples / s",
+                          {r["strategy"]: r[metric] for r in t1 if r["x"] == x})
     for fig, (xlabel, logx) in labels.items():
         rows = [r for r in recs if r["figure"] == fig]
         if not rows:
@@ -347,6 +376,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name in ("sizes", "taus", "selection_rates", "join_rates", "coverages", "strategies",
                  "figures"):
         p.add_argument("--" + name.replace("_", "-"), default=",".join(map(str, getattr(d, name))))
+    p.add_argument("--table1-subscriptions", type=int, default=d.table1_subscriptions)
+    p.add_argument("--table1-s-size", type=int, default=d.table1_s_size)
+    p.add_argument("--table1-clusters", default=",".join(map(str, d.table1_clusters)),
+                   help="cluster counts of the C ranges, one Table I point each")
+    p.add_argument("--table1-spreads", default=",".join(f"{x:g}" for x in d.table1_spreads),
+                   help="σ of the C-range centres around their cluster (as many as clusters)")
+    p.add_argument("--table1-strategies", default=",".join(d.table1_strategies),
+                   help="strategies (or auto) timed beside the brute force and the flat limit")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
 
 
@@ -361,7 +398,15 @@ def config_from_args(a: argparse.Namespace) -> SelectBenchConfig:
         selection_rates=nums(a.selection_rates, float), join_rates=nums(a.join_rates, float),
         fig9_subscriptions=a.fig9_subscriptions, coverages=nums(a.coverages, float),
         alpha=a.alpha, epsilon=a.epsilon, strategies=nums(a.strategies, str),
-        figures=nums(a.figures, str), seed=a.seed)
+        figures=nums(a.figures, str), seed=a.seed,
+        table1_subscriptions=a.table1_subscriptions, table1_s_size=a.table1_s_size,
+        table1_clusters=nums(a.table1_clusters, int), table1_spreads=nums(a.table1_spreads, float),
+        table1_strategies=nums(a.table1_strategies, str))
+    if len(c.table1_clusters) != len(c.table1_spreads):
+        raise ValueError("--table1-clusters and --table1-spreads need as many values each")
+    for s in c.table1_strategies:
+        if s not in SELECT_STRATEGIES and s != "auto":
+            raise ValueError(f"unknown select strategy {s!r} in --table1-strategies")
     for s in c.strategies:
         if s not in SELECT_STRATEGIES:
             raise ValueError(f"unknown select strategy {s!r}; choose from {', '.join(SELECT_STRATEGIES)}")
@@ -376,4 +421,237 @@ def quick(c: SelectBenchConfig) -> SelectBenchConfig:
     c.join_rate, c.sizes, c.taus = 20.0, (100, 2000), (10, 100)
     c.selection_rates, c.join_rates = (0.01, 0.1), (5.0, 20.0)
     c.fig9_subscriptions, c.coverages = 3000, (0.5, 1.0)
+    c.table1_subscriptions, c.table1_s_size = 3000, 3000
+    c.table1_clusters, c.table1_spreads = (30, 3), (5000.0, 500.0)
+    c.table1_strategies = (*SELECT_STRATEGIES, "auto")
     return c
+
+
+# -- Table I workload of the speed issue, with its reference lines (SPEC §6) --------------------
+
+@dataclass
+class Table1Data:
+    """One Table I point: subscription columns, stored S tuples, incoming R tuples."""
+
+    a_lo: np.ndarray
+    a_hi: np.ndarray
+    c_lo: np.ndarray
+    c_hi: np.ndarray
+    s: tuple[np.ndarray, np.ndarray, np.ndarray]
+    r: tuple[np.ndarray, np.ndarray]
+
+
+def table1_data(c: SelectBenchConfig, clusters_k: int, spread: float) -> Table1Data:
+    """The workload of the engine-speed issue (paper 004 Table I shape).
+
+    S.B ~ rint(Normal(5000, 1000)), S.C ~ Uni(0, 10⁶); rangeA of length |Normal(10⁵, 2·10⁴)|
+    centred on Normal(5·10⁵, 2·10⁵); rangeC of length |Normal(4·10⁴, 10⁴)| centred on one of
+    ``clusters_k`` centres ~ Uni(0, 10⁶) plus Normal(0, ``spread``); R.B ~ rint(Uni(3000, 7000)),
+    R.A ~ Uni(0, 10⁶). With 30 clusters and spread 5,000: τ ≈ 54, ≈ 5,500 affected per tuple.
+    """
+    n, m = c.table1_subscriptions, c.table1_s_size
+    rng = np.random.default_rng([c.seed, 13, n, m, clusters_k, round(spread)])
+    a_mid = rng.normal(500_000.0, 200_000.0, n)
+    a_len = np.abs(rng.normal(100_000.0, 20_000.0, n))
+    centres = rng.uniform(0.0, VALUE_DOMAIN, clusters_k)
+    c_mid = centres[rng.integers(0, clusters_k, n)] + rng.normal(0.0, spread, n)
+    c_len = np.abs(rng.normal(40_000.0, 10_000.0, n))
+    s_keys = np.rint(rng.normal(5000.0, 1000.0, m))
+    s_vals = rng.uniform(0.0, VALUE_DOMAIN, m)
+    r_keys = np.rint(rng.uniform(3000.0, 7000.0, c.events))
+    r_vals = rng.uniform(0.0, VALUE_DOMAIN, c.events)
+    return Table1Data(a_mid - a_len / 2, a_mid + a_len / 2, c_mid - c_len / 2, c_mid + c_len / 2,
+                      (s_keys, s_vals, np.arange(m, dtype=np.int64)), (r_keys, r_vals))
+
+
+class KeyedValues:
+    """The stored S tuples joined by key, as a user would hold them: C values sorted per key."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
+        o = np.lexsort((values, keys))
+        self.values = values[o].astype(np.float64)
+        uk, first, cnt = np.unique(keys[o], return_index=True, return_counts=True)
+        self.span = {float(k): (int(f), int(f + n)) for k, f, n in
+                     zip(uk.tolist(), first.tolist(), cnt.tolist(), strict=True)}
+
+    def get(self, b: float) -> tuple[int, int]:
+        return self.span.get(b, (0, 0))
+
+
+class NumpyBruteForce:
+    """What a user would write instead: join by key, then mask every subscription (SPEC §6).
+
+    Per tuple (b, a): the key's sorted C values pv; ``n = searchsorted(pv, c_hi, right) −
+    searchsorted(pv, c_lo, left)`` for every subscription; affected = ``a ∈ A ∧ n > 0``.
+    """
+
+    def __init__(self, d: Table1Data, kv: KeyedValues) -> None:
+        self.d, self.kv = d, kv
+
+    def affected(self, b: float, a: float) -> tuple[np.ndarray, np.ndarray]:
+        s, e = self.kv.get(b)
+        pv = self.kv.values[s:e]
+        d = self.d
+        cnt = np.searchsorted(pv, d.c_hi, "right") - np.searchsorted(pv, d.c_lo, "left")
+        ids = np.flatnonzero((d.a_lo <= a) & (a <= d.a_hi) & (cnt > 0))
+        return ids, cnt[ids]
+
+
+@njit(cache=True)
+def _flat_probe(gpoint: np.ndarray, gstart: np.ndarray, l_key: np.ndarray, l_alo: np.ndarray,
+                l_ahi: np.ndarray, l_q: np.ndarray, r_key: np.ndarray, r_clo: np.ndarray,
+                r_alo: np.ndarray, r_ahi: np.ndarray, r_q: np.ndarray, pv: np.ndarray,
+                a: float, count: bool, c_lo: np.ndarray, c_hi: np.ndarray, out: np.ndarray,
+                cnt: np.ndarray) -> int:
+    """Static limit line: per group a prefix of the run sorted by c_lo and of the run sorted by
+    c_hi descending, A bounds copied in, branch-free output cursor (``PERF-NOTES.md``)."""
+    n = 0
+    m = pv.shape[0]
+    for g in range(gpoint.shape[0]):
+        i = np.searchsorted(pv, gpoint[g])
+        s, e = gstart[g], gstart[g + 1]
+        x1 = pv[i - 1] if i > 0 else -np.inf
+        have1 = i > 0
+        if have1:
+            k = s
+            while k < e and l_key[k] <= x1:
+                out[n] = l_q[k]
+                n += (l_alo[k] <= a) & (a <= l_ahi[k])
+                k += 1
+        if i < m:
+            x2 = pv[i]
+            fresh = not have1
+            k = s
+            while k < e and r_key[k] >= x2:
+                out[n] = r_q[k]
+                n += (r_alo[k] <= a) & (a <= r_ahi[k]) & (fresh | (r_clo[k] > x1))
+                k += 1
+    if count:
+        for j in range(n):
+            q = out[j]
+            cnt[j] = np.searchsorted(pv, c_hi[q], "right") - np.searchsorted(pv, c_lo[q], "left")
+    return n
+
+
+class FlatLimit:
+    """The limit line: the same per-group probe over static flat arrays, no engine around it
+    (canonical stabbing partition of the C ranges, paper 004 Lemma 1)."""
+
+    def __init__(self, d: Table1Data, kv: KeyedValues) -> None:
+        from hotjoin.matcher.partition.stabbing import canonical_partition
+
+        self.d, self.kv = d, kv
+        points, g = canonical_partition(d.c_lo, d.c_hi)
+        self.tau = int(points.shape[0])
+        self.gpoint = points
+        self.gstart = np.searchsorted(np.sort(g), np.arange(self.tau + 1)).astype(np.int64)
+        ol = np.lexsort((d.c_lo, g))
+        orr = np.lexsort((-d.c_hi, g))
+        self.l = (d.c_lo[ol], d.a_lo[ol], d.a_hi[ol], ol.astype(np.int64))
+        self.r = (d.c_hi[orr], d.c_lo[orr], d.a_lo[orr], d.a_hi[orr], orr.astype(np.int64))
+        self.out = np.zeros(d.a_lo.shape[0] + 16, dtype=np.int64)
+        self.cnt = np.zeros(d.a_lo.shape[0] + 16, dtype=np.int64)
+
+    def probe(self, b: float, a: float, count: bool) -> int:
+        s, e = self.kv.get(b)
+        if s == e:
+            return 0
+        return _flat_probe(self.gpoint, self.gstart, *self.l, *self.r, self.kv.values[s:e], a,
+                           count, self.d.c_lo, self.d.c_hi, self.out, self.cnt)
+
+    def affected(self, b: float, a: float) -> tuple[np.ndarray, np.ndarray]:
+        n = self.probe(b, a, True)
+        return self.out[:n].copy(), self.cnt[:n].copy()
+
+
+def _engine_for(name: str, c: SelectBenchConfig, d: Table1Data) -> tuple[Engine, np.ndarray]:
+    subs = make_subs(d.a_lo, d.a_hi, d.c_lo, d.c_hi)
+    if name == "auto":
+        e = Engine(strategy="auto", options={"alpha": c.alpha, "epsilon": c.epsilon})
+    else:
+        e = Engine(strategy={"band": "BJ-SSI", "select": name, "window": "WJ-SSI"},
+                   options={"alpha": c.alpha, "epsilon": c.epsilon})
+    sids = np.asarray(e.subscribe_many(subs), dtype=np.int64)
+    keys, vals, times = d.s
+    e.tables["S"].bulk_load(
+        [Event("S", f"s{i}", k, v, t) for i, (k, v, t) in
+         enumerate(zip(keys.tolist(), vals.tolist(), times.tolist(), strict=True))],
+        list(range(e.seq + 1, e.seq + 1 + keys.shape[0])))
+    e.restore_clock(e.seq + keys.shape[0], int(times.max()) if keys.shape[0] else None)
+    return e, sids
+
+
+def _as_dict(ids: np.ndarray, counts: np.ndarray) -> dict[int, int]:
+    return dict(zip(ids.tolist(), counts.tolist(), strict=True))
+
+
+def table1_point(c: SelectBenchConfig, clusters_k: int, spread: float, prog: Progress,
+                 strategies: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Strategies, the NumPy brute force and the flat limit, timed interleaved on the same
+    tuples (identify and AFFECTED counts); the first ``verify`` tuples are checked to affect the
+    same subscriptions with the same counts in every contender."""
+    d = table1_data(c, clusters_k, spread)
+    kv = KeyedValues(d.s[0], d.s[1])
+    brute, limit = NumpyBruteForce(d, kv), FlatLimit(d, kv)
+    engines = {nm: _engine_for(nm, c, d) for nm in strategies}
+    rk, rv = d.r[0].tolist(), d.r[1].tolist()
+    t_pub = int(d.s[2].max()) + 1
+    agree: dict[str, bool] = {}
+    n_verify = min(c.table1_verify, len(rk))
+    want = [_as_dict(*brute.affected(rk[i], rv[i])) for i in range(n_verify)]
+    agree[BRUTE] = True
+    agree[LIMIT] = all(_as_dict(*limit.affected(rk[i], rv[i])) == want[i]
+                       for i in range(n_verify))
+    for nm, (e, sids) in engines.items():
+        ok = True
+        for i in range(n_verify):
+            aff = e.publish_affected(Event("R", f"verify{i}", rk[i], rv[i], t_pub))
+            e.delete("R", f"verify{i}", match=False)
+            got = {int(np.searchsorted(sids, q)): int(k) for q, k in
+                   zip(aff.subscription_ids.tolist(), aff.counts.tolist(), strict=True)}
+            ok &= got == want[i]
+        agree[nm] = ok
+    out: dict[str, dict[str, Any]] = {}
+    for mode in ("identify", "count"):
+        runners: dict[str, Any] = {}
+        for nm, (e, _) in engines.items():
+            def run_e(a: int, b: int, e: Engine = e, mode: str = mode) -> int:
+                return sum(e.probe("R", rk[i], rv[i], mode) for i in range(a, b))
+            e.probe("R", rk[0], rv[0], mode)  # warm-up (JIT), not timed
+            runners[nm] = run_e
+
+        def run_brute(a: int, b: int) -> int:
+            return sum(brute.affected(rk[i], rv[i])[0].shape[0] for i in range(a, b))
+
+        def run_limit(a: int, b: int, cnt: bool = mode == "count") -> int:
+            return sum(limit.probe(rk[i], rv[i], cnt) for i in range(a, b))
+
+        runners[BRUTE], runners[LIMIT] = run_brute, run_limit
+        limit.probe(rk[0], rv[0], True)
+        for nm, rr in interleaved(runners, len(rk), c.budget_s).items():
+            out.setdefault(nm, {})[mode] = rr
+    rows = []
+    ref = {m: out[BRUTE][m]["per_second"] for m in ("identify", "count")}
+    lim = {m: out[LIMIT][m]["per_second"] for m in ("identify", "count")}
+    for nm, res in out.items():
+        st = engines[nm][0].stats()["select"] if nm in engines else {}
+        ident, cnt = res["identify"], res["count"]
+        aff = ident["work"] / max(ident["items"], 1)
+        rows.append({"figure": "table1", "x": f"k={clusters_k},spread={spread:g}",
+                     "clusters": clusters_k, "spread": spread, "strategy": nm,
+                     "subscriptions": int(d.a_lo.shape[0]), "tau": st.get("tau", limit.tau),
+                     "identify_tuples_per_s": ident["per_second"],
+                     "affected_per_tuple": aff,
+                     "ns_per_affected": 1e9 / ident["per_second"] / max(aff, 1.0),
+                     "count_tuples_per_s": cnt["per_second"],
+                     "identify_vs_brute": ident["per_second"] / ref["identify"],
+                     "count_vs_brute": cnt["per_second"] / ref["count"],
+                     "identify_vs_limit": ident["per_second"] / lim["identify"],
+                     "count_vs_limit": cnt["per_second"] / lim["count"],
+                     "verified_tuples": n_verify, "agrees_with_brute_force": agree[nm],
+                     "events_identify": ident["items"], "events_count": cnt["items"]})
+        prog.step(f"table1 k={clusters_k} spread={spread:g} {nm}: "
+                  f"{ident['per_second']:.0f} identify, {cnt['per_second']:.0f} AFFECTED tuples/s")
+    del engines
+    gc.collect()
+    return rows
