@@ -20,7 +20,8 @@ from typing import Any
 
 from hotjoin.matcher import Engine
 from hotjoin.server import metrics
-from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound
+from hotjoin.server.convert import check_time_option
+from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound, clip
 from hotjoin.server.log import _fsync_dir
 from hotjoin.server.topic import (
     CHECKPOINT_MIN_OPS,
@@ -30,16 +31,16 @@ from hotjoin.server.topic import (
     Topic,
 )
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # matched with fullmatch: "$" would allow "x\n"
 KINDS = ("select", "band", "window")
 
 
 def check_topic_name(name: str) -> str:
     if not name:
         raise InvalidArgument("topic name is required")
-    if not _NAME.match(name) or name in (".", ".."):
+    if not _NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidArgument(
-            f"invalid topic name {name!r}: use 1-128 characters of letters, digits, '.', '_', '-'"
+            f"invalid topic name {clip(repr(name), 200)}: use 1-128 characters of letters, digits, '.', '_', '-'"
         )
     return name
 
@@ -101,10 +102,12 @@ class TopicRegistry:
     ) -> Topic:
         """Create a topic; the options are validated by building its engine first."""
         check_topic_name(name)
-        if lateness < 0:
-            raise InvalidArgument(f"lateness must be >= 0, got {lateness}")
-        if retention is not None and retention < 0:
-            raise InvalidArgument(f"retention must be >= 0, got {retention}")
+        try:
+            check_time_option("lateness", lateness)
+            if retention is not None:
+                check_time_option("retention", retention)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from None
         for kind in strategy:
             if kind not in KINDS:
                 raise InvalidArgument(f"unknown subscription kind {kind!r} in strategy; kinds are {', '.join(KINDS)}")

@@ -58,6 +58,7 @@ from hotjoin.server.convert import (
     MAX_ID_LEN,
     MAX_PAYLOAD,
     SubMeta,
+    check_event_time,
     decode_event,
     decode_id,
     decode_side,
@@ -239,8 +240,8 @@ class Topic:
                     if len(payload) > MAX_PAYLOAD:
                         raise ValueError(f"payload larger than {MAX_PAYLOAD} bytes")
                     # the model validates key, value (finite) and time, with the same messages
-                    ev = Event(side, eid, e.key, e.value, e.time if e.HasField("time") else now_ms,
-                               payload)
+                    ev = Event(side, eid, e.key, e.value,
+                               check_event_time(e.time) if e.HasField("time") else now_ms, payload)
                 except KeyError:
                     statuses.append(Status("invalid", e.id, 0, "side must be R or S"))
                     continue
@@ -344,12 +345,15 @@ class Topic:
                 run = [d[0] for d in decoded[start:end]]
                 try:
                     ids.extend(engine.subscribe_many(run, snapshot=snap))
-                except (BatchError, NotImplementedError, ValueError) as x:
+                except Exception as x:  # noqa: BLE001 - any failed index build: roll back
                     error = x
                     n_applied = engine.seq - seq0 - len(ids)
                     first = self._next_sid + len(ids)
                     ids.extend(range(first, first + n_applied))
                 start = end
+            if error is not None and ids and hasattr(engine, "undo_subscribe"):
+                engine.undo_subscribe(np.array(ids, dtype=np.int64), seq0)  # all or nothing
+                ids = []
             if engine.seq - seq0 != len(ids):
                 self._closed = True
                 raise Unavailable("engine sequence diverged from the topic's log; topic closed")
@@ -388,6 +392,10 @@ class Topic:
             applied = f" ({len(ids)} subscriptions before it were registered)" if ids else ""
             if isinstance(cause, NotImplementedError):
                 raise Unimplemented(f"the engine does not support this subscription yet: {cause}{applied}")
+            if not isinstance(cause, (BatchError, ValueError)):  # an engine defect, not bad input
+                log.error("topic %r: subscribe failed and was rolled back: %r", self.name, cause)
+                raise FailedPrecondition(f"the engine could not index this subscription ({cause!r}); "
+                                         "nothing was registered")
             raise InvalidArgument(f"{cause}{applied}")
         return out
 
