@@ -129,7 +129,7 @@ def decode_spec(spec: pb.SubscriptionSpec) -> tuple[Subscription, bool, bool, st
     elif kind == "window":
         w = spec.window
         if not 0 <= w.w <= MAX_TIME:
-            raise ValueError(f"window w must be in [0, 2^61], got {w.w}")
+            raise ValueError(f"window w must be >= 0 and <= 2^61, got {w.w}")
         sub = WindowJoin(a=decode_range("A", w, "a"), c=decode_range("C", w, "c"), w=w.w)
     else:
         raise ValueError("subscription kind is required (select, band or window)")
@@ -166,7 +166,7 @@ def encode_spec(sub: Subscription, meta: SubMeta) -> pb.SubscriptionSpec:
 def check_time_option(name: str, x: int) -> int:
     """Topic lateness/retention: an integer in [0, 2^61] (``MAX_TIME``)."""
     if not 0 <= x <= MAX_TIME:
-        raise ValueError(f"{name} must be in [0, 2^61], got {x}")
+        raise ValueError(f"{name} must be >= 0 and <= 2^61, got {x}")
     return x
 
 

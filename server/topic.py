@@ -145,6 +145,7 @@ class Topic:
         self._n_pairs = 0
         self._next_sid = 0
         self._closed = False
+        self._deleted = False
         self._log: OpLog | None = None
         self._sync = sync
         self.compact_min_bytes = compact_min_bytes
@@ -540,18 +541,28 @@ class Topic:
             self._release()
         with self._lock:
             self._closed = True
+            self._deleted = deleted
             if deleted:
                 self.hub.close("NOT_FOUND", f"topic {self.name!r} was deleted")
             else:
                 self.hub.close("UNAVAILABLE", "the server is shutting down")
             if self._log is not None:
-                self._log.close()
+                # every frame written is made durable first, so the batches whose commit is
+                # waiting are acknowledged; the close holds sync_lock so that no sync runs on a
+                # closed descriptor (the fdatasync traceback of issue 16)
+                with contextlib.suppress(OSError, ValueError):
+                    self._log.sync_upto(self._log.written)
+                with self._log.sync_lock:
+                    self._log.close()
 
     # ---- internals --------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
-            raise NotFound(f"topic {self.name!r} is closed or was deleted")
+            if not self._deleted:  # shutting down or a failed log: retryable elsewhere/later
+                raise Unavailable(f"topic {self.name!r} is not available: the server is shutting "
+                                  "down or its log failed")
+            raise NotFound(f"topic {self.name!r} was deleted")
 
     def _append(self, ops: list[pb.LogOp], action: Callable[[], None] | None = None) -> int:
         """Write ``ops`` as one frame (no sync) and queue ``action`` (hub updates) behind it.
@@ -681,7 +692,10 @@ class Topic:
             t0 = time.perf_counter()
             try:
                 log_.sync_upto(token)
-            except OSError as x:
+            except (OSError, ValueError) as x:
+                if self._closed:
+                    raise Unavailable(f"topic {self.name!r}: the server is shutting down; the "
+                                      "batch may or may not be durable (a retry is safe)") from None
                 self._closed = True
                 raise Unavailable(f"topic {self.name!r}: log sync failed ({x}); topic closed") from x
             self._m_sync.observe(time.perf_counter() - t0)
