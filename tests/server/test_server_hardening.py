@@ -276,3 +276,30 @@ def test_sigterm_during_rpc(tmp_path: Path, kind: str) -> None:
     assert "Traceback" not in err, err[-3000:]
     assert outcome.get("end") in RETRYABLE | {"ok"}, outcome
     assert "closed" not in str(outcome.get("details", "")) or outcome["end"] != grpc.StatusCode.NOT_FOUND
+
+
+def test_subscribe_many_all_or_nothing_across_runs(server: Any, client: HotjoinClient,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 2: specs are registered in runs of equal ``snapshot``; when a later run's index build
+    fails, the earlier runs are rolled back too, and the topic still works afterwards."""
+    client.create_topic("t")
+    client.subscribe("t", band((-1, 1)))
+    engine = server.registry.get("t").engine
+    if not hasattr(engine, "undo_subscribe"):
+        pytest.skip("the test engine has no rollback (oracle stand-in)")
+    before = state(client, "t")
+    real, calls = engine.band.add_many, []
+
+    def second_fails(qs: Any) -> None:
+        calls.append(len(qs))
+        real(qs)
+        if len(calls) == 2:
+            raise ValueError("index build failed")
+
+    monkeypatch.setattr(engine.band, "add_many", second_fails)
+    specs = [band((0, 1)), band((0, 2)), band((0, 3), snapshot=True)]
+    refused(lambda: client.subscribe_many("t", specs), INVALID, "index build failed")
+    assert calls == [2, 1] and state(client, "t") == before
+    monkeypatch.undo()
+    ids = client.subscribe_many("t", specs)
+    assert ids == [1, 2, 3] and client.get_topic("t").seq == before[0] + 3
