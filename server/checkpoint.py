@@ -7,9 +7,15 @@ with the server's subscription metadata, at a known sequence number ``seq`` and 
 ``offset`` (the end of the frame holding ``seq``). Restart unpickles it (seconds) and replays the
 frames after ``offset``.
 
-**Taking one.** The state is pickled to bytes under the topic lock (publishers wait for that:
-about 1 s per 100,000 subscriptions + 100,000 tuples, which is why ``Topic`` takes them when the
-topic is idle, or when the log's tail has grown as long as everything the last one covered); a background thread then makes the log durable up to
+**Taking one.** Under the topic lock the engine is pickled *without* its large dicts of immutable
+objects — the subscriptions (frozen dataclasses) and the server's metadata and owners — which are
+only copied there (a dict copy: milliseconds) and left in the pickle as named references
+(``external``); a background thread pickles those copies (``split_payload``). They were 2.0 s of
+the 2.8 s pickle of 100,000 band joins + 100,000 tuples (``python -m
+hotjoin.ops.bench.checkpoint_stall``, figures in ``docs/benchmarks-checkpoint.md``). The rest (the
+numpy columns and the index structures, mutable) is still pickled under the lock, so ``Topic``
+still prefers idle moments, or takes one when the log's tail has grown as long as everything the
+last one covered. The background thread then makes the log durable up to
 ``offset`` (so a checkpoint never holds an operation the log could lose), writes
 ``checkpoint.tmp``, fsyncs it, renames it to ``checkpoint`` and fsyncs the directory. A ``kill -9``
 leaves at most a stale ``checkpoint.tmp``, deleted on open. (Pickling in a ``fork()``\\ ed child
@@ -38,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 MAGIC = b"HJCKPT\x00\x01"
+SPLIT = "__hotjoin_split_checkpoint__"
 _HEAD = struct.Struct("<QQQI")
 
 
@@ -51,7 +58,13 @@ def _make_fn(code: bytes, module: str, name: str, qualname: str, defaults: Any, 
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles local functions and lambdas by value; everything else as usual."""
+    """Pickles local functions and lambdas by value, and the objects named in ``external`` (by
+    ``id``) as references to be supplied at load time; everything else as usual."""
+
+    external: dict[int, str] = {}
+
+    def persistent_id(self, obj: Any) -> str | None:
+        return self.external.get(id(obj)) if self.external else None
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, types.FunctionType) and ("<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>"):
@@ -61,10 +74,31 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def dumps(state: Any) -> bytes:
+def dumps(state: Any, buffer_callback: Any = None, external: dict[int, str] | None = None) -> bytes:
+    """Pickle ``state`` (protocol 5); with ``buffer_callback`` numpy buffers go to it out of band;
+    objects whose ``id`` is a key of ``external`` are left out as named references."""
     buf = io.BytesIO()
-    _Pickler(buf, protocol=5).dump(state)
+    p = _Pickler(buf, protocol=5, buffer_callback=buffer_callback)
+    p.external = external or {}
+    p.dump(state)
     return buf.getvalue()
+
+
+def split_payload(main: bytes, side: dict[str, Any]) -> bytes:
+    """One checkpoint payload of ``main`` (pickled with ``external`` references) and the ``side``
+    objects those references name, pickled here — the part that may run outside the topic lock."""
+    return dumps({SPLIT: 1, "main": main, "side": dumps(side)})
+
+
+def loads(payload: Any) -> Any:
+    """The state of a payload written by ``dumps`` or ``split_payload``."""
+    outer = pickle.loads(payload)
+    if not (isinstance(outer, dict) and outer.get(SPLIT) == 1):
+        return outer
+    side = pickle.loads(outer["side"])
+    u = pickle.Unpickler(io.BytesIO(outer["main"]))
+    u.persistent_load = side.__getitem__  # type: ignore[method-assign]
+    return u.load()
 
 
 def write(directory: Path, payload: bytes, seq: int, offset: int, log_path: Path) -> None:
@@ -104,7 +138,7 @@ def read(directory: Path) -> tuple[int, int, Any] | None:
     payload = memoryview(data)[n : n + length]
     if len(payload) != length or zlib.crc32(payload) != crc:
         return None
-    return seq, offset, pickle.loads(payload)
+    return seq, offset, loads(payload)
 
 
 def remove(directory: Path) -> None:

@@ -303,3 +303,41 @@ def test_subscribe_many_all_or_nothing_across_runs(server: Any, client: HotjoinC
     monkeypatch.undo()
     ids = client.subscribe_many("t", specs)
     assert ids == [1, 2, 3] and client.get_topic("t").seq == before[0] + 3
+
+
+# ---- checkpoints (issue 16, item 9) ------------------------------------------------------------
+
+def test_split_checkpoint_restores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A checkpoint whose subscription and metadata dicts were pickled outside the topic lock
+    (``split_payload``) is loaded on restart — not discarded for a full replay — and gives the
+    same subscriptions (owners, subscriber names, registered seqs) and tuples."""
+    from server_harness import engine_factory
+
+    from hotjoin.server import checkpoint
+    from hotjoin.server.app import HotjoinServer
+
+    data = tmp_path / "data"
+    srv = HotjoinServer(data_dir=data, port=0, engine_factory=engine_factory(), checkpoint_min_ops=20).start()
+    with HotjoinClient(srv.target) as c:
+        c.create_topic("t")
+        topic = srv.registry.get("t")
+        topic.checkpoint_idle_seconds = 0.3
+        c.subscribe_many("t", [band((0, i), subscriber=f"s{i % 3}") for i in range(15)])
+        c.publish("t", [event("RS"[i % 2], f"e{i}", float(i), 0.0, time=i) for i in range(10)])
+        deadline = time.monotonic() + 30
+        while topic.checkpoints < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert topic.checkpoints >= 1
+        c.unsubscribe("t", 3)  # the log's tail after the checkpoint
+        before = state(c, "t")
+    srv.stop(0)
+    got = checkpoint.read(data / "topics" / "t")
+    assert got is not None and len(got[2]["meta"]) == 15
+    caplog.set_level("INFO", logger="hotjoin.topic")
+    srv = HotjoinServer(data_dir=data, port=0, engine_factory=engine_factory(), checkpoint_min_ops=20).start()
+    try:
+        with HotjoinClient(srv.target) as c:
+            assert state(c, "t") == before
+    finally:
+        srv.stop(0)
+    assert "restored checkpoint at seq 25" in caplog.text and "unusable" not in caplog.text
