@@ -248,6 +248,7 @@ def test_fuzz_covered_every_rpc_and_rejections() -> None:
     if not STATS:
         pytest.skip("the fuzz test did not run in this session")
     assert STATS.get("OK", 0) > 0 and sum(v for k, v in STATS.items() if k != "OK") > 0, STATS
-    assert sum(STATS.values()) >= min(EXAMPLES, 2000), STATS
+    print(f"fuzz: {sum(STATS.values())} requests, statuses {dict(sorted(STATS.items()))}")
+    assert sum(STATS.values()) >= EXAMPLES, STATS
     if EXAMPLES >= 500 and not ONLY:
         assert set(REQUESTS) == SEEN, set(REQUESTS) - SEEN
