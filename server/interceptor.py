@@ -86,7 +86,7 @@ def _discard(_data: bytes) -> object:
 
 class GuardInterceptor(grpc.ServerInterceptor):
     """Authentication (when ``authenticator`` is set) and message-size quotas for every RPC but
-    health checking."""
+    health checking; request bodies that do not parse answer INVALID_ARGUMENT for every RPC."""
 
     def __init__(self, authenticator: Authenticator | None, quotas: Quotas) -> None:
         self.authenticator = authenticator
@@ -96,8 +96,10 @@ class GuardInterceptor(grpc.ServerInterceptor):
                           handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(HEALTH_PREFIX):
+        if handler is None:
             return handler
+        if method.startswith(HEALTH_PREFIX):  # open to all, no quotas; bad bodies still answered
+            return self._wrap(handler, _UNRESTRICTED, quotas=False)
         if self.authenticator is None:
             session = _UNRESTRICTED
         else:
@@ -109,9 +111,11 @@ class GuardInterceptor(grpc.ServerInterceptor):
             session = Session(principal, self.authenticator, digest)
         return self._wrap(handler, session)
 
-    def _wrap(self, handler: grpc.RpcMethodHandler, session: Session) -> grpc.RpcMethodHandler:
-        quotas, principal = self.quotas, session.principal
-        limit = quotas.message_limit(principal)
+    def _wrap(self, handler: grpc.RpcMethodHandler, session: Session,
+              quotas: bool = True) -> grpc.RpcMethodHandler:
+        principal = session.principal
+        limit = self.quotas.message_limit(principal) if quotas else 0
+        quotas_ = self.quotas
         parse = handler.request_deserializer or (lambda b: b)
 
         def measured(data: bytes) -> tuple[int, Any]:
@@ -126,7 +130,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
         def checked(pair: tuple[int, Any]) -> Any:
             n, req = pair
             if limit and n > limit:
-                quotas.check_message(principal, n)  # raises ResourceExhausted, counted
+                quotas_.check_message(principal, n)  # raises ResourceExhausted, counted
             if isinstance(req, _Undecodable):
                 raise InvalidArgument(f"request body of {n} bytes is not a valid protobuf message "
                                       f"of this RPC ({req.reason})")

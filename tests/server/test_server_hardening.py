@@ -178,6 +178,10 @@ def test_undecodable_body_is_invalid_argument(client: HotjoinClient) -> None:
     many = client.channel.stream_unary("/hotjoin.v1.SubscriptionService/SubscribeStream",
                                        request_serializer=ident, response_deserializer=ident)
     refused(lambda: many(iter([raw]), timeout=10), INVALID, "not a valid protobuf message")
+    health = client.channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=ident,
+                                        response_deserializer=ident)
+    refused(lambda: health(raw, timeout=10), INVALID, "not a valid protobuf message")
+    assert health(b"", timeout=10) == b"\x08\x01"  # an empty request parses: SERVING
     assert client.get_topic("t").seq == 0
 
 
