@@ -43,6 +43,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 MAGIC = b"HJCKPT\x00\x01"
 SPLIT = "__hotjoin_split_checkpoint__"
 _HEAD = struct.Struct("<QQQI")
@@ -82,6 +84,60 @@ def dumps(state: Any, buffer_callback: Any = None, external: dict[int, str] | No
     p.external = external or {}
     p.dump(state)
     return buf.getvalue()
+
+
+_SCALARS = frozenset({int, float, str, bytes, bool, type(None), np.int64, np.float64, np.int32})
+
+
+def _immutable(v: Any) -> bool:
+    t = type(v)
+    if t in _SCALARS:
+        return True
+    if t is tuple:
+        return all(type(x) in _SCALARS for x in v)
+    params = getattr(t, "__dataclass_params__", None)
+    return params is not None and params.frozen and t.__module__ in _FROZEN_MODULES
+
+
+# modules whose frozen dataclasses hold only immutable fields (subscriptions, ranges, SubMeta)
+_FROZEN_MODULES = frozenset({"hotjoin.matcher.model", "hotjoin.server.convert"})
+
+
+def detach(root: Any, min_len: int = 1024, max_objects: int = 10_000) -> tuple[dict[int, str], dict[str, Any]]:
+    """Find the large dicts and lists inside ``root`` whose keys and items are immutable (ids,
+    positions, frozen subscriptions); return ``external`` (their ``id`` → a name) and ``side``
+    (name → a shallow copy). Copying them is a memcpy-like dict/list copy, so a caller holding a
+    lock can copy them quickly and pickle the copies later, outside it (``split_payload``).
+
+    Walks object attributes, small dicts, lists and tuples (not numpy arrays, not the large
+    containers' items), visiting at most ``max_objects`` objects."""
+    external: dict[int, str] = {}
+    side: dict[str, Any] = {}
+    seen: set[int] = set()
+    stack = [root]
+    while stack and len(seen) < max_objects:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, np.ndarray) or type(obj) in _SCALARS:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (dict, list)) and len(obj) >= min_len and type(obj) in (dict, list):
+            items = obj.items() if isinstance(obj, dict) else ((None, v) for v in obj)
+            if all(_immutable(k) and _immutable(v) for k, v in items):
+                name = f"d{len(side)}"
+                external[id(obj)] = name
+                side[name] = obj.copy()
+                continue
+            if len(obj) >= min_len:
+                continue  # a large container of mutable objects: left to the pickle
+        if isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+        else:
+            d = getattr(obj, "__dict__", None)
+            if d is not None:
+                stack.extend(d.values())
+    return external, side
 
 
 def split_payload(main: bytes, side: dict[str, Any]) -> bytes:

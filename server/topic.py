@@ -598,19 +598,15 @@ class Topic:
         background."""
         assert self._log is not None and self.directory is not None
         t0 = time.perf_counter()
-        # the dicts of immutable objects are copied here and pickled by the writer thread
-        # (server/checkpoint.py); only the mutable rest is pickled under the lock
-        subs = getattr(self.engine, "subs", None)
-        side = {"meta": dict(self._meta), "owners": dict(self._owners)}
-        external = {id(side["meta"]): "meta", id(side["owners"]): "owners"}
-        if isinstance(subs, dict):
-            side["engine.subs"] = dict(subs)
-            external[id(subs)] = "engine.subs"
-        state = {"engine": self.engine, "meta": side["meta"], "affected": self._affected,
+        state = {"engine": self.engine, "meta": self._meta, "affected": self._affected,
                  "n_pairs": self._n_pairs, "next_sid": self._next_sid, "log_ops": self._log_ops,
-                 "owners": side["owners"]}
+                 "owners": self._owners}
         seq, offset = self.engine.seq, self._log.size
         try:
+            # the large dicts and lists of immutable items (subscriptions, metadata, id maps) are
+            # copied here and pickled by the writer thread; only the rest is pickled under the
+            # lock (server/checkpoint.py)
+            external, side = checkpoint.detach(state)
             main = checkpoint.dumps(state, external=external)
         except Exception:
             log.exception("topic %r: cannot pickle the state; checkpoints disabled", self.name)

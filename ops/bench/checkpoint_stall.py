@@ -12,7 +12,10 @@ publishers wait that long. This measures, on one engine with ``--subs`` band joi
 - ``split_lock_s``: what ``Topic`` holds the lock for now — a dict copy of the subscriptions and
   the pickle of the rest with them as references — and ``split_writer_s``, the part the writer
   thread does outside the lock (``server/checkpoint.py``); ``split_roundtrip_ok`` checks that the
-  split payload loads back to an engine with the same subscriptions and tuples.
+  split payload loads back to an engine with the same subscriptions and tuples;
+- ``detach_lock_s`` / ``detach_writer_s``: the same with every large dict or list of immutable
+  items detached (``checkpoint.detach``: also the id maps of tables and indexes) — what ``Topic``
+  does now.
 
 Run: ``python -m hotjoin.ops.bench.checkpoint_stall --subs 100000 --tuples 100000``; prints JSON.
 """
@@ -55,7 +58,16 @@ def measure(n_subs: int, n_tuples: int, seed: int = 1) -> dict[str, Any]:
     t6 = time.perf_counter()
     back = checkpoint.loads(payload)["engine"]
     ok = back.subs == e.subs and back.seq == e.seq and back.stats() == e.stats()
-    return {"split_lock_s": t5 - t4, "split_writer_s": t6 - t5, "split_roundtrip_ok": ok,
+    t7 = time.perf_counter()
+    ext2, side2 = checkpoint.detach(state)
+    main2 = checkpoint.dumps(state, external=ext2)
+    t8 = time.perf_counter()
+    payload2 = checkpoint.split_payload(main2, side2)
+    t9 = time.perf_counter()
+    back2 = checkpoint.loads(payload2)["engine"]
+    ok2 = back2.subs == e.subs and back2.seq == e.seq and back2.stats() == e.stats()
+    return {"detach_lock_s": t8 - t7, "detach_writer_s": t9 - t8, "detached": len(side2),
+            "detach_roundtrip_ok": ok2, "split_lock_s": t5 - t4, "split_writer_s": t6 - t5, "split_roundtrip_ok": ok,
             "subs": n_subs, "tuples": n_tuples, "pickle_s": t1 - t0, "pickle_mib": len(full) >> 20,
             "objects_s": t2 - t1, "objects_mib": len(stream) >> 20,
             "buffers_copy_s": t3 - t2, "buffers_mib": sum(map(len, copies)) >> 20, "buffers": len(bufs)}
