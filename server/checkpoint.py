@@ -7,22 +7,24 @@ with the server's subscription metadata, at a known sequence number ``seq`` and 
 ``offset`` (the end of the frame holding ``seq``). Restart unpickles it (seconds) and replays the
 frames after ``offset``.
 
-**Taking one.** Under the topic lock the engine is pickled *without* its large dicts of immutable
-objects — the subscriptions (frozen dataclasses) and the server's metadata and owners — which are
-only copied there (a dict copy: milliseconds) and left in the pickle as named references
-(``external``); a background thread pickles those copies (``split_payload``). They were 2.0 s of
-the 2.8 s pickle of 100,000 band joins + 100,000 tuples (``python -m
-hotjoin.ops.bench.checkpoint_stall``, figures in ``docs/benchmarks-checkpoint.md``). The rest (the
-numpy columns and the index structures, mutable) is still pickled under the lock, so ``Topic``
-still prefers idle moments, or takes one when the log's tail has grown as long as everything the
-last one covered. The background thread then makes the log durable up to
+**Taking one.** Under the topic lock, every large dict or list of immutable items inside the
+state — the engine's subscriptions (frozen dataclasses), the server's metadata and owners, the
+tables' and indexes' id maps — is found (``detach``) and copied (a dict/list copy), and the rest
+is pickled with those containers left as named references (``external``); a background thread
+pickles the copies (``split_payload``). For 100,000 band joins + 100,000 tuples that holds the
+lock 0.3–0.5× as long as pickling everything (``python -m hotjoin.ops.bench.checkpoint_stall``,
+``docs/benchmarks-checkpoint.md``) — still about half a second, because the mutable index
+structures are pickled under it; so ``Topic`` still prefers idle moments, or takes one when the
+log's tail has grown as long as everything the last one covered. The background thread then makes the log durable up to
 ``offset`` (so a checkpoint never holds an operation the log could lose), writes
 ``checkpoint.tmp``, fsyncs it, renames it to ``checkpoint`` and fsyncs the directory. A ``kill -9``
 leaves at most a stale ``checkpoint.tmp``, deleted on open. (Pickling in a ``fork()``\\ ed child
 instead, without stopping publishers, crashed intermittently inside the child of the threaded gRPC
 server; not pursued.)
 
-**Format.** ``MAGIC`` + ``[u64 seq][u64 offset][u64 length][u32 crc32]`` + pickle (protocol 5).
+**Format.** ``MAGIC`` + ``[u64 seq][u64 offset][u64 length][u32 crc32]`` + pickle (protocol 5):
+either the state itself (older files) or ``{SPLIT: 1, "main": …, "side": …}``, where ``main``'s
+persistent references name entries of the pickled ``side`` dict (``loads`` reads both).
 Local functions inside the engine (closures) are pickled by value (code object + cells): the
 file is only ever read by the same server build, and any failure to load falls back to a full
 replay of the log. Compaction rewrites the log (offsets change), so it deletes the checkpoint
