@@ -10,6 +10,7 @@ counts only at the end, so no Python object is built per pair unless asked for.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -176,7 +177,11 @@ class Engine:
         self._seq += 1
         sid = self.cols.add(sub, self._seq, bool(snapshot))
         self.subs[sid] = sub
-        index.add(sid)
+        try:
+            index.add(sid)
+        except Exception:
+            self.undo_subscribe(np.array([sid], dtype=np.int64), self._seq - 1)
+            raise
         return sid
 
     def subscribe_many(self, subs: Iterable[Subscription], snapshot: bool = False) -> list[int]:
@@ -185,18 +190,37 @@ class Engine:
         indexes = [self._index_for(s) for s in subs]
         if not subs:
             return []
+        seq0 = self._seq
         sids = self.cols.add_many(subs, self._seq + 1, bool(snapshot))
         self._seq += len(subs)
         for sid, sub in zip(sids.tolist(), subs, strict=True):
             self.subs[sid] = sub
-        for index in (self.band, self.select, self.window):
-            if index is None:
-                continue
-            mine = np.array([i for i, ix in zip(sids.tolist(), indexes, strict=True)
-                             if ix is index], dtype=np.int64)
-            if mine.shape[0]:
-                index.add_many(mine)
+        try:
+            for index in (self.band, self.select, self.window):
+                if index is None:
+                    continue
+                mine = np.array([i for i, ix in zip(sids.tolist(), indexes, strict=True)
+                                 if ix is index], dtype=np.int64)
+                if mine.shape[0]:
+                    index.add_many(mine)
+        except Exception:
+            self.undo_subscribe(sids, seq0)
+            raise
         return sids.tolist()
+
+    def undo_subscribe(self, sids: np.ndarray, seq0: int) -> None:
+        """Roll back the newest subscriptions ``sids`` (no other operation since; the engine's own
+        subscribe paths call it when an index build raises, the server when a later part of one
+        request fails): all or nothing, SPEC §7. Takes the ids out of their indexes (best effort:
+        a failed build may hold only some), the columns and the id counter; restores ``seq0``."""
+        for sid in sids.tolist()[::-1]:
+            sub = self.subs.pop(sid, None)
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    self._index_for(sub).remove(sid)
+            self.cols.deactivate(sid)
+        self.cols.n = int(sids[0]) if len(sids) else self.cols.n
+        self._seq = seq0
 
     def unsubscribe(self, sid: int) -> None:
         """Remove subscription ``sid`` (UnknownSubscriptionError if it is not registered)."""

@@ -17,6 +17,7 @@ import ipaddress
 import logging
 import socket
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ from hotjoin.server.topic import (
 log = logging.getLogger("hotjoin.server")
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+SHUTDOWN_DRAIN_SECONDS = 0.5  # in-flight unary batches finish before the topics close
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -197,13 +199,18 @@ class HotjoinServer:
         return True
 
     def stop(self, grace: float = 1.0) -> None:
-        """Stop accepting RPCs, end streams, close topics (their logs are already durable)."""
+        """Graceful stop (SPEC §4, server/ERRORS.md): refuse new RPCs at once (UNAVAILABLE, health
+        NOT_SERVING), give in-flight batches a short drain to finish, then close the topics —
+        what is still running gets UNAVAILABLE (retryable; never NOT_FOUND), listeners end with
+        UNAVAILABLE "the server is shutting down" — and cancel whatever remains after ``grace``."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         self.health.enter_graceful_shutdown()
+        done = self._grpc.stop(grace)  # no new RPCs from here on; running ones continue
+        time.sleep(min(SHUTDOWN_DRAIN_SECONDS, grace / 4))
         self.registry.close()
-        self._grpc.stop(grace).wait()
+        done.wait(grace)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

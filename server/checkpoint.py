@@ -7,16 +7,24 @@ with the server's subscription metadata, at a known sequence number ``seq`` and 
 ``offset`` (the end of the frame holding ``seq``). Restart unpickles it (seconds) and replays the
 frames after ``offset``.
 
-**Taking one.** The state is pickled to bytes under the topic lock (publishers wait for that:
-about 1 s per 100,000 subscriptions + 100,000 tuples, which is why ``Topic`` takes them when the
-topic is idle, or when the log's tail has grown as long as everything the last one covered); a background thread then makes the log durable up to
+**Taking one.** Under the topic lock, every large dict or list of immutable items inside the
+state — the engine's subscriptions (frozen dataclasses), the server's metadata and owners, the
+tables' and indexes' id maps — is found (``detach``) and copied (a dict/list copy), and the rest
+is pickled with those containers left as named references (``external``); a background thread
+pickles the copies (``split_payload``). For 100,000 band joins + 100,000 tuples that holds the
+lock 0.3–0.5× as long as pickling everything (``python -m hotjoin.ops.bench.checkpoint_stall``,
+``docs/benchmarks-checkpoint.md``) — still about half a second, because the mutable index
+structures are pickled under it; so ``Topic`` still prefers idle moments, or takes one when the
+log's tail has grown as long as everything the last one covered. The background thread then makes the log durable up to
 ``offset`` (so a checkpoint never holds an operation the log could lose), writes
 ``checkpoint.tmp``, fsyncs it, renames it to ``checkpoint`` and fsyncs the directory. A ``kill -9``
 leaves at most a stale ``checkpoint.tmp``, deleted on open. (Pickling in a ``fork()``\\ ed child
 instead, without stopping publishers, crashed intermittently inside the child of the threaded gRPC
 server; not pursued.)
 
-**Format.** ``MAGIC`` + ``[u64 seq][u64 offset][u64 length][u32 crc32]`` + pickle (protocol 5).
+**Format.** ``MAGIC`` + ``[u64 seq][u64 offset][u64 length][u32 crc32]`` + pickle (protocol 5):
+either the state itself (older files) or ``{SPLIT: 1, "main": …, "side": …}``, where ``main``'s
+persistent references name entries of the pickled ``side`` dict (``loads`` reads both).
 Local functions inside the engine (closures) are pickled by value (code object + cells): the
 file is only ever read by the same server build, and any failure to load falls back to a full
 replay of the log. Compaction rewrites the log (offsets change), so it deletes the checkpoint
@@ -37,7 +45,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 MAGIC = b"HJCKPT\x00\x01"
+SPLIT = "__hotjoin_split_checkpoint__"
 _HEAD = struct.Struct("<QQQI")
 
 
@@ -51,7 +62,13 @@ def _make_fn(code: bytes, module: str, name: str, qualname: str, defaults: Any, 
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles local functions and lambdas by value; everything else as usual."""
+    """Pickles local functions and lambdas by value, and the objects named in ``external`` (by
+    ``id``) as references to be supplied at load time; everything else as usual."""
+
+    external: dict[int, str] = {}
+
+    def persistent_id(self, obj: Any) -> str | None:
+        return self.external.get(id(obj)) if self.external else None
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, types.FunctionType) and ("<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>"):
@@ -61,10 +78,85 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def dumps(state: Any) -> bytes:
+def dumps(state: Any, buffer_callback: Any = None, external: dict[int, str] | None = None) -> bytes:
+    """Pickle ``state`` (protocol 5); with ``buffer_callback`` numpy buffers go to it out of band;
+    objects whose ``id`` is a key of ``external`` are left out as named references."""
     buf = io.BytesIO()
-    _Pickler(buf, protocol=5).dump(state)
+    p = _Pickler(buf, protocol=5, buffer_callback=buffer_callback)
+    p.external = external or {}
+    p.dump(state)
     return buf.getvalue()
+
+
+_SCALARS = frozenset({int, float, str, bytes, bool, type(None), np.int64, np.float64, np.int32})
+
+
+def _immutable(v: Any) -> bool:
+    t = type(v)
+    if t in _SCALARS:
+        return True
+    if t is tuple:
+        return all(type(x) in _SCALARS for x in v)
+    params = getattr(t, "__dataclass_params__", None)
+    return params is not None and params.frozen and t.__module__ in _FROZEN_MODULES
+
+
+# modules whose frozen dataclasses hold only immutable fields (subscriptions, ranges, SubMeta)
+_FROZEN_MODULES = frozenset({"hotjoin.matcher.model", "hotjoin.server.convert"})
+
+
+def detach(root: Any, min_len: int = 1024, max_objects: int = 10_000) -> tuple[dict[int, str], dict[str, Any]]:
+    """Find the large dicts and lists inside ``root`` whose keys and items are immutable (ids,
+    positions, frozen subscriptions); return ``external`` (their ``id`` → a name) and ``side``
+    (name → a shallow copy). Copying them is a memcpy-like dict/list copy, so a caller holding a
+    lock can copy them quickly and pickle the copies later, outside it (``split_payload``).
+
+    Walks object attributes, small dicts, lists and tuples (not numpy arrays, not the large
+    containers' items), visiting at most ``max_objects`` objects."""
+    external: dict[int, str] = {}
+    side: dict[str, Any] = {}
+    seen: set[int] = set()
+    stack = [root]
+    while stack and len(seen) < max_objects:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, np.ndarray) or type(obj) in _SCALARS:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (dict, list)) and len(obj) >= min_len and type(obj) in (dict, list):
+            items = obj.items() if isinstance(obj, dict) else ((None, v) for v in obj)
+            if all(_immutable(k) and _immutable(v) for k, v in items):
+                name = f"d{len(side)}"
+                external[id(obj)] = name
+                side[name] = obj.copy()
+                continue
+            if len(obj) >= min_len:
+                continue  # a large container of mutable objects: left to the pickle
+        if isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+        else:
+            d = getattr(obj, "__dict__", None)
+            if d is not None:
+                stack.extend(d.values())
+    return external, side
+
+
+def split_payload(main: bytes, side: dict[str, Any]) -> bytes:
+    """One checkpoint payload of ``main`` (pickled with ``external`` references) and the ``side``
+    objects those references name, pickled here — the part that may run outside the topic lock."""
+    return dumps({SPLIT: 1, "main": main, "side": dumps(side)})
+
+
+def loads(payload: Any) -> Any:
+    """The state of a payload written by ``dumps`` or ``split_payload``."""
+    outer = pickle.loads(payload)
+    if not (isinstance(outer, dict) and outer.get(SPLIT) == 1):
+        return outer
+    side = pickle.loads(outer["side"])
+    u = pickle.Unpickler(io.BytesIO(outer["main"]))
+    u.persistent_load = side.__getitem__  # type: ignore[method-assign]
+    return u.load()
 
 
 def write(directory: Path, payload: bytes, seq: int, offset: int, log_path: Path) -> None:
@@ -104,7 +196,7 @@ def read(directory: Path) -> tuple[int, int, Any] | None:
     payload = memoryview(data)[n : n + length]
     if len(payload) != length or zlib.crc32(payload) != crc:
         return None
-    return seq, offset, pickle.loads(payload)
+    return seq, offset, loads(payload)
 
 
 def remove(directory: Path) -> None:

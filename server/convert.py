@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from hotjoin.matcher.model import (
-    INT64_MAX,
     BandJoin,
     Event,
     Range,
@@ -28,6 +27,13 @@ SIDE_TO_PB = {"R": pb.SIDE_R, "S": pb.SIDE_S}
 MAX_ID_LEN = 1024
 MAX_NAME_LEN = 256
 MAX_PAYLOAD = 1 << 20
+# Ranges the engine computes with in int64 without overflow (server/ERRORS.md): every time and
+# every time option is at most 2^61 in magnitude, so sums such as ``time + w``, ``r.time - s.time``
+# and ``max_time - lateness - retention`` stay within ±2^63.
+MAX_TIME = 1 << 61
+# Range bounds at most 1e300 in magnitude: a range's width (hi - lo) must stay finite for the
+# partitions and histograms that split it (a width of inf hung the band index).
+MAX_BOUND = 1e300
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,10 @@ def decode_range(name: str, parent: object, field: str) -> Range:
     r = getattr(parent, field)
     lo = r.lo if r.HasField("lo") else None
     hi = r.hi if r.HasField("hi") else None
+    for b in (lo, hi):
+        if b is not None and math.isfinite(b) and abs(b) > MAX_BOUND:
+            raise ValueError(f"range {name}: bound {b!r} is beyond ±{MAX_BOUND:g} (leave it unset "
+                             "for an unbounded side)")
     try:
         return Range(lo, hi)
     except ValueError as e:
@@ -120,15 +130,14 @@ def decode_spec(spec: pb.SubscriptionSpec) -> tuple[Subscription, bool, bool, st
         )
     elif kind == "window":
         w = spec.window
-        if w.w < 0:
-            raise ValueError(f"window w must be >= 0, got {w.w}")
+        if not 0 <= w.w <= MAX_TIME:
+            raise ValueError(f"window w must be >= 0 and <= 2^61, got {w.w}")
         sub = WindowJoin(a=decode_range("A", w, "a"), c=decode_range("C", w, "c"), w=w.w)
     else:
         raise ValueError("subscription kind is required (select, band or window)")
     if spec.delivery not in (pb.DELIVERY_MODE_UNSPECIFIED, pb.PAIRS, pb.AFFECTED):
         raise ValueError(f"unknown delivery mode {spec.delivery}")
-    if len(spec.subscriber) > MAX_NAME_LEN:
-        raise ValueError(f"subscriber name longer than {MAX_NAME_LEN} characters")
+    check_subscriber(spec.subscriber)
     return sub, spec.delivery == pb.AFFECTED, spec.snapshot, spec.subscriber
 
 
@@ -212,7 +221,21 @@ def encode_columns(sides: np.ndarray, ids: np.ndarray, keys: np.ndarray, values:
 
 
 def check_time_option(name: str, x: int) -> int:
-    """Topic lateness/retention: an int64 >= 0."""
-    if not 0 <= x <= INT64_MAX:
-        raise ValueError(f"{name} must be >= 0, got {x}")
+    """Topic lateness/retention: an integer in [0, 2^61] (``MAX_TIME``)."""
+    if not 0 <= x <= MAX_TIME:
+        raise ValueError(f"{name} must be >= 0 and <= 2^61, got {x}")
     return x
+
+
+def check_event_time(t: int) -> int:
+    """An event time the engine can compute with: |t| <= 2^61 (``MAX_TIME``)."""
+    if not -MAX_TIME <= t <= MAX_TIME:
+        raise ValueError(f"event time {t} is outside the supported range [-2^61, 2^61]")
+    return t
+
+
+def check_subscriber(name: str) -> str:
+    """A subscriber name: at most ``MAX_NAME_LEN`` characters (Subscribe and Listen alike)."""
+    if len(name) > MAX_NAME_LEN:
+        raise ValueError(f"subscriber name longer than {MAX_NAME_LEN} characters ({len(name)})")
+    return name

@@ -1,10 +1,25 @@
 """Errors of the server's domain layer, each naming the gRPC status code it maps to.
 
 The domain modules raise these without importing grpc; ``server/service.py`` turns ``code`` into
-``grpc.StatusCode[code]`` and the message into the status details.
+``grpc.StatusCode[code]`` and the message into the status details. Every message is cut to
+``MAX_MESSAGE_BYTES`` of UTF-8 (``clip``): a status message travels in a gRPC header, and one that
+echoed a 20,000-character name in full was replaced by the transport with RESOURCE_EXHAUSTED
+"Stream removed". Which RPC answers which status: ``server/ERRORS.md``.
 """
 
 from __future__ import annotations
+
+MAX_MESSAGE_BYTES = 1024
+ELLIPSIS = "…"
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8, ending in an ellipsis when cut."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    keep = limit - len(ELLIPSIS.encode())
+    return raw[:keep].decode("utf-8", "ignore") + ELLIPSIS
 
 
 class ServiceError(Exception):
@@ -13,6 +28,7 @@ class ServiceError(Exception):
     code = "INTERNAL"
 
     def __init__(self, message: str) -> None:
+        message = clip(message)
         super().__init__(message)
         self.message = message
 
@@ -39,6 +55,12 @@ class Unimplemented(ServiceError):
 
 class Unavailable(ServiceError):
     code = "UNAVAILABLE"
+
+
+class OutOfRange(ServiceError):
+    """A cursor or position beyond what exists (a Listen cursor past the topic's sequence)."""
+
+    code = "OUT_OF_RANGE"
 
 
 class Unauthenticated(ServiceError):

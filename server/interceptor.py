@@ -4,7 +4,9 @@ For every RPC but standard health checking it (1) authenticates the ``authorizat
 metadata when the server has an auth file — a missing, malformed or unknown token is answered
 UNAUTHENTICATED before the request is even parsed, counted in ``hotjoin_auth_failures_total``
 and audited — and (2) wraps the method handler so that each request message's size *as received*
-is checked against the caller's ``message_bytes`` quota before it is parsed, and the servicer sees
+is checked against the caller's ``message_bytes`` quota before it is parsed (a body that does not
+parse is answered INVALID_ARGUMENT with the parser's reason, not gRPC's INTERNAL "Exception
+deserializing request!"), and the servicer sees
 a context carrying the caller's ``Session`` (``session_of``). Authorization needs the request's
 topic, so it happens in the servicers (``server/service.py``).
 """
@@ -18,7 +20,7 @@ import grpc
 
 from hotjoin.server import audit, metrics
 from hotjoin.server.auth import ANONYMOUS, Authenticator, AuthFailure, Session
-from hotjoin.server.errors import ResourceExhausted
+from hotjoin.server.errors import InvalidArgument, ResourceExhausted
 from hotjoin.server.quotas import Quotas
 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
@@ -69,13 +71,22 @@ def _same_kind(handler: grpc.RpcMethodHandler, behavior: Callable[..., Any],
 _UNREAD = object()  # stands for a request that is refused unread (None means "parse failed")
 
 
+class _Undecodable:
+    """Stands for a request body that did not parse; ``reason`` says why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 def _discard(_data: bytes) -> object:
     return _UNREAD
 
 
 class GuardInterceptor(grpc.ServerInterceptor):
     """Authentication (when ``authenticator`` is set) and message-size quotas for every RPC but
-    health checking."""
+    health checking; request bodies that do not parse answer INVALID_ARGUMENT for every RPC."""
 
     def __init__(self, authenticator: Authenticator | None, quotas: Quotas) -> None:
         self.authenticator = authenticator
@@ -85,8 +96,10 @@ class GuardInterceptor(grpc.ServerInterceptor):
                           handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(HEALTH_PREFIX):
+        if handler is None:
             return handler
+        if method.startswith(HEALTH_PREFIX):  # open to all, no quotas; bad bodies still answered
+            return self._wrap(handler, _UNRESTRICTED, quotas=False)
         if self.authenticator is None:
             session = _UNRESTRICTED
         else:
@@ -98,19 +111,29 @@ class GuardInterceptor(grpc.ServerInterceptor):
             session = Session(principal, self.authenticator, digest)
         return self._wrap(handler, session)
 
-    def _wrap(self, handler: grpc.RpcMethodHandler, session: Session) -> grpc.RpcMethodHandler:
-        quotas, principal = self.quotas, session.principal
-        limit = quotas.message_limit(principal)
+    def _wrap(self, handler: grpc.RpcMethodHandler, session: Session,
+              quotas: bool = True) -> grpc.RpcMethodHandler:
+        principal = session.principal
+        limit = self.quotas.message_limit(principal) if quotas else 0
+        quotas_ = self.quotas
         parse = handler.request_deserializer or (lambda b: b)
 
         def measured(data: bytes) -> tuple[int, Any]:
             n = len(data)
-            return n, (_UNREAD if limit and n > limit else parse(data))
+            if limit and n > limit:
+                return n, _UNREAD
+            try:
+                return n, parse(data)
+            except Exception as e:  # noqa: BLE001 - DecodeError and friends: the body is bad
+                return n, _Undecodable(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
 
         def checked(pair: tuple[int, Any]) -> Any:
             n, req = pair
             if limit and n > limit:
-                quotas.check_message(principal, n)  # raises ResourceExhausted, counted
+                quotas_.check_message(principal, n)  # raises ResourceExhausted, counted
+            if isinstance(req, _Undecodable):
+                raise InvalidArgument(f"request body of {n} bytes is not a valid protobuf message "
+                                      f"of this RPC ({req.reason})")
             return req
 
         if handler.request_streaming:
@@ -125,8 +148,8 @@ class GuardInterceptor(grpc.ServerInterceptor):
         def unary(pair: tuple[int, Any], context: grpc.ServicerContext) -> Any:
             try:
                 req = checked(pair)
-            except ResourceExhausted as e:
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, e.message)
+            except (ResourceExhausted, InvalidArgument) as e:
+                context.abort(grpc.StatusCode[e.code], e.message)
             return inner(req, SessionContext(context, session))
 
         return _same_kind(handler, unary, measured)

@@ -20,7 +20,8 @@ from typing import Any
 
 from hotjoin.matcher import Engine
 from hotjoin.server import metrics
-from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound
+from hotjoin.server.convert import check_time_option
+from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound, clip
 from hotjoin.server.log import _fsync_dir
 from hotjoin.server.topic import (
     CHECKPOINT_MIN_OPS,
@@ -31,16 +32,16 @@ from hotjoin.server.topic import (
     Topic,
 )
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # matched with fullmatch: "$" would allow "x\n"
 KINDS = ("select", "band", "window")
 
 
 def check_topic_name(name: str) -> str:
     if not name:
         raise InvalidArgument("topic name is required")
-    if not _NAME.match(name) or name in (".", ".."):
+    if not _NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidArgument(
-            f"invalid topic name {name!r}: use 1-128 characters of letters, digits, '.', '_', '-'"
+            f"invalid topic name {clip(repr(name), 200)}: use 1-128 characters of letters, digits, '.', '_', '-'"
         )
     return name
 
@@ -117,10 +118,12 @@ class TopicRegistry:
             raise InvalidArgument(f"delivery_retention_bytes must be >= 0 (0: memory only), got {delivery_retention_bytes}")
         if delivery_retention_ms is not None and delivery_retention_ms < -1:
             raise InvalidArgument(f"delivery_retention_ms must be >= 0 or -1 (no limit), got {delivery_retention_ms}")
-        if lateness < 0:
-            raise InvalidArgument(f"lateness must be >= 0, got {lateness}")
-        if retention is not None and retention < 0:
-            raise InvalidArgument(f"retention must be >= 0, got {retention}")
+        try:
+            check_time_option("lateness", lateness)
+            if retention is not None:
+                check_time_option("retention", retention)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from None
         for kind in strategy:
             if kind not in KINDS:
                 raise InvalidArgument(f"unknown subscription kind {kind!r} in strategy; kinds are {', '.join(KINDS)}")

@@ -28,9 +28,9 @@ from hotjoin.proto import hotjoin_pb2_grpc as rpc
 from hotjoin.server import audit, metrics
 from hotjoin.server.auth import AuthFailure, Principal
 from hotjoin.server.batch_apply import EventStatus as BatchStatus
-from hotjoin.server.convert import SIDE_TO_PB, EventBatch, decode_columns
+from hotjoin.server.convert import SIDE_TO_PB, EventBatch, check_subscriber, decode_columns
 from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
-from hotjoin.server.errors import InvalidArgument, PermissionDenied, ServiceError
+from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import TopicRegistry
@@ -522,6 +522,7 @@ class ListenService(rpc.ListenServiceServicer):
         topic = self.registry.get(request.topic)
         admin = p.is_admin(topic.name)
         cursors = {c.subscription_id: c.after_seq for c in request.cursors}
+        check_listen(request, topic.info()["seq"])
         with self.quotas.hold(p, "listeners"):
             lis = topic.listen(
                 request.subscriber, list(request.subscription_ids), cursors,
@@ -574,6 +575,23 @@ class ListenService(rpc.ListenServiceServicer):
             if at is not None:
                 c.committed_seq, c.lag = at, max(seq - at, 0)
         return out
+
+
+def check_listen(request: pb.ListenRequest, seq: int) -> None:
+    """Refuse a Listen whose subscriber name is too long (as Subscribe does) or whose cursor lies
+    beyond the topic's sequence ``seq``: OUT_OF_RANGE, since such a cursor would silently skip the
+    matches of the operations up to it (server/ERRORS.md)."""
+    try:
+        check_subscriber(request.subscriber)
+    except ValueError as e:
+        raise InvalidArgument(str(e)) from None
+    if request.default_after_seq > seq:
+        raise OutOfRange(f"default_after_seq {request.default_after_seq} is beyond the topic's "
+                         f"sequence {seq}")
+    for c in request.cursors:
+        if c.after_seq > seq:
+            raise OutOfRange(f"cursor after_seq {c.after_seq} of subscription {c.subscription_id} "
+                             f"is beyond the topic's sequence {seq}")
 
 
 class StatsService(rpc.StatsServiceServicer):

@@ -60,6 +60,7 @@ from hotjoin.server.convert import (
     MAX_PAYLOAD,
     EventBatch,
     SubMeta,
+    check_event_time,
     decode_columns,
     decode_event,
     decode_id,
@@ -221,6 +222,7 @@ class Topic:
         self._n_pairs = 0
         self._next_sid = 0
         self._closed = False
+        self._deleted = False
         self._log: OpLog | None = None
         self._sync = sync
         self.compact_min_bytes = compact_min_bytes
@@ -333,8 +335,8 @@ class Topic:
                     if len(payload) > MAX_PAYLOAD:
                         raise ValueError(f"payload larger than {MAX_PAYLOAD} bytes")
                     # the model validates key, value (finite) and time, with the same messages
-                    ev = Event(side, eid, e.key, e.value, e.time if e.HasField("time") else now_ms,
-                               payload)
+                    ev = Event(side, eid, e.key, e.value,
+                               check_event_time(e.time) if e.HasField("time") else now_ms, payload)
                 except KeyError:
                     statuses.append(Status("invalid", e.id, 0, "side must be R or S"))
                     continue
@@ -556,12 +558,15 @@ class Topic:
                 run = [d[0] for d in decoded[start:end]]
                 try:
                     ids.extend(engine.subscribe_many(run, snapshot=snap))
-                except (BatchError, NotImplementedError, ValueError) as x:
+                except Exception as x:  # noqa: BLE001 - any failed index build: roll back
                     error = x
                     n_applied = engine.seq - seq0 - len(ids)
                     first = self._next_sid + len(ids)
                     ids.extend(range(first, first + n_applied))
                 start = end
+            if error is not None and ids and hasattr(engine, "undo_subscribe"):
+                engine.undo_subscribe(np.array(ids, dtype=np.int64), seq0)  # all or nothing
+                ids = []
             if engine.seq - seq0 != len(ids):
                 self._closed = True
                 raise Unavailable("engine sequence diverged from the topic's log; topic closed")
@@ -600,6 +605,10 @@ class Topic:
             applied = f" ({len(ids)} subscriptions before it were registered)" if ids else ""
             if isinstance(cause, NotImplementedError):
                 raise Unimplemented(f"the engine does not support this subscription yet: {cause}{applied}")
+            if not isinstance(cause, (BatchError, ValueError)):  # an engine defect, not bad input
+                log.error("topic %r: subscribe failed and was rolled back: %r", self.name, cause)
+                raise FailedPrecondition(f"the engine could not index this subscription ({cause!r}); "
+                                         "nothing was registered")
             raise InvalidArgument(f"{cause}{applied}")
         return out
 
@@ -820,12 +829,23 @@ class Topic:
             self._release()
         with self._lock:
             self._closed = True
+            self._deleted = deleted
             if deleted:
                 self.hub.close("NOT_FOUND", f"topic {self.name!r} was deleted")
             else:
                 self.hub.close("UNAVAILABLE", "the server is shutting down")
             if self._log is not None:
-                self._log.close()
+                # every frame written is made durable first, so the batches whose commit is
+                # waiting are acknowledged; the close holds sync_lock so that no sync runs on a
+                # closed descriptor (the fdatasync traceback of issue 16). The match log's records
+                # precede their frames, so it is synced first.
+                if self.match_log is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        self.match_log.sync_upto(self.match_log.written)
+                with contextlib.suppress(OSError, ValueError):
+                    self._log.sync_upto(self._log.written)
+                with self._log.sync_lock:
+                    self._log.close()
             if self.match_log is not None:
                 self.match_log.close()
             self.cursors.close()
@@ -834,7 +854,10 @@ class Topic:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise NotFound(f"topic {self.name!r} is closed or was deleted")
+            if not self._deleted:  # shutting down or a failed log: retryable elsewhere/later
+                raise Unavailable(f"topic {self.name!r} is not available: the server is shutting "
+                                  "down or its log failed")
+            raise NotFound(f"topic {self.name!r} was deleted")
 
     def _append(self, ops: list[pb.LogOp], action: Callable[[], None] | None = None,
                 n_ops: int | None = None) -> int:
@@ -882,7 +905,11 @@ class Topic:
                  "owners": self._owners}
         seq, offset = self.engine.seq, self._log.size
         try:
-            payload = checkpoint.dumps(state)
+            # the large dicts and lists of immutable items (subscriptions, metadata, id maps) are
+            # copied here and pickled by the writer thread; only the rest is pickled under the
+            # lock (server/checkpoint.py)
+            external, side = checkpoint.detach(state)
+            main = checkpoint.dumps(state, external=external)
         except Exception:
             log.exception("topic %r: cannot pickle the state; checkpoints disabled", self.name)
             self._checkpoints = False
@@ -895,11 +922,12 @@ class Topic:
 
         def write() -> None:
             try:
+                payload = checkpoint.split_payload(main, side)
                 checkpoint.write(directory, payload, seq, offset, path)
                 self.checkpoints += 1
                 metrics.CHECKPOINTS.labels(self.name).inc()
                 metrics.CHECKPOINT_DURATION.labels(self.name).observe(time.perf_counter() - t0)
-                log.info("topic %r: checkpoint at seq %d (%d MiB): pickled in %.1fs under the lock, "
+                log.info("topic %r: checkpoint at seq %d (%d MiB): pickled in %.3fs under the lock, "
                          "written in %.1fs", self.name, seq, len(payload) >> 20, pickled,
                          time.perf_counter() - t0 - pickled)
             except Exception:
@@ -977,7 +1005,10 @@ class Topic:
                 if ml is not None:
                     ml.sync_upto(ml.written)
                 log_.sync_upto(token)
-            except OSError as x:
+            except (OSError, ValueError) as x:
+                if self._closed:
+                    raise Unavailable(f"topic {self.name!r}: the server is shutting down; the "
+                                      "batch may or may not be durable (a retry is safe)") from None
                 self._closed = True
                 raise Unavailable(f"topic {self.name!r}: log sync failed ({x}); topic closed") from x
             self._m_sync.observe(time.perf_counter() - t0)

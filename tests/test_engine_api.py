@@ -189,3 +189,33 @@ def test_restore_reproduces_state_with_original_sequence_numbers() -> None:
     assert Counter(restored.delete("S", "x19")) == Counter(live.delete("S", "x19"))
     assert restored.subscribe(BandJoin(b=Range(0, 0))) == live.subscribe(BandJoin(b=Range(0, 0)))
     assert keep in dict(restored.subscriptions())
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["subscribe", "subscribe_many"])
+def test_failed_index_build_is_rolled_back(many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subscribe whose index build raises midway (issue 16: a histogram rebuild failed on some
+    data) leaves nothing behind: same state, same next id, and the engine keeps matching exactly
+    like one that never saw the request."""
+    e, ref = _loaded({"band": "BJ-SSI"}), _loaded({"band": "BJ-SSI"})
+    before = _state(e)
+    name = "add_many" if many else "add"
+    real = getattr(e.band, name)
+
+    def half_then_fail(q: object) -> None:
+        real(q)  # the index took the subscription(s), then failed
+        raise ValueError("index build failed")
+
+    monkeypatch.setattr(e.band, name, half_then_fail)
+    subs = [BandJoin(b=Range(-5, 5)), BandJoin(b=Range(0, 1))]
+    with pytest.raises(ValueError, match="index build failed"):
+        e.subscribe_many(subs) if many else e.subscribe(subs[0])
+    monkeypatch.undo()
+    assert _state(e) == before
+    assert e.subscribe(BandJoin(b=Range(-2, 2))) == ref.subscribe(BandJoin(b=Range(-2, 2)))
+    for i in range(4):
+        ev = Event("R", f"r{i}", float(i), 1.0, 20 + i)
+        assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+    e.unsubscribe(0)
+    ref.unsubscribe(0)
+    assert _state(e) == _state(ref)
+    e.check_invariants()

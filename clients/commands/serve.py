@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,10 @@ def register(sub: Any) -> None:
     w.add_argument("--ray-address", default=None,
                    help="with --workers: an existing Ray cluster ('auto', or HOST:PORT); default: "
                         "start a local Ray instance")
+    p.add_argument("--shutdown-timeout", type=float, default=10.0,
+                   help="on SIGTERM/SIGINT: stop accepting work, let in-flight batches finish or "
+                        "answer UNAVAILABLE, end listeners, and exit within this many seconds "
+                        "(default 10; server/ERRORS.md)")
     s = p.add_argument_group("security (server/SECURITY.md)")
     s.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate chain (PEM)")
     s.add_argument("--tls-key", type=Path, help="the private key of --tls-cert (PEM)")
@@ -188,8 +194,24 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
                        code=1) from None
     print(f"hotjoin serving on {srv.target} (data {args.data_dir}, metrics port {srv.metrics_port})",
           flush=True)
+    stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: srv.stop(1.0))
+        signal.signal(sig, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, lambda *_: srv.reload_auth())
-    srv.wait()
+    while not stop.wait(0.5):
+        pass
+    return _shut_down(srv, max(0.0, float(args.shutdown_timeout)))
+
+
+def _shut_down(srv: Any, timeout: float) -> int:
+    """Stop ``srv`` (server/app.py ``stop``) within ``timeout`` seconds; past it, exit anyway
+    (acknowledged batches are durable, so a hard exit loses nothing acknowledged)."""
+    t = threading.Thread(target=srv.stop, args=(timeout * 0.8,), name="hotjoin-shutdown", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        logging.getLogger("hotjoin.server").error(
+            "shutdown did not finish within %.1fs; exiting anyway", timeout)
+        logging.shutdown()
+        os._exit(1)
     return 0
