@@ -31,9 +31,6 @@ MAX_PAYLOAD = 1 << 20
 # every time option is at most 2^61 in magnitude, so sums such as ``time + w``, ``r.time - s.time``
 # and ``max_time - lateness - retention`` stay within ±2^63.
 MAX_TIME = 1 << 61
-# Range bounds at most 1e300 in magnitude: a range's width (hi - lo) must stay finite for the
-# partitions and histograms that split it (a width of inf hung the band index).
-MAX_BOUND = 1e300
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +94,6 @@ def decode_range(name: str, parent: object, field: str) -> Range:
     r = getattr(parent, field)
     lo = r.lo if r.HasField("lo") else None
     hi = r.hi if r.HasField("hi") else None
-    for b in (lo, hi):
-        if b is not None and math.isfinite(b) and abs(b) > MAX_BOUND:
-            raise ValueError(f"range {name}: bound {b!r} is beyond ±{MAX_BOUND:g} (leave it unset "
-                             "for an unbounded side)")
     try:
         return Range(lo, hi)
     except ValueError as e:

@@ -102,7 +102,12 @@ def _open_end(hi: float, resolution: float) -> float:
 
 
 def _open_ends(hi: np.ndarray, resolution: float) -> np.ndarray:
-    return hi + resolution if resolution > 0 else np.nextafter(hi, _INF)
+    """The open right ends ``hi + resolution`` (integral data), never below the next double: at
+    magnitudes near 1e308 adding the resolution changes nothing, and a point interval would
+    vanish (an empty stabbing group)."""
+    with np.errstate(over="ignore"):  # the largest double's open end is inf
+        nxt = np.nextafter(hi, _INF)
+        return np.maximum(hi + resolution, nxt) if resolution > 0 else nxt
 
 
 class IntervalHistogram(Protocol):
@@ -407,12 +412,20 @@ def _data_domain(lo: np.ndarray, hi: np.ndarray, resolution: float = 0.0,
     if extra is not None:
         parts.append(extra[np.isfinite(extra)])
     allv = np.concatenate(parts)
+    allv = allv[np.isfinite(allv)]
     if allv.shape[0] == 0:
         return 0.0, 1.0
-    d0, d1 = float(allv.min()), float(allv.max())
+    # clamped so that the span and a bucket width stay finite (estimates beyond the clamp fall
+    # in the outer buckets; the histogram only feeds cost estimates, never results)
+    d0 = min(max(float(allv.min()), -_DOMAIN_MAX), _DOMAIN_MAX)
+    d1 = min(max(float(allv.max()), -_DOMAIN_MAX), _DOMAIN_MAX)
     if not d1 > d0:
-        d0, d1 = d0 - 0.5, d0 + 0.5
+        half = max(0.5, abs(d0) * 2.0**-20)
+        d0, d1 = d0 - half, d0 + half
     return d0, d1
+
+
+_DOMAIN_MAX = 4e307
 
 
 # ---- HIST-SSI: the numba pieces ----------------------------------------------------------------
@@ -1054,8 +1067,10 @@ def _region_edges(bp: np.ndarray) -> np.ndarray:
     infinite end becomes the finite one ∓ ``vw``, the outside regions get width ``vw``."""
     e = bp.astype(np.float64).copy()
     fin = e[np.isfinite(e)]
-    span = float(fin[-1] - fin[0]) if fin.shape[0] >= 2 else 0.0
-    vw = span / max(fin.shape[0] - 1, 1) if span > 0 else 1.0
+    # halves first: the span of edges near ±1.8e308 overflows; vw is capped so that the outer
+    # edges stay finite (clipped below) for any finite data
+    span = 2.0 * (float(fin[-1]) / 2 - float(fin[0]) / 2) if fin.shape[0] >= 2 else 0.0
+    vw = min(span / max(fin.shape[0] - 1, 1), 1e306) if span > 0 else 1.0
     if fin.shape[0] == 0:
         e = np.array([-0.5, 0.5]) if e.shape[0] == 2 else np.array([0.0, 1.0])
     else:
@@ -1063,7 +1078,9 @@ def _region_edges(bp: np.ndarray) -> np.ndarray:
             e[0] = e[1] - vw
         if e[-1] == _INF:
             e[-1] = e[-2] + vw
-    return np.concatenate([[e[0] - vw], e, [e[-1] + vw]])
+    fmax = float(np.finfo(np.float64).max)
+    with np.errstate(over="ignore"):
+        return np.clip(np.concatenate([[e[0] - vw], e, [e[-1] + vw]]), -fmax, fmax)
 
 
 # ---- choosing between the two ------------------------------------------------------------------

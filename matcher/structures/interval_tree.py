@@ -29,8 +29,16 @@ from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 
 def _mid(lo: float, hi: float) -> float:
+    """A centre inside ``[lo, hi]``: the midpoint, computed without overflow for bounds near
+    ±1.8e308 (``hi - lo`` is inf there, and a centre of inf would send every insert left
+    forever); a finite bound when the other is infinite; 0 for ``(-inf, inf)``.
+
+    >>> _mid(-1e308, 1e308), _mid(2.0, 4.0), _mid(-math.inf, 3.0)
+    (0.0, 3.0, 3.0)
+    """
     if math.isfinite(lo) and math.isfinite(hi):
-        return lo + (hi - lo) / 2
+        m = lo + (hi - lo) / 2
+        return m if math.isfinite(m) else lo / 2 + hi / 2
     if math.isfinite(lo):
         return lo
     if math.isfinite(hi):
