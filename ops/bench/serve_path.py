@@ -3,9 +3,8 @@
 In-process, no gRPC: a ``Topic`` with a log (``fdatasync`` on) on the select-join workload of
 ``bench serve`` (``clients.loadgen``, AFFECTED delivery), then batches of R tuples through
 ``Topic.publish_columns``. Reported per event: decoding the request (``decode_columns``), the
-engine call (``apply_publish_batch``: ``Engine.publish_batch`` when present, else the per-event
-fallback), and the rest of the server path (checks, log frame + sync, delivery chunk, metrics,
-outcome), which is what remains once the engine's batch path is compiled. Reference in the same
+engine call (``apply_publish_batch``, i.e. ``Engine.publish_batch``), and the rest of the server
+path (checks, log frame + sync, delivery chunk, metrics, outcome). Reference in the same
 run: the engine alone, one ``publish_affected`` per event on an identically built engine (what a
 user of the engine would call), over the same events.
 """

@@ -1,4 +1,4 @@
-"""``server/batch_apply.py``: the one adapter between the server and the engine's batch API."""
+"""``server/batch_apply.py``: the server's call into ``publish_batch`` gives the one-at-a-time results."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _cols() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @pytest.mark.parametrize("output", ["affected", "pairs", "none"])
-def test_fallback_equals_one_at_a_time(output: str) -> None:
+def test_batch_equals_one_at_a_time(output: str) -> None:
     factory = engine_factory()
     batch, ref = factory(lateness=2), factory(lateness=2)
     for e in (batch, ref):
@@ -63,7 +63,7 @@ def test_fallback_equals_one_at_a_time(output: str) -> None:
         assert got == sorted((i, q, c) for (i, q), c in want.items()) and got
 
 
-def test_engine_batch_api_is_used_when_present() -> None:
+def test_forwards_to_the_engines_publish_batch() -> None:
     calls: list[tuple[Any, ...]] = []
 
     class WithBatch:
@@ -78,7 +78,7 @@ def test_engine_batch_api_is_used_when_present() -> None:
 def test_length_mismatch_raises_before_anything_changes() -> None:
     e = engine_factory()(lateness=0)
     sides, ids, keys, values, times = _cols()
-    with pytest.raises(ValueError, match="keys has 5 entries"):
+    with pytest.raises(ValueError, match="different lengths.*keys=5"):
         apply_publish_batch(e, sides, ids, keys[:5], values, times, None, "affected")
     with pytest.raises(ValueError, match="output must be"):
         apply_publish_batch(e, sides, ids, keys, values, times, None, "all")
