@@ -452,20 +452,43 @@ def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, 
     return str(path)
 
 
+def numpy_reference(cfg: ServeBenchConfig, n_subs: int, events: int = 2_000) -> dict[str, Any]:
+    """SPEC §6's same-run reference: what a user would write instead of the server, a NumPy brute
+    force (join by key, then mask every subscription) over the same kind of load-test workload,
+    in process, matching only (no ordering, durability or delivery): events/s on ``events`` R
+    tuples (``hotjoin.ops.bench.batch``'s reference, which its bench checks against the engine)."""
+    from hotjoin.ops.bench.batch import BatchBenchConfig, numpy_runner, workload
+
+    bc = BatchBenchConfig(subscriptions=n_subs, stored=cfg.stored, events=events, batch=events,
+                          affected=cfg.affected, kinds=(cfg.kind,), lateness=max(cfg.lateness, 1),
+                          seed=cfg.seed)
+    load = workload(bc, cfg.kind)
+    run_batches, counts, _done, per_batch = numpy_runner(load, cfg.kind, bc)
+    t0 = time.perf_counter()
+    n = run_batches(0, 1)
+    el = time.perf_counter() - t0
+    return {"subscriptions": n_subs, "kind": cfg.kind, "contender": "numpy_reference",
+            "events": n, "throughput_events_per_s": round(n / el, 1) if el > 0 else None,
+            "affected_per_event": round(counts[0] / max(n, 1), 2)}
+
+
 def run(cfg: ServeBenchConfig, json_path: str | None = None, plot_dir: str | None = None) -> dict[str, Any]:
     """Every subscription count of ``cfg``; returns ``{"config", "machine", "records"}``."""
     work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-serve-"))
     records = []
+    references = []
     try:
         for n in cfg.subscriptions:
             for wire in cfg.wire:
                 rec = run_one(cfg, n, work, Path(plot_dir) if plot_dir else None, wire)
                 records.append(rec)
                 _progress(json.dumps(rec))
+            references.append(numpy_reference(cfg, n))
+            _progress(json.dumps(references[-1]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = {"config": asdict(cfg), "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-           "records": records}
+           "records": records, "references": references}
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(out, indent=1))

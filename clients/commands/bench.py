@@ -223,6 +223,10 @@ def _run_serve(args: argparse.Namespace) -> int:
               f"RSS {r['server_rss_mib']} MiB"
               + (f", {r['pairs_delivered_per_s']:.0f} pairs/s delivered" if r.get("pairs_delivered") else "")
               + (f", restart {r['restart_s']}s" if "restart_s" in r else ""))
+    for r in res.get("references", ()):
+        print(f"n={r['subscriptions']:<7} {r['kind']} NumPy brute force in process (matching only, "
+              f"same run): {r['throughput_events_per_s']:.0f} events/s "
+              f"({r['affected_per_event']} affected/event)")
     sys.stdout.flush()
     return 0
 

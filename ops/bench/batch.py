@@ -147,7 +147,9 @@ NUMPY_SHARE = {"select": 1.0, "window": 1.0, "band": 0.02}
 per subscription costs ~25 ms per event at 100,000 bands, so it times the first 2 %)."""
 
 
-def _numpy_runner(load: _Load, kind: str, c: BatchBenchConfig) -> Any:
+def numpy_runner(load: _Load, kind: str, c: BatchBenchConfig) -> Any:
+    """The NumPy brute force a user would write (join by key, then mask every subscription):
+    ``(run(lo, hi), [affected rows, pairs], processed event indexes, events per batch)``."""
     sk, sv, st = load.s
     order = np.argsort(sk, kind="stable")
     skeys, svals, stimes = sk[order], sv[order], st[order]
@@ -227,7 +229,7 @@ def point(c: BatchBenchConfig, kind: str) -> dict[str, Any]:
 
     rows_of = np.zeros(c.events, dtype=np.int64)   # per event, from the batch path's output
     pairs_of = np.zeros(c.events, dtype=np.int64)
-    numpy_run, numpy_counts, numpy_done, per_batch = _numpy_runner(load, kind, c)
+    numpy_run, numpy_counts, numpy_done, per_batch = numpy_runner(load, kind, c)
     # the whole stream for every contender (no time budget), so the work counters are comparable
     timed = interleaved({"one_at_a_time": one_at_a_time, "publish_batch": batched,
                          "numpy_reference": numpy_run}, c.events // c.batch, float("inf"),
