@@ -247,11 +247,10 @@ class SkylineIndex:
         against the current version of the points. O(1)."""
         return not st.stale and st.version == self.version
 
-    _fresh = is_fresh
 
     def _on_insert(self, key: float, value: float, time: int, slot: int) -> None:
         st = self.keys.get(key)
-        if st is None or not self._fresh(st) or time < st.omega:
+        if st is None or not self.is_fresh(st) or time < st.omega:
             return
         if st.n + 1 > st.c.shape[0]:
             cap = 2 * st.n + 4
@@ -284,7 +283,7 @@ class SkylineIndex:
         st = self.keys.get(key)
         if st is None:
             st = self.keys[key] = _KeySky()
-        if not self._fresh(st) or omega < st.omega:
+        if not self.is_fresh(st) or omega < st.omega:
             pool = ix.by_value
             c, t, s, f = skyline_pass(pool.keys, pool.ids, self.table.times, int(pool.start[g]),
                                       int(pool.size[g]), self.points, omega, False, 0, 0)
