@@ -15,22 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from engine_harness import engine_factory, harness_settings, programs, run_program
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hotjoin.matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.router.cost_model import BUILTIN_COEF, FEATURES, CostProfile, load_profile
 from hotjoin.matcher.router.dynamic import DEFAULT_MEMBERS
-
-try:
-    from tests.engine_harness import engine_factory, harness_settings, programs, run_program
-except ImportError:  # pragma: no cover
-    from engine_harness import (  # type: ignore[no-redef]
-        engine_factory,
-        harness_settings,
-        programs,
-        run_program,
-    )
 
 ALL_MEMBERS = {"select": DEFAULT_MEMBERS["select"] + ("SJ-SSI",), "band": DEFAULT_MEMBERS["band"],
                "window": DEFAULT_MEMBERS["window"]}

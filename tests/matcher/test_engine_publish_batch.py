@@ -16,6 +16,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from engine_harness import (
+    BAND_STRATEGY_NAMES,
+    SELECT_STRATEGY_NAMES,
+    TIME_SETTINGS,
+    WINDOW_STRATEGY_NAMES,
+    harness_settings,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,23 +39,6 @@ from hotjoin.matcher import (
     WindowJoin,
 )
 from hotjoin.matcher.oracle import OracleEngine
-
-try:  # the harness is a sibling module; ``tests`` may or may not be a package
-    from tests.engine_harness import (
-        BAND_STRATEGY_NAMES,
-        SELECT_STRATEGY_NAMES,
-        TIME_SETTINGS,
-        WINDOW_STRATEGY_NAMES,
-        harness_settings,
-    )
-except ImportError:  # pragma: no cover - depends on how pytest put tests/ on sys.path
-    from engine_harness import (  # type: ignore[no-redef]
-        BAND_STRATEGY_NAMES,
-        SELECT_STRATEGY_NAMES,
-        TIME_SETTINGS,
-        WINDOW_STRATEGY_NAMES,
-        harness_settings,
-    )
 
 OK, LATE, DUP, INVALID, NOT_FOUND = (int(s) for s in EventStatus)
 IDS = ("a", "b", "c", "d", "e")

@@ -14,42 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from engine_harness import (
+    BAND_KEYS,
+    BAND_STRATEGY_NAMES,
+    IEEE_BOUNDS,
+    IEEE_KEYS,
+    EngineFactory,
+    Lockstep,
+    engine_factory,
+    harness_settings,
+    multiset,
+    programs,
+    run_program,
+    subscriptions,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hotjoin.matcher.errors import DuplicateEventError, LateEventError, UnknownEventError
 from hotjoin.matcher.model import BandJoin, Delivery, Event, Range
-
-try:  # the harness is a sibling module; ``tests`` may or may not be a package
-    from tests.engine_harness import (
-        BAND_KEYS,
-        BAND_STRATEGY_NAMES,
-        IEEE_BOUNDS,
-        IEEE_KEYS,
-        EngineFactory,
-        Lockstep,
-        engine_factory,
-        harness_settings,
-        multiset,
-        programs,
-        run_program,
-        subscriptions,
-    )
-except ImportError:  # pragma: no cover - depends on how pytest put tests/ on sys.path
-    from engine_harness import (  # type: ignore[no-redef]
-        BAND_KEYS,
-        BAND_STRATEGY_NAMES,
-        IEEE_BOUNDS,
-        IEEE_KEYS,
-        EngineFactory,
-        Lockstep,
-        engine_factory,
-        harness_settings,
-        multiset,
-        programs,
-        run_program,
-        subscriptions,
-    )
 
 HOTSPOT_OPTIONS = {"alpha": 0.2, "epsilon": 1.0}
 

@@ -12,33 +12,20 @@ import importlib.util
 from typing import Any
 
 import pytest
+from engine_harness import (
+    WINDOW_STRATEGY_NAMES,
+    EngineFactory,
+    Lockstep,
+    engine_factory,
+    harness_settings,
+    multiset,
+    programs,
+    run_program,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hotjoin.matcher.model import Delivery, Event, Range, WindowJoin
-
-try:
-    from tests.engine_harness import (
-        WINDOW_STRATEGY_NAMES,
-        EngineFactory,
-        Lockstep,
-        engine_factory,
-        harness_settings,
-        multiset,
-        programs,
-        run_program,
-    )
-except ImportError:  # pragma: no cover
-    from engine_harness import (  # type: ignore[no-redef]
-        WINDOW_STRATEGY_NAMES,
-        EngineFactory,
-        Lockstep,
-        engine_factory,
-        harness_settings,
-        multiset,
-        programs,
-        run_program,
-    )
 
 HAS_HOTSPOT = importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None
 _needs_hotspot = pytest.mark.skipif(not HAS_HOTSPOT, reason="matcher.hotspot not landed yet")

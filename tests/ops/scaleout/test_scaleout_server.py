@@ -24,7 +24,7 @@ from prometheus_client import generate_latest
 
 ray = pytest.importorskip("ray")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "server"))
 
 from test_server_e2e import run_workload  # noqa: E402
 
@@ -34,7 +34,7 @@ from hotjoin.proto import hotjoin_pb2 as pb  # noqa: E402
 from hotjoin.server import metrics  # noqa: E402
 from hotjoin.server.app import HotjoinServer  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLI = "import sys; from hotjoin.clients.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
