@@ -597,3 +597,32 @@ def run_program(
         ls.compare_results = "all"
         ls.check_state("end of program (all results)")
     return ls
+
+
+# ---- helpers shared by the per-kind property tests ----------------------------------------------
+
+
+def strategy_factory_fixture(configs: Sequence[Any]) -> Any:
+    """A module-scoped ``factory`` fixture over ``configs`` (``(strategy, options)`` params)."""
+
+    @pytest.fixture(scope="module", params=configs)
+    def factory(request: pytest.FixtureRequest) -> EngineFactory:
+        strategy, options = request.param
+        return engine_factory(strategy, options)
+
+    return factory
+
+
+def ev(side: str, id: str, key: float, value: float = 0.0, time: int = 0) -> Event:
+    """An event, spelled short for hand-written cases."""
+    return Event(side, id, key, value, time)  # type: ignore[arg-type]
+
+
+def D(sid: int, sign: int, r: str, s: str) -> Delivery:
+    """A delivery, spelled short for hand-written cases."""
+    return Delivery(sid, sign, r, s)
+
+
+def lockstep(factory: EngineFactory, lateness: int = 0, retention: int | None = None) -> Lockstep:
+    """Engine and oracle in lockstep, comparing every subscription's result after each step."""
+    return Lockstep(factory(lateness, retention), lateness, retention, compare_results="all")

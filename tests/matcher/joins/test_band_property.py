@@ -19,20 +19,22 @@ from engine_harness import (
     BAND_STRATEGY_NAMES,
     IEEE_BOUNDS,
     IEEE_KEYS,
+    D,
     EngineFactory,
-    Lockstep,
-    engine_factory,
+    ev,
     harness_settings,
+    lockstep,
     multiset,
     programs,
     run_program,
+    strategy_factory_fixture,
     subscriptions,
 )
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hotjoin.matcher.errors import DuplicateEventError, LateEventError, UnknownEventError
-from hotjoin.matcher.model import BandJoin, Delivery, Event, Range
+from hotjoin.matcher.model import BandJoin, Range
 
 HOTSPOT_OPTIONS = {"alpha": 0.2, "epsilon": 1.0}
 
@@ -44,22 +46,7 @@ CONFIGS = [
 ]
 
 
-@pytest.fixture(scope="module", params=CONFIGS)
-def factory(request: pytest.FixtureRequest) -> EngineFactory:
-    strategy, options = request.param
-    return engine_factory(strategy, options)
-
-
-def ev(side: str, id: str, key: float, value: float = 0.0, time: int = 0) -> Event:
-    return Event(side, id, key, value, time)  # type: ignore[arg-type]
-
-
-def D(sid: int, sign: int, r: str, s: str) -> Delivery:
-    return Delivery(sid, sign, r, s)
-
-
-def lockstep(factory: EngineFactory, lateness: int = 0, retention: int | None = None) -> Lockstep:
-    return Lockstep(factory(lateness, retention), lateness, retention, compare_results="all")
+factory = strategy_factory_fixture(CONFIGS)
 
 
 # ---- random programs ---------------------------------------------------------------------------

@@ -14,18 +14,21 @@ from typing import Any
 import pytest
 from engine_harness import (
     SELECT_STRATEGY_NAMES,
+    D,
     EngineFactory,
-    Lockstep,
     engine_factory,
+    ev,
     harness_settings,
+    lockstep,
     multiset,
     programs,
     run_program,
+    strategy_factory_fixture,
 )
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hotjoin.matcher.model import BandJoin, Delivery, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
 
 HAS_HOTSPOT = importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None
 _needs_hotspot = pytest.mark.skipif(not HAS_HOTSPOT, reason="matcher.hotspot not landed yet")
@@ -53,22 +56,7 @@ CONFIGS = [
 ]
 
 
-@pytest.fixture(scope="module", params=CONFIGS)
-def factory(request: pytest.FixtureRequest) -> EngineFactory:
-    strategy, options = request.param
-    return engine_factory(strategy, options)
-
-
-def ev(side: str, id: str, key: float, value: float = 0.0, time: int = 0) -> Event:
-    return Event(side, id, key, value, time)  # type: ignore[arg-type]
-
-
-def D(sid: int, sign: int, r: str, s: str) -> Delivery:
-    return Delivery(sid, sign, r, s)
-
-
-def lockstep(factory: EngineFactory, lateness: int = 0, retention: int | None = None) -> Lockstep:
-    return Lockstep(factory(lateness, retention), lateness, retention, compare_results="all")
+factory = strategy_factory_fixture(CONFIGS)
 
 
 @harness_settings(40)
