@@ -63,6 +63,7 @@ from hotjoin.matcher.model import (
     Delivery,
     Event,
     Matches,
+    Range,
     SelectJoin,
     Side,
     Subscription,
@@ -71,7 +72,7 @@ from hotjoin.matcher.model import (
     empty_matches,
 )
 from hotjoin.matcher.router.dynamic import DYNAMIC_NAMES, BandDynamic, SelectDynamic, WindowDynamic
-from hotjoin.matcher.subscriptions import SubscriptionColumns
+from hotjoin.matcher.subscriptions import KIND_CODE, SubscriptionColumns
 
 DEFAULT_STRATEGY = dict(DYNAMIC_NAMES)
 """``"auto"``: the cost-based router of §4 (:mod:`matcher.router`) for every kind."""
@@ -468,6 +469,37 @@ class Engine:
         self.subs[sid] = sub
         index.add(sid)
 
+    def subscription_columns(self) -> dict[str, np.ndarray]:
+        """The live subscriptions as columns (copies, O(live) numpy work, no object per
+        subscription): ``sid`` (increasing), ``kind`` (0 select, 1 band, 2 window), ``a_lo, a_hi,
+        b_lo, b_hi, c_lo, c_hi`` (±inf where unbounded), ``w``, ``reg`` (registration seq),
+        ``snap``. ``restore_subscription_columns`` rebuilds them: a server checkpoint."""
+        return self.cols.live_columns()
+
+    def restore_subscription_columns(self, cols: Mapping[str, np.ndarray]) -> None:
+        """Re-create the subscriptions of ``subscription_columns`` with their ids and registration
+        seqs, building each kind's index in bulk (``add_many``) rather than one by one.
+
+        Ids must be increasing and above every id in use; ids skipped over stay unused. The
+        indexes are not saved but rebuilt: matching depends only on the subscriptions and the
+        stored tuples (SPEC §3), not on how the index happens to be laid out.
+        """
+        sids = np.asarray(cols["sid"], dtype=np.int64)
+        n = sids.shape[0]
+        if n == 0:
+            return
+        if sids[0] < self.cols.n or (n > 1 and bool((np.diff(sids) <= 0).any())):
+            raise ValueError("restore_subscription_columns: ids must increase and be new")
+        subs = _subscriptions_from_columns(cols)
+        indexes = [self._index_for(s) for s in subs]
+        self.cols.restore_columns(cols)
+        self.subs.update(zip(sids.tolist(), subs, strict=True))
+        for index in (self.band, self.select, self.window):
+            if index is not None:
+                mine = sids[np.fromiter((ix is index for ix in indexes), dtype=np.bool_, count=n)]
+                if mine.shape[0]:
+                    index.add_many(mine)
+
     def restore_events(self, events: list[Event], seqs: list[int]) -> None:
         """Store tuples with their original sequence numbers, without matching (compacted logs).
 
@@ -732,6 +764,25 @@ class Engine:
             table.remove(id_list[i])
         self._seq = seq
         return BatchResult(status, seqs, reasons, _gather(parts, output, -1))
+
+
+def _subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscription]:
+    """The ``Subscription`` objects of ``Engine.subscription_columns`` rows (±inf → unbounded)."""
+
+    rng = Range.of_floats
+    out: list[Subscription] = []
+    cs = [np.asarray(cols[k]).tolist() for k in ("kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo",
+                                                  "c_hi", "w")]
+    for kind, a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, w in zip(*cs, strict=True):
+        if kind == KIND_CODE["select"]:
+            out.append(SelectJoin(a=rng(a_lo, a_hi), c=rng(c_lo, c_hi)))
+        elif kind == KIND_CODE["band"]:
+            out.append(BandJoin(b=rng(b_lo, b_hi), a=rng(a_lo, a_hi), c=rng(c_lo, c_hi)))
+        elif kind == KIND_CODE["window"]:
+            out.append(WindowJoin(a=rng(a_lo, a_hi), c=rng(c_lo, c_hi), w=int(w)))
+        else:
+            raise ValueError(f"unknown subscription kind code {kind!r}")
+    return out
 
 
 def _with_partner(group: dict[float, int], keys: np.ndarray) -> list[int]:

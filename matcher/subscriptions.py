@@ -7,6 +7,8 @@ subscription id is never reused, so an id indexes the same row for the engine's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from hotjoin.matcher.model import BandJoin, SelectJoin, Subscription, WindowJoin
@@ -106,6 +108,40 @@ class SubscriptionColumns:
         for i, sub in enumerate(subs):
             self._fill(first + i, sub, first_reg + i, snap)
         return np.arange(first, first + len(subs), dtype=np.int64)
+
+    def restore_columns(self, cols: Mapping[str, np.ndarray]) -> None:
+        """Store the rows of ``live_columns`` under their ids (increasing, above ``n``; restoring a
+        checkpoint), vectorised; ids skipped over stay inactive and unused."""
+        sids = np.asarray(cols["sid"], dtype=np.int64)
+        top = int(sids[-1]) + 1
+        self.reserve(top)
+        self.n = top
+        for name in (*_FLOAT_COLS, *_INT_COLS):
+            getattr(self, name)[sids] = cols[name]
+        kind = np.asarray(cols["kind"], dtype=np.int8)
+        snap = np.asarray(cols["snap"], dtype=np.bool_)
+        self.kind[sids] = kind
+        self.snap[sids] = snap
+        self.active[sids] = True
+        a_lo, a_hi, c_lo, c_hi = (np.asarray(cols[k], dtype=np.float64) for k in ("a_lo", "a_hi", "c_lo", "c_hi"))
+        self.selective[sids] = ~((a_lo == -np.inf) & (a_hi == np.inf) & (c_lo == -np.inf) & (c_hi == np.inf))
+        band = kind == KIND_CODE["band"]
+        window = kind == KIND_CODE["window"]
+        rec = np.empty((sids.shape[0], 8), dtype=np.float64)
+        rec[:, 0] = np.where(band, cols["b_lo"], 0.0)
+        rec[:, 1] = np.where(band, cols["b_hi"], np.where(window, cols["w"], 0).astype(np.float64))
+        rec[:, 2], rec[:, 3], rec[:, 4], rec[:, 5] = a_lo, a_hi, c_lo, c_hi
+        rec[:, 6] = np.asarray(cols["reg"], dtype=np.float64)
+        rec[:, 7] = snap.astype(np.float64)
+        self.rec[sids] = rec
+
+    def live_columns(self) -> dict[str, np.ndarray]:
+        """Copies of the active subscriptions' columns: ``sid, kind, a_lo … c_hi, w, reg, snap``."""
+        sids = np.flatnonzero(self.active[: self.n]).astype(np.int64)
+        out = {"sid": sids, "kind": self.kind[sids]}
+        for name in (*_FLOAT_COLS, *_INT_COLS, "snap"):
+            out[name] = getattr(self, name)[sids]
+        return out
 
     def deactivate(self, sid: int) -> None:
         self.active[sid] = False

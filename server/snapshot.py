@@ -58,7 +58,7 @@ class State:
         return len(self.subs) + sum(len(t.ids) for t in self.tuples)
 
 
-def _tuples(engine: Any, side: str) -> Tuples:
+def tuples_of(engine: Any, side: str) -> Tuples:
     """Copy the stored tuples of ``side``: columns of ``matcher.Engine`` or ``stored_tuples()``."""
     tables = getattr(engine, "tables", None)
     if tables is not None:
@@ -105,7 +105,7 @@ def capture(engine: Any, meta: dict[int, SubMeta], lateness: int,
     w = engine.watermark
     subs = [(sid, engine.subscription(sid), m) for sid, m in meta.items()]
     return State(int(engine.seq), None if w is None else int(w) + lateness,
-                 next_subscription_id(engine), subs, [_tuples(engine, "R"), _tuples(engine, "S")],
+                 next_subscription_id(engine), subs, [tuples_of(engine, "R"), tuples_of(engine, "S")],
                  dict(owners or {}))
 
 

@@ -247,6 +247,7 @@ class Topic:
         self._last_op = 0.0
         self._ckpt_running = False
         self.checkpoints = 0
+        self.checkpoint_capture_seconds = 0.0  # topic lock held by the last checkpoint's capture
         self._engine_factory = engine_factory
         if directory is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -896,25 +897,21 @@ class Topic:
         return token
 
     def _start_checkpoint(self) -> None:
-        """Pickle the state (topic lock held: it is the state at this seq) and write it in the
-        background."""
+        """Copy the state as columns (topic lock held: it is the state at this seq; a few ms) and
+        encode and write it in the background (``server/checkpoint.py``)."""
         assert self._log is not None and self.directory is not None
         t0 = time.perf_counter()
-        state = {"engine": self.engine, "meta": self._meta, "affected": self._affected,
-                 "n_pairs": self._n_pairs, "next_sid": self._next_sid, "log_ops": self._log_ops,
-                 "owners": self._owners}
-        seq, offset = self.engine.seq, self._log.size
         try:
-            # the large dicts and lists of immutable items (subscriptions, metadata, id maps) are
-            # copied here and pickled by the writer thread; only the rest is pickled under the
-            # lock (server/checkpoint.py)
-            external, side = checkpoint.detach(state)
-            main = checkpoint.dumps(state, external=external)
+            image = checkpoint.capture(self.engine, self._meta, self._owners, self.lateness,
+                                       self._next_sid, self._log_ops)
         except Exception:
-            log.exception("topic %r: cannot pickle the state; checkpoints disabled", self.name)
+            log.exception("topic %r: cannot capture the state as columns; checkpoints disabled",
+                          self.name)
             self._checkpoints = False
             return
-        pickled = time.perf_counter() - t0
+        offset = self._log.size
+        held = time.perf_counter() - t0
+        self.checkpoint_capture_seconds = held
         self._ckpt_running = True
         self._ckpt_ops_at += self._ckpt_ops
         self._ckpt_ops = 0
@@ -922,20 +919,29 @@ class Topic:
 
         def write() -> None:
             try:
-                payload = checkpoint.split_payload(main, side)
-                checkpoint.write(directory, payload, seq, offset, path)
+                payload = checkpoint.encode(image)
+                checkpoint.write(directory, payload, image.seq, offset, path)
                 self.checkpoints += 1
                 metrics.CHECKPOINTS.labels(self.name).inc()
                 metrics.CHECKPOINT_DURATION.labels(self.name).observe(time.perf_counter() - t0)
-                log.info("topic %r: checkpoint at seq %d (%d MiB): pickled in %.3fs under the lock, "
-                         "written in %.1fs", self.name, seq, len(payload) >> 20, pickled,
-                         time.perf_counter() - t0 - pickled)
+                log.info("topic %r: checkpoint at seq %d (%d MiB): captured in %.3fs under the lock, "
+                         "written in %.1fs", self.name, image.seq, len(payload) >> 20, held,
+                         time.perf_counter() - t0 - held)
             except Exception:
                 log.exception("topic %r: checkpoint write failed", self.name)
             finally:
                 self._ckpt_running = False
 
         threading.Thread(target=write, name=f"checkpoint-{self.name}", daemon=True).start()
+
+    def checkpoint_now(self) -> bool:
+        """Start a checkpoint now (the capture holds the topic lock a few ms; the write runs in
+        the background). False when checkpoints are off for this topic or one is running."""
+        with self._lock:
+            if self._closed or not self._checkpoints or self._ckpt_running:
+                return False
+            self._start_checkpoint()
+            return self._ckpt_running
 
     def _checkpoint_when_idle(self) -> None:
         """Take a checkpoint once ``checkpoint_min_ops`` operations were logged since the last one
@@ -952,7 +958,9 @@ class Topic:
                     self._start_checkpoint()
 
     def _restore_checkpoint(self, directory: Path) -> bool:
-        """Load ``directory/checkpoint`` and replay the log after it; False: replay everything."""
+        """Load ``directory/checkpoint`` and replay the log after it; False: replay everything.
+
+        The engine's indexes are bulk-built from the checkpoint's columns (not unpickled)."""
         if not self._checkpoints:
             checkpoint.remove(directory)
             return False
@@ -961,18 +969,19 @@ class Topic:
             got = checkpoint.read(directory)
             if got is None:
                 return False
-            seq, offset, state = got
-            self.engine = state["engine"]
-            self._meta = state["meta"]
-            self._owners = state.get("owners", {})  # checkpoints older than owners: none recorded
-            self._owner_counts = collections.Counter(self._owners.values())
-            self._owner_counts[""] = len(self._meta) - len(self._owners)
-            self._affected = state["affected"]
-            self._n_pairs = state["n_pairs"]
-            self._next_sid = state["next_sid"]
-            self._log_ops = state["log_ops"]
-            if self.engine.seq != seq:
-                raise LogCorruptError(f"checkpoint engine at seq {self.engine.seq}, header says {seq}")
+            seq, offset, image = got
+            engine = self.engine
+            engine.restore_subscription_columns(image.subs)
+            for t in image.tuples:
+                if t.ids:
+                    engine.restore_event_columns(t.side, t.ids, t.keys, t.values, t.times, t.seqs,
+                                                 t.payloads if any(t.payloads) else None)
+            snapshot.set_next_subscription_id(engine, image.next_sid)
+            engine.restore_clock(image.seq, image.max_time)
+            for sid, meta in image.meta.items():
+                self._register_meta(sid, meta, image.owners.get(sid, ""))
+            self._next_sid = max(self._next_sid, image.next_sid)
+            self._log_ops = image.log_ops
             loaded = time.perf_counter() - t0
             self._recover(directory / "log", start=(offset, seq))
         except Exception:

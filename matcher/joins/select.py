@@ -177,6 +177,10 @@ class ScanGroups:
     def member_added(self, gid: int, iid: int) -> None:
         self.runs.add(self.local[gid], iid)
 
+    def members_added(self, gid: int, iids: np.ndarray) -> None:
+        """A whole group's members at once (hotspot promotion): one rewrite of its runs."""
+        self.runs.add_many(self.local[gid], iids)
+
     def member_removed(self, gid: int, iid: int) -> None:
         self.runs.remove(self.local[gid], iid)
 

@@ -515,8 +515,12 @@ class HotspotTracker:
         self._hhi.update(zip(id_list, his.tolist(), strict=True))
         if lst is not None:
             lst.group_added(g, p)
-            for iid in id_list:
-                lst.member_added(g, iid)
+            bulk = getattr(lst, "members_added", None)  # optional: a listener's one-call form
+            if bulk is not None:
+                bulk(g, iids)
+            else:
+                for iid in id_list:
+                    lst.member_added(g, iid)
 
     def _demote(self, g: int) -> None:
         """Move hot group ``g`` back into ``S``, member by member (Section 2.2)."""

@@ -202,6 +202,25 @@ class ScanRuns:
         if self.delta.size[u] > max(32, math.isqrt(int(self.gcount[u]))):
             self.rebuild([u])
 
+    def add_many(self, u: int, qs: np.ndarray) -> None:
+        """Members ``qs`` join group ``u`` at once: one rewrite of the group instead of a delta
+        insert per member (a hotspot promotion moves a whole group, paper 004 §2.2)."""
+        qs = np.asarray(qs, dtype=np.int64)
+        if qs.shape[0] == 0:
+            return
+        self._ensure_q(int(qs.max()))
+        self.pos_l[qs] = self.pos_r[qs] = -1
+        members = np.concatenate([self.members(u), qs])
+        self.n_members += int(qs.shape[0])
+        self.rebuilds += 1
+        self.garbage += int(self.gcount[u])
+        self.delta.drop_group(u)
+        self.delta.add_group(u)
+        if self.garbage > max(4096, self.used // 2):
+            self._compact({u: members})
+            return
+        self._write(np.array([u], dtype=np.int64), members, np.zeros(members.shape[0], dtype=np.int64))
+
     def remove(self, u: int, q: int) -> None:
         """Member ``q`` leaves group ``u`` (tombstone in the runs, or out of the delta)."""
         pl = int(self.pos_l[q])

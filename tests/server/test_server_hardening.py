@@ -314,9 +314,9 @@ def test_subscribe_many_all_or_nothing_across_runs(server: Any, client: HotjoinC
 # ---- checkpoints (issue 16, item 9) ------------------------------------------------------------
 
 def test_split_checkpoint_restores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A checkpoint whose subscription and metadata dicts were pickled outside the topic lock
-    (``split_payload``) is loaded on restart — not discarded for a full replay — and gives the
-    same subscriptions (owners, subscriber names, registered seqs) and tuples."""
+    """A columnar checkpoint (captured under the lock, encoded outside it) is loaded on restart —
+    not discarded for a full replay — and gives the same subscriptions (owners, subscriber names,
+    registered seqs) and tuples."""
     from server_harness import engine_factory
 
     from hotjoin.server import checkpoint
@@ -338,7 +338,7 @@ def test_split_checkpoint_restores(tmp_path: Path, caplog: pytest.LogCaptureFixt
         before = state(c, "t")
     srv.stop(0)
     got = checkpoint.read(data / "topics" / "t")
-    assert got is not None and len(got[2]["meta"]) == 15
+    assert got is not None and len(got[2].meta) == 15 and got[2].subs["sid"].tolist() == list(range(15))
     caplog.set_level("INFO", logger="hotjoin.topic")
     srv = HotjoinServer(data_dir=data, port=0, engine_factory=engine_factory(), checkpoint_min_ops=20).start()
     try:
@@ -349,29 +349,62 @@ def test_split_checkpoint_restores(tmp_path: Path, caplog: pytest.LogCaptureFixt
     assert "restored checkpoint at seq 25" in caplog.text and "unusable" not in caplog.text
 
 
-def test_detached_checkpoint_roundtrip() -> None:
-    """``checkpoint.detach`` takes the large dicts/lists of immutable items out of the pickle made
-    under the lock; the split payload loads back to an engine that behaves like the original."""
+@pytest.mark.parametrize("retention", [None, 40])
+def test_columnar_checkpoint_roundtrip(retention: int | None) -> None:
+    """``capture`` → ``encode`` → ``decode`` → bulk restore gives an engine that behaves like the
+    original: same subscriptions (ids, kinds, unbounded ends, registration seqs), tuples with
+    their payloads and seqs, clock; later publishes, deletes and unsubscribes match exactly."""
     from collections import Counter
 
-    from hotjoin.matcher import BandJoin, Engine, Event, Range
-    from hotjoin.server import checkpoint
+    import numpy as np
 
-    e = Engine()
-    e.subscribe_many([BandJoin(b=Range(i % 7 - 3.0, i % 7 - 2.0)) for i in range(3000)])
-    e.publish_many([Event("RS"[i % 2], f"e{i}", float(i % 50), 0.0, i) for i in range(3000)], match=False)
-    state = {"engine": e, "meta": {i: ("m", i) for i in range(2000)}}
-    external, side = checkpoint.detach(state)
-    assert len(side) >= 3 and id(e.subs) in external  # subscriptions, metadata, id maps at least
-    payload = checkpoint.split_payload(checkpoint.dumps(state, external=external), side)
-    back = checkpoint.loads(payload)
-    f = back["engine"]
-    assert back["meta"] == state["meta"] and f.subs == e.subs and f.stats() == e.stats()
-    for i in range(3):
-        ev = Event("R", f"new{i}", float(i), 0.0, 5000 + i)
+    from hotjoin.matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
+    from hotjoin.server import checkpoint
+    from hotjoin.server.convert import SubMeta
+
+    e = Engine(lateness=3, retention=retention)
+    specs = [BandJoin(b=Range(i % 7 - 3.0, i % 7 - 2.0), c=Range(None, 30.0)) for i in range(300)]
+    specs += [SelectJoin(a=Range(float(i % 5), None)) for i in range(100)]
+    specs += [WindowJoin(c=Range(0.0, 10.0), w=i % 4) for i in range(100)]
+    sids = e.subscribe_many(specs)
+    for sid in sids[::7]:
+        e.unsubscribe(sid)
+    e.publish_many([Event("RS"[i % 2], f"e{i}", float(i % 50), float(i % 13), i, payload=b"p%d" % i)
+                    for i in range(3000)], match=False)
+    meta = {sid: SubMeta(sid % 2 == 0, False, f"s{sid % 3}", int(e.cols.reg[sid])) for sid in e.subs}
+    owners = {sid: "alice" for sid in list(e.subs)[::3]}
+    image = checkpoint.capture(e, meta, owners, e.lateness, 0, 1234)
+    back = checkpoint.decode(checkpoint.encode(image))
+    assert back.meta == meta and back.owners == owners and back.seq == e.seq and back.log_ops == 1234
+    f = Engine(lateness=3, retention=retention)
+    f.restore_subscription_columns(back.subs)
+    for t in back.tuples:
+        f.restore_event_columns(t.side, t.ids, t.keys, t.values, t.times, t.seqs, t.payloads)
+    f.restore_clock(back.seq, back.max_time)
+    assert f.subs == e.subs and f.seq == e.seq and f.watermark == e.watermark
+    assert f.cols.n == e.cols.n and f.get_event("S", "e2999") == e.get_event("S", "e2999")
+    live = e.cols.active[: e.cols.n]
+    assert np.array_equal(f.cols.active[: e.cols.n], live)
+    for name in ("a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi", "w", "reg", "snap", "selective",
+                 "kind", "rec"):  # the vectorised restore writes every live row as subscribe did
+        assert np.array_equal(getattr(f.cols, name)[: e.cols.n][live], getattr(e.cols, name)[: e.cols.n][live]), name
+    for i in range(20):
+        ev = Event("RS"[i % 2], f"new{i}", float(i % 9), float(i % 13), 3000 + i)
         assert Counter(f.publish(ev)) == Counter(e.publish(ev))
-    f.unsubscribe(5)
-    e.unsubscribe(5)
+    for sid in (sids[1], sids[351], sids[451]):
+        f.unsubscribe(sid)
+        e.unsubscribe(sid)
+    assert Counter(f.delete("R", "e2990")) == Counter(e.delete("R", "e2990"))
     ev = Event("S", "last", 1.0, 0.0, 6000)
     assert Counter(f.publish(ev)) == Counter(e.publish(ev))
     f.check_invariants()
+
+
+def test_checkpoint_of_another_format_is_ignored(tmp_path: Path) -> None:
+    """A file that is not a version-2 checkpoint (e.g. the pickled v1) reads as None: full replay."""
+    from hotjoin.server import checkpoint
+
+    (tmp_path / "checkpoint").write_bytes(b"HJCKPT\x00\x01" + b"\x00" * 64)
+    assert checkpoint.read(tmp_path) is None
+    (tmp_path / "checkpoint").write_bytes(b"junk")
+    assert checkpoint.read(tmp_path) is None

@@ -298,9 +298,9 @@ def test_data_without_owners_still_loads(tmp_path: Path) -> None:
     while topic.checkpoints < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     srv.stop(0)
-    seq, offset, state = checkpoint.read(data / "topics" / "t")  # type: ignore[misc]
-    del state["owners"]  # as written by a server before owners existed
-    checkpoint.write(data / "topics" / "t", checkpoint.dumps(state), seq, offset, data / "topics" / "t" / "log")
+    seq, offset, image = checkpoint.read(data / "topics" / "t")  # type: ignore[misc]
+    image.owners = {}  # as written by a server before owners existed
+    checkpoint.write(data / "topics" / "t", checkpoint.encode(image), seq, offset, data / "topics" / "t" / "log")
     env = Env(tmp_path)
     try:
         assert list(env.client("alice").list_subscriptions("t")) == []
