@@ -312,9 +312,9 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             for _ in procs:  # publishers generate their events before the clock starts
                 generated.acquire(timeout=600)
             # A topic without retention is checkpointed once idle for 5 s after 200,000 logged
-            # operations (server/checkpoint.py), which the setup above is; the state is pickled
-            # under the topic lock. Wait for that checkpoint so it does not stall the measured
-            # window (it would land there or not depending on how long the publishers took).
+            # operations (server/checkpoint.py), which the setup above is. Wait for that
+            # checkpoint so its background encode and write do not share the measured window
+            # (they would land there or not depending on how long the publishers took).
             t_wait = time.monotonic()
             if n_subs + cfg.stored >= 200_000:
                 while (_metric_sum(_scrape(mport), "hotjoin_checkpoints_total") < 1
@@ -408,6 +408,7 @@ def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Pat
                     _progress(f"restart test: {have + i} stored tuples")
         stored = sum(hj.stats(TOPIC).tuples.values())
         fill_s = time.monotonic() - t0
+    rss_before = _rss_bytes(proc.pid)
     proc.kill()  # kill -9: the restart replays the log (no shutdown compaction)
     proc.wait()
     log_bytes = (data / "topics" / TOPIC / "log").stat().st_size
@@ -422,7 +423,9 @@ def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Pat
               f"{sum(st.tuples.values())} stored tuples ({log_bytes / 2**20:.0f} MiB log): {restart_s:.1f}s")
     return {"restart_s": round(restart_s, 2), "restart_stored": stored,
             "restart_log_mib": round(log_bytes / 2**20, 1), "restart_fill_s": round(fill_s, 1),
-            "restart_rss_mib": round(_rss_bytes(proc2.pid) / 2**20, 1), "_proc": proc2}
+            "restart_rss_mib": round(_rss_bytes(proc2.pid) / 2**20, 1),
+            "rss_before_kill_mib": round(rss_before / 2**20, 1),
+            "restart_checkpoint": (data / "topics" / TOPIC / "checkpoint").exists(), "_proc": proc2}
 
 
 def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, deliveries: np.ndarray,

@@ -408,3 +408,48 @@ def test_checkpoint_of_another_format_is_ignored(tmp_path: Path) -> None:
     assert checkpoint.read(tmp_path) is None
     (tmp_path / "checkpoint").write_bytes(b"junk")
     assert checkpoint.read(tmp_path) is None
+
+
+# ---- large requests and other topics (issue 16, item 6) ----------------------------------------
+
+def test_a_large_subscribe_many_does_not_stall_other_topics(client: HotjoinClient, server: Any) -> None:
+    """While one SubscribeMany of 150,000 specs is applied to topic ``big`` (it holds only that
+    topic's lock), topic ``small`` keeps taking publishes, answering stats and health checks:
+    many of them complete *during* the large request, not after it."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    client.create_topic("big")
+    client.create_topic("small")
+    client.subscribe("small", select(delivery="affected"))
+    specs = [select((float(i % 1000), float(i % 1000) + 50.0), (float(i % 777), float(i % 777) + 9.0),
+                    delivery="affected") for i in range(150_000)]
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def big() -> None:
+        try:
+            with HotjoinClient(server.target, timeout=600) as c:
+                c.subscribe_many("big", specs, chunk=150_000)
+        except BaseException as x:  # noqa: BLE001 - reported by the assertion below
+            errors.append(x)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=big)
+    worker.start()
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(server.target))
+    during, slowest, k = 0, 0.0, 0
+    time.sleep(0.2)  # the large request is on the wire
+    while not done.is_set():
+        t0 = time.perf_counter()
+        r = client.publish("small", [event("RS"[k % 2], f"e{k}", 1.0, 0.0, time=k)])
+        assert r.accepted == 1 and r.statuses[0].code == pb.OK
+        assert client.stats("small").subscriptions
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=30).status == health_pb2.HealthCheckResponse.SERVING
+        slowest = max(slowest, time.perf_counter() - t0)
+        during += 1 if not done.is_set() else 0
+        k += 1
+    worker.join()
+    assert not errors, errors
+    assert sum(client.stats("big").subscriptions.values()) == 150_000
+    assert during >= 5, f"only {during} round trips on another topic during the large request (slowest {slowest:.2f}s)"
