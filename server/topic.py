@@ -111,7 +111,11 @@ COMPACT_MIN_BYTES = 64 << 20
 COMPACT_RATIO = 2.0
 CHECKPOINT_MIN_OPS = 200_000
 CHECKPOINT_IDLE_SECONDS = 5.0
-CHECKPOINT_HARD_FACTOR = 5
+# While busy, a checkpoint is taken once the log's tail holds BUSY_FACTOR × min_ops operations
+# and as many as the live state (subscriptions + stored tuples): replaying the tail then costs
+# about as much as loading the checkpoint, and the background encode (O(state)) runs at most
+# once per state-size worth of operations. The capture under the lock is a few ms (columns).
+CHECKPOINT_BUSY_FACTOR = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +246,6 @@ class Topic:
         self.checkpoint_min_ops = checkpoint_min_ops
         self._checkpoints = directory is not None and not self._compacts and checkpoint_min_ops > 0
         self._ckpt_ops = 0  # log operations since the last checkpoint was started
-        self._ckpt_ops_at = 0  # log operations the last checkpoint covered
         self.checkpoint_idle_seconds = CHECKPOINT_IDLE_SECONDS
         self._last_op = 0.0
         self._ckpt_running = False
@@ -294,7 +297,6 @@ class Topic:
             (sid, m.subscriber, m.registered_seq, owners.get(sid, "")) for sid, m in self._meta.items()
         )
         if self._checkpoints:
-            self._ckpt_ops_at = self._log_ops
             threading.Thread(target=self._checkpoint_when_idle, name=f"checkpointer-{name}",
                              daemon=True).start()
 
@@ -883,8 +885,8 @@ class Topic:
                 self._retention_checked = self._last_op
                 self.match_log.enforce_retention()  # retention.ms (bytes: at each segment roll)
             if (self._checkpoints and not self._ckpt_running
-                    and self._ckpt_ops >= max(CHECKPOINT_HARD_FACTOR * self.checkpoint_min_ops,
-                                              self._ckpt_ops_at)):
+                    and self._ckpt_ops >= max(CHECKPOINT_BUSY_FACTOR * self.checkpoint_min_ops,
+                                              self._live_records())):
                 self._start_checkpoint()  # the replay tail would be long: even while busy
             if (self.compact_ratio > 0 and self._compacts and not self._compacting
                     and self._log.size >= self.compact_min_bytes
@@ -913,7 +915,6 @@ class Topic:
         held = time.perf_counter() - t0
         self.checkpoint_capture_seconds = held
         self._ckpt_running = True
-        self._ckpt_ops_at += self._ckpt_ops
         self._ckpt_ops = 0
         directory, path = self.directory, self._log.path
 
