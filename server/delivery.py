@@ -41,7 +41,7 @@ reported).
 >>> hub = DeliveryHub(capacity=2, boot_seq=0)
 >>> hub.add_subscription(0, "alice", registered_seq=1)
 >>> for seq in (2, 3, 4):
-...     hub.push(Chunk.build([(seq, 1, "publish", "R", f"r{seq}", 0, np.array([0]), np.array([1]), None)]))
+...     hub.push(Chunk.build([OpMatches(seq, 1, "publish", "R", f"r{seq}", 0, np.array([0]), np.array([1]))]))
 >>> lis = hub.listen("alice", [], {}, default_after_seq=0, from_latest=False, current_seq=4)
 >>> out = lis.next_batch(0)
 >>> [type(i).__name__ for i in out]
@@ -60,7 +60,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,6 +71,25 @@ _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
 LISTENER_BYTES = 4 << 20  # per drain of one listener: its backlog in the server's memory
 BUFFER_BYTES = 256 << 20  # the messages of one topic kept in memory
+
+
+class OpMatches(NamedTuple):
+    """One operation's messages, the part of a chunk that ``Chunk.build`` takes: the operation
+    (``seq``, its ``sign`` +1/−1, ``op`` name, event ``side`` and ``event_id``, when it was
+    received), a row per affected subscription (``sids``, ``counts`` — signed counts win over
+    ``sign``), and for PAIRS rows ``pairs`` (row → ``(r_ids, s_ids)``), optionally also ``flat``:
+    the same pairs as ``(rows, r_ids, s_ids)`` arrays."""
+
+    seq: int
+    sign: int
+    op: str
+    side: str
+    event_id: str
+    received_ns: int
+    sids: np.ndarray
+    counts: np.ndarray
+    pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+    flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 class Chunk:
@@ -120,18 +139,15 @@ class Chunk:
         return self
 
     @staticmethod
-    def build(parts: Sequence[tuple[Any, ...]]) -> Chunk:
-        """One chunk from per-operation parts ``(seq, sign, op, side, event_id, received_ns,
-        sids, counts, pairs[, flat])``: ``counts`` may be signed (its sign then wins over
-        ``sign``); ``pairs`` maps a row of the part to its ``(r_ids, s_ids)`` (PAIRS messages);
-        ``flat`` optionally gives the same pairs as ``(rows, r_ids, s_ids)`` arrays."""
-        op_table = [(p[2], p[3], p[4], p[5]) for p in parts]
-        lens = [len(p[6]) for p in parts]
+    def build(parts: Sequence[OpMatches]) -> Chunk:
+        """One chunk from per-operation parts (``OpMatches``), rows in the parts' order."""
+        op_table = [(p.op, p.side, p.event_id, p.received_ns) for p in parts]
+        lens = [len(p.sids) for p in parts]
         n = sum(lens)
-        sids = np.concatenate([p[6] for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
-        counts = np.concatenate([p[7] for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
-        seqs = np.repeat(np.array([p[0] for p in parts], dtype=np.int64), lens)
-        base_sign = np.repeat(np.array([p[1] for p in parts], dtype=np.int8), lens)
+        sids = np.concatenate([p.sids for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
+        counts = np.concatenate([p.counts for p in parts]).astype(np.int64, copy=False) if parts else _EMPTY_I64
+        seqs = np.repeat(np.array([p.seq for p in parts], dtype=np.int64), lens)
+        base_sign = np.repeat(np.array([p.sign for p in parts], dtype=np.int8), lens)
         signs = np.where(counts > 0, 1, np.where(counts < 0, -1, base_sign)).astype(np.int8)
         ops = np.repeat(np.arange(len(parts), dtype=np.int32), lens)
         pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
@@ -140,15 +156,15 @@ class Chunk:
         fs: list[np.ndarray] = []
         off = 0
         for p, ln in zip(parts, lens, strict=True):
-            if p[8]:
+            if p.pairs:
                 pairs = pairs or {}
-                for row, pr in p[8].items():
+                for row, pr in p.pairs.items():
                     pairs[off + row] = pr
-                flat = p[9] if len(p) > 9 else None
+                flat = p.flat
                 if flat is None:
-                    rows = sorted(p[8])
-                    flat = (np.array(rows, dtype=np.int64), np.concatenate([p[8][r][0] for r in rows]),
-                            np.concatenate([p[8][r][1] for r in rows]))
+                    rows = sorted(p.pairs)
+                    flat = (np.array(rows, dtype=np.int64), np.concatenate([p.pairs[r][0] for r in rows]),
+                            np.concatenate([p.pairs[r][1] for r in rows]))
                 frows.append(flat[0] + off)
                 fr.append(flat[1])
                 fs.append(flat[2])
@@ -158,7 +174,7 @@ class Chunk:
         if frows:
             ch.flat = (np.concatenate(frows), np.concatenate(fr), np.concatenate(fs))
         if parts:
-            ch.first_seq, ch.last_seq = int(parts[0][0]), int(parts[-1][0])
+            ch.first_seq, ch.last_seq = int(parts[0].seq), int(parts[-1].seq)
         ch.nbytes = int(row_bytes(ch).sum()) + OP_BYTES * len(op_table)
         return ch
 

@@ -78,6 +78,7 @@ from hotjoin.server.delivery import (
     Item,
     Listener,
     MatchBlock,
+    OpMatches,
     observe_many,
 )
 from hotjoin.server.errors import (
@@ -322,7 +323,7 @@ class Topic:
         now_ms = received_ns // 1_000_000
         statuses: list[Status] = []
         ops: list[pb.LogOp] = []
-        parts: list[Any] = []
+        parts: list[OpMatches] = []
         with self._lock:
             self._check_open()
             engine = self.engine
@@ -499,7 +500,7 @@ class Topic:
         _check_batch(len(refs), MAX_BATCH_EVENTS, "events")
         statuses: list[Status] = []
         ops: list[pb.LogOp] = []
-        parts: list[Any] = []
+        parts: list[OpMatches] = []
         token = 0
         with self._lock:
             self._check_open()
@@ -590,7 +591,7 @@ class Topic:
             token = 0
             if ops:
                 adds = [(sid, self._meta[sid].subscriber, reg, owner) for sid, reg in out]
-                parts: list[Any] = []
+                parts: list[OpMatches] = []
                 for sid, reg in out:
                     if self._meta[sid].snapshot:
                         self._snapshot_message(sid, reg, received_ns, parts)
@@ -1040,7 +1041,7 @@ class Topic:
                 pending.popleft()
                 action()
 
-    def _deliver_action(self, parts: list[Any]) -> Callable[[], None]:
+    def _deliver_action(self, parts: list[OpMatches]) -> Callable[[], None]:
         """Build the batch's chunk and, with a match log, write it there (before the batch's
         frame goes to the event log: call with the topic lock held, before ``_append``)."""
         if not parts:
@@ -1167,7 +1168,7 @@ class Topic:
         side: str,
         eid: str,
         received_ns: int,
-        sink: list[Any],
+        sink: list[OpMatches],
     ) -> None:
         """One operation's engine output as one part of a chunk: a row per affected subscription."""
         n = len(out)
@@ -1177,7 +1178,7 @@ class Topic:
             counts = out.counts
             self._m_matches.inc(int(np.abs(counts).sum()))
             self._m_messages.inc(n)
-            sink.append((seq, sign, op, side, eid, received_ns, out.subscription_ids, counts, None))
+            sink.append(OpMatches(seq, sign, op, side, eid, received_ns, out.subscription_ids, counts))
             return
         self._m_matches.inc(n)
         sids = out.subscription_ids
@@ -1198,16 +1199,16 @@ class Topic:
             else:
                 m = np.repeat(wanted, counts)
                 flat = (want, r_ids[m], s_ids[m])
-        sink.append((seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
+        sink.append(OpMatches(seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
         self._m_messages.inc(len(uniq))
 
-    def _snapshot_message(self, sid: int, seq: int, received_ns: int, sink: list[Any]) -> None:
+    def _snapshot_message(self, sid: int, seq: int, received_ns: int, sink: list[OpMatches]) -> None:
         res = self.engine.result_columnar(sid)
         if len(res) == 0:
             return
         pairs = None if self._affected[sid] else {0: (res.r_ids, res.s_ids)}
-        sink.append((seq, 1, "snapshot", "", "", received_ns, np.array([sid], dtype=np.int64),
-                     np.array([len(res)], dtype=np.int64), pairs))
+        sink.append(OpMatches(seq, 1, "snapshot", "", "", received_ns, np.array([sid], dtype=np.int64),
+                              np.array([len(res)], dtype=np.int64), pairs))
 
     def _observe_delivery(self, items: list[Item]) -> None:
         now = time.time_ns()

@@ -32,13 +32,13 @@ def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
 
     import numpy as np
 
-    from hotjoin.server.delivery import Chunk
+    from hotjoin.server.delivery import Chunk, OpMatches
     from hotjoin.server.match_log import decode, encode
 
     rng = np.random.default_rng(rng_seed)
     out = []
     for label, per, pp in (("AFFECTED", 10, 0), ("PAIRS, 1 pair", 10, 1), ("PAIRS, 10 pairs", 10, 10)):
-        parts = []
+        parts: list[OpMatches] = []
         for k in range(100):  # the parts Topic._messages builds for 100 published S events
             sids = np.sort(rng.choice(100_000, per, replace=False)).astype(np.int64)
             pr = flat = None
@@ -47,8 +47,8 @@ def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
                 s_ = np.array([f"e{1000 + k}"] * (pp * per), dtype=object)
                 pr = {i: (r[i * pp:(i + 1) * pp], s_[i * pp:(i + 1) * pp]) for i in range(per)}
                 flat = (np.arange(per), r, s_)
-            parts.append((1000 + k, 1, "publish", "S", f"e{1000 + k}", 0, sids,
-                          np.full(per, max(pp, 1), dtype=np.int64), pr, flat))
+            parts.append(OpMatches(1000 + k, 1, "publish", "S", f"e{1000 + k}", 0, sids,
+                                   np.full(per, max(pp, 1), dtype=np.int64), pr, flat))
         best = [1e9, 1e9, 1e9]
         for _ in range(5):
             t0 = time.perf_counter()

@@ -22,7 +22,15 @@ from hotjoin.clients.cli import main
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.cursors import CursorStore
-from hotjoin.server.delivery import EVICTED, Chunk, DeliveryHub, GapItem, MatchBlock, row_bytes
+from hotjoin.server.delivery import (
+    EVICTED,
+    Chunk,
+    DeliveryHub,
+    GapItem,
+    MatchBlock,
+    OpMatches,
+    row_bytes,
+)
 from hotjoin.server.match_log import MatchLog, encode
 from hotjoin.server.topic import DeliveryOptions
 
@@ -38,7 +46,7 @@ def _cols(seq: int, sid: int = 0, n_pairs: int = 0) -> tuple:
 
 def _chunk(seq: int, sid: int = 0, n_pairs: int = 0) -> Chunk:
     c = _cols(seq, sid, n_pairs)
-    return Chunk.build([(seq, 1, "publish", "S", f"s{seq}", 0, c[0], c[3], c[6])])
+    return Chunk.build([OpMatches(seq, 1, "publish", "S", f"s{seq}", 0, c[0], c[3], c[6])])
 
 
 # ---- match log ----------------------------------------------------------------------------------
@@ -312,11 +320,11 @@ def test_hub_delivers_every_owed_message_once(tmp_path_factory: pytest.TempPathF
         seq = 5 + k
         if k == listen_at:
             lis = hub.listen("a", [], dict(cursors), 0, False, current_seq=seq - 1)
-        parts = [(seq, 1, "publish", "S", f"s{seq}", 0, np.array(sorted(sids)),
-                  np.full(len(sids), max(n_pairs, 1)),
-                  {i: (np.array([f"r{j}" for j in range(n_pairs)], dtype=object),
-                       np.array([f"s{seq}"] * n_pairs, dtype=object)) for i in range(len(sids))}
-                  if n_pairs else None)]
+        parts = [OpMatches(seq, 1, "publish", "S", f"s{seq}", 0, np.array(sorted(sids)),
+                           np.full(len(sids), max(n_pairs, 1)),
+                           {i: (np.array([f"r{j}" for j in range(n_pairs)], dtype=object),
+                                np.array([f"s{seq}"] * n_pairs, dtype=object)) for i in range(len(sids))}
+                           if n_pairs else None)]
         ch = Chunk.build(parts)
         ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
         hub.push(ch)
