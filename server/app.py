@@ -41,6 +41,7 @@ from hotjoin.server.topic import (
     COMPACT_RATIO,
     DeliveryOptions,
     EngineFactory,
+    TopicSettings,
 )
 
 log = logging.getLogger("hotjoin.server")
@@ -126,11 +127,12 @@ class HotjoinServer:
             log.warning("!!! INSECURE: listening on %s without %s: anyone who can reach this "
                         "address can %s. See server/SECURITY.md. !!!", host, what,
                         "read and change every topic" if auth_file is None else "read the traffic, tokens included")
-        self.registry = TopicRegistry(
-            data_dir, engine_factory, buffer_capacity=buffer_capacity, sync=sync,
+        self.settings = TopicSettings(
+            engine_factory=engine_factory, buffer_capacity=buffer_capacity, sync=sync,
             compact_min_bytes=compact_min_bytes, compact_ratio=compact_ratio, compact_all=compact_all,
-            checkpoint_min_ops=checkpoint_min_ops, delivery=delivery,
+            checkpoint_min_ops=checkpoint_min_ops, delivery=delivery or DeliveryOptions(),
         )
+        self.registry = TopicRegistry(data_dir, self.settings)
         self.host = host
         self.quotas = Quotas(quota_limits, owned=self.registry.owned)
         transport_max = max(MAX_MESSAGE_BYTES, self.quotas.limits.message_bytes)

@@ -8,6 +8,7 @@ data directory topics live in memory only. Topic names are 1–128 characters of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,19 +19,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from hotjoin.matcher import Engine
 from hotjoin.server import metrics
 from hotjoin.server.convert import check_time_option
 from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound, clip
 from hotjoin.server.log import _fsync_dir
-from hotjoin.server.topic import (
-    CHECKPOINT_MIN_OPS,
-    COMPACT_MIN_BYTES,
-    COMPACT_RATIO,
-    DeliveryOptions,
-    EngineFactory,
-    Topic,
-)
+from hotjoin.server.topic import DEFAULT_SETTINGS, DeliveryOptions, Topic, TopicSettings
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # matched with fullmatch: "$" would allow "x\n"
 KINDS = ("select", "band", "window")
@@ -49,29 +42,10 @@ def check_topic_name(name: str) -> str:
 class TopicRegistry:
     """Creates, finds, lists and deletes topics; loads existing ones from the data directory."""
 
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        engine_factory: EngineFactory = Engine,
-        buffer_capacity: int = 1024,
-        buffer_max_pairs: int = 100_000,
-        sync: bool = True,
-        compact_min_bytes: int = COMPACT_MIN_BYTES,
-        compact_ratio: float = COMPACT_RATIO,
-        compact_all: bool = False,
-        checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
-        delivery: DeliveryOptions | None = None,
-    ) -> None:
+    def __init__(self, data_dir: Path | None = None, settings: TopicSettings = DEFAULT_SETTINGS) -> None:
         self.data_dir = data_dir
-        self.delivery = delivery or DeliveryOptions()
-        self.checkpoint_min_ops = checkpoint_min_ops
-        self.compact_all = compact_all
-        self.compact_min_bytes = compact_min_bytes
-        self.compact_ratio = compact_ratio
-        self.engine_factory = engine_factory
-        self.buffer_capacity = buffer_capacity
-        self.buffer_max_pairs = buffer_max_pairs
-        self.sync = sync
+        self.settings = settings
+        self.engine_factory = settings.engine_factory
         self._lock = threading.Lock()
         self._topics: dict[str, Topic] = {}
         if data_dir is not None:
@@ -84,26 +58,13 @@ class TopicRegistry:
                     shutil.rmtree(d, ignore_errors=True)
 
     def _open(self, opts: Mapping[str, Any], directory: Path | None) -> Topic:
-        return Topic(
-            opts["name"],
-            opts["lateness"],
-            opts.get("retention"),
-            opts.get("strategy") or {},
-            directory,
-            self.engine_factory,
-            self.buffer_capacity,
-            self.buffer_max_pairs,
-            self.sync,
-            self.compact_min_bytes,
-            self.compact_ratio,
-            self.compact_all,
-            self.checkpoint_min_ops,
-            self._delivery_of(opts),
-        )
+        settings = dataclasses.replace(self.settings, delivery=self._delivery_of(opts))
+        return Topic(opts["name"], opts["lateness"], opts.get("retention"), opts.get("strategy") or {},
+                     directory, settings)
 
     def _delivery_of(self, opts: Mapping[str, Any]) -> DeliveryOptions:
         """The server's delivery defaults with the topic's own retention options applied."""
-        d = self.delivery
+        d = self.settings.delivery
         b, ms = opts.get("delivery_retention_bytes"), opts.get("delivery_retention_ms")
         return DeliveryOptions(d.retention_bytes if b is None else b, d.retention_ms if ms is None else ms,
                                d.segment_bytes, d.buffer_bytes, d.listener_bytes)

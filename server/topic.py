@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
@@ -134,6 +135,32 @@ class DeliveryOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """The server-wide options every topic opens with: one object from the command line through
+    ``HotjoinServer`` and ``TopicRegistry`` to ``Topic`` (a topic's own options — lateness,
+    retention, strategy, delivery retention — live in its ``topic.json``).
+
+    ``engine_factory`` builds the matcher (``matcher.Engine``, or a sharded one); ``sync``: fsync
+    the log (group commit); ``buffer_capacity`` / ``buffer_max_pairs``: per-subscription bounds
+    when messages live in memory only; ``compact_*`` and ``checkpoint_min_ops``: log compaction and
+    checkpoints (server/PERSISTENCE.md); ``delivery``: the match log's and buffers' bounds.
+    """
+
+    engine_factory: EngineFactory = Engine
+    buffer_capacity: int = 1024
+    buffer_max_pairs: int = 100_000
+    sync: bool = True
+    compact_min_bytes: int = COMPACT_MIN_BYTES
+    compact_ratio: float = COMPACT_RATIO
+    compact_all: bool = False
+    checkpoint_min_ops: int = CHECKPOINT_MIN_OPS
+    delivery: DeliveryOptions = DeliveryOptions()
+
+
+DEFAULT_SETTINGS = TopicSettings()
+
+
+@dataclass(frozen=True, slots=True)
 class Status:
     """Outcome of one event of a batch: code is ok, late, duplicate, invalid or not_found."""
 
@@ -198,18 +225,14 @@ class Topic:
         retention: int | None,
         strategy: Mapping[str, str],
         directory: Path | None,
-        engine_factory: EngineFactory,
-        buffer_capacity: int = 1024,
-        buffer_max_pairs: int = 100_000,
-        sync: bool = True,
-        compact_min_bytes: int = COMPACT_MIN_BYTES,
-        compact_ratio: float = COMPACT_RATIO,
-        compact_all: bool = False,
-        checkpoint_min_ops: int = CHECKPOINT_MIN_OPS,
-        delivery: DeliveryOptions | None = None,
+        settings: TopicSettings = DEFAULT_SETTINGS,
     ) -> None:
         self.name = name
-        self.delivery = delivery or DeliveryOptions()
+        self.settings = settings
+        self.delivery = settings.delivery
+        engine_factory = settings.engine_factory
+        sync = settings.sync
+        checkpoint_min_ops = settings.checkpoint_min_ops
         self.lateness = lateness
         self.retention = retention
         self.strategy = dict(strategy)
@@ -230,11 +253,11 @@ class Topic:
         self._deleted = False
         self._log: OpLog | None = None
         self._sync = sync
-        self.compact_min_bytes = compact_min_bytes
-        self.compact_ratio = compact_ratio
+        self.compact_min_bytes = settings.compact_min_bytes
+        self.compact_ratio = settings.compact_ratio
         # Automatic compaction only where the log would otherwise grow without bound (retention
         # set) unless asked for every topic; a topic without retention keeps its full history.
-        self._compacts = retention is not None or compact_all
+        self._compacts = retention is not None or settings.compact_all
         self.compactions = 0
         # chunks (and hub actions) waiting for their frame to be durable, in seq order
         self._pending: collections.deque[tuple[int, Callable[[], None]]] = collections.deque()
@@ -282,8 +305,8 @@ class Topic:
         self.cursors = CursorStore(directory, sync=sync)
         self._retention_checked = time.monotonic()
         self.hub = DeliveryHub(
-            buffer_capacity,
-            buffer_max_pairs,
+            settings.buffer_capacity,
+            settings.buffer_max_pairs,
             boot_seq=self.engine.seq,
             on_gap=self._m_gaps.inc,
             on_deliver=self._observe_delivery,

@@ -86,10 +86,10 @@ def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
 def _front_end_alone(n_events: int, batch: int) -> float:
     """Seconds per event of Topic.publish (order, log, fsync, hub) with no subscriptions."""
     from hotjoin.proto import hotjoin_pb2 as pb
-    from hotjoin.server.topic import Topic
+    from hotjoin.server.topic import Topic, TopicSettings
 
     with tempfile.TemporaryDirectory() as d:
-        topic = Topic("bench", 0, None, {}, Path(d), Engine)
+        topic = Topic("bench", 0, None, {}, Path(d), TopicSettings(engine_factory=Engine))
         evs = [pb.Event(side=pb.SIDE_S, id=f"f{i}", key=float(i % 97), value=1.0, time=i)
                for i in range(n_events)]
         t0 = time.perf_counter()

@@ -35,7 +35,8 @@ def run(subscriptions: int = 100_000, stored: int = 100_000, events: int = 30_00
     w = Workload(kind="select", subscriptions=subscriptions, stored=stored, affected=10, delivery="affected",
                  subscriber="b")
     specs = subscription_specs(w)
-    t = topic_mod.Topic("t", 0, None, {}, Path(tempfile.mkdtemp()), Engine, checkpoint_min_ops=0)
+    t = topic_mod.Topic("t", 0, None, {}, Path(tempfile.mkdtemp()),
+                        topic_mod.TopicSettings(engine_factory=Engine, checkpoint_min_ops=0))
     t.subscribe(specs, 0)
     ref = Engine()
     ref.subscribe_many([t.engine.subscription(i) for i in range(subscriptions)])
