@@ -273,6 +273,16 @@ class BaseTable:
             self.key_index = ix
         return self.key_index
 
+    def live_columns(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bytes]]:
+        """Copies of the stored tuples as columns ``(ids, keys, values, times, seqs, payloads)``
+        (any order): what ``load_columns`` takes back. O(n) numpy work plus the id and payload
+        lists."""
+        ids = list(self.slot_of.keys())
+        slots = np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(ids))
+        pay = self.payloads
+        return (ids, self.keys[slots], self.values[slots], self.times[slots], self.seqs[slots],
+                [pay[s] for s in slots.tolist()])
+
     def live_slots(self) -> np.ndarray:
         return np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
 

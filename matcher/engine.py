@@ -500,6 +500,29 @@ class Engine:
                 if mine.shape[0]:
                     index.add_many(mine)
 
+    def export_state(self) -> dict[str, Any]:
+        """Everything results depend on, as columns (copies): the live subscriptions
+        (``subscription_columns``), each side's stored tuples (``BaseTable.live_columns``), the
+        clock and the next subscription id. ``load_state`` rebuilds an equivalent engine; the
+        indexes are not exported but built anew, since results depend only on subscriptions,
+        tuples and the clock (SPEC §3). Used by server checkpoints and scale-out snapshots."""
+        return {"seq": self._seq, "max_time": self._max_time, "next_sid": int(self.cols.n),
+                "subs": self.subscription_columns(),
+                "tuples": {side: t.live_columns() for side, t in self.tables.items()}}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Load ``export_state``'s output into this empty engine (same lateness, retention and
+        strategy as the exporter, or results may differ): bulk index builds, no matching."""
+        if self.cols.n or self.subs or any(len(t) for t in self.tables.values()):
+            raise ValueError("load_state needs an empty engine")
+        self.restore_subscription_columns(state["subs"])
+        for side, (ids, keys, values, times, seqs, payloads) in state["tuples"].items():
+            if ids:
+                self.restore_event_columns(side, ids, keys, values, times, seqs,
+                                           payloads if any(payloads) else None)
+        self.cols.n = max(int(self.cols.n), int(state["next_sid"]))
+        self.restore_clock(int(state["seq"]), state["max_time"])
+
     def restore_events(self, events: list[Event], seqs: list[int]) -> None:
         """Store tuples with their original sequence numbers, without matching (compacted logs).
 

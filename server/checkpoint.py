@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from hotjoin.server.convert import SubMeta
-from hotjoin.server.snapshot import Tuples, tuples_of
+from hotjoin.server.snapshot import Tuples
 
 MAGIC = b"HJCKPT\x00\x02"
 _HEAD = struct.Struct("<QQQI")
@@ -69,23 +69,29 @@ class Image:
     tuples: list[Tuples]
 
 
-def capture(engine: Any, meta: dict[int, SubMeta], owners: dict[int, str], lateness: int,
-            next_sid: int, log_ops: int) -> Image:
-    """Copy the state (call with the topic lock held): numpy column copies and two dict copies.
+def capture(engine: Any, meta: dict[int, SubMeta], owners: dict[int, str], next_sid: int,
+            log_ops: int) -> Image:
+    """Copy the state (call with the topic lock held): ``Engine.export_state`` (numpy column
+    copies) and two dict copies.
 
     Raises ``TypeError`` for an engine without columnar export (the caller disables
     checkpoints) and ``ValueError`` when the engine and the metadata disagree.
     """
-    export = getattr(engine, "subscription_columns", None)
-    if export is None or getattr(engine, "tables", None) is None:
+    export = getattr(engine, "export_state", None)
+    if export is None:
         raise TypeError(f"{type(engine).__name__} cannot export its state as columns")
-    subs = export()
+    st = export()
+    subs = st["subs"]
     if subs["sid"].shape[0] != len(meta):
         raise ValueError(f"{subs['sid'].shape[0]} live subscriptions in the engine, {len(meta)} in the metadata")
-    w = engine.watermark
-    return Image(int(engine.seq), None if w is None else int(w) + lateness,
-                 max(int(next_sid), int(engine.cols.n)), int(log_ops), subs, dict(meta),
-                 dict(owners), [tuples_of(engine, "R"), tuples_of(engine, "S")])
+    return Image(int(st["seq"]), st["max_time"], max(int(next_sid), int(st["next_sid"])), int(log_ops),
+                 subs, dict(meta), dict(owners), [Tuples(side, *cols) for side, cols in st["tuples"].items()])
+
+
+def engine_state(image: Image) -> dict[str, Any]:
+    """``image`` as the ``Engine.load_state`` input."""
+    return {"seq": image.seq, "max_time": image.max_time, "next_sid": image.next_sid, "subs": image.subs,
+            "tuples": {t.side: (t.ids, t.keys, t.values, t.times, t.seqs, t.payloads) for t in image.tuples}}
 
 
 def _ipc(table: pa.Table) -> bytes:

@@ -62,12 +62,7 @@ def tuples_of(engine: Any, side: str) -> Tuples:
     """Copy the stored tuples of ``side``: columns of ``matcher.Engine`` or ``stored_tuples()``."""
     tables = getattr(engine, "tables", None)
     if tables is not None:
-        t = tables[side]
-        ids = list(t.slot_of.keys())
-        slots = np.fromiter(t.slot_of.values(), dtype=np.int64, count=len(ids))
-        pay = t.payloads
-        return Tuples(side, ids, t.keys[slots], t.values[slots], t.times[slots], t.seqs[slots],
-                      [pay[s] for s in slots.tolist()])
+        return Tuples(side, *tables[side].live_columns())
     pairs = [(ev, seq) for ev, seq in engine.stored_tuples() if ev.side == side]
     return Tuples(side, [e.id for e, _ in pairs],
                   np.array([e.key for e, _ in pairs], dtype=np.float64),

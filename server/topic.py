@@ -928,8 +928,8 @@ class Topic:
         assert self._log is not None and self.directory is not None
         t0 = time.perf_counter()
         try:
-            image = checkpoint.capture(self.engine, self._meta, self._owners, self.lateness,
-                                       self._next_sid, self._log_ops)
+            image = checkpoint.capture(self.engine, self._meta, self._owners, self._next_sid,
+                                       self._log_ops)
         except Exception:
             log.exception("topic %r: cannot capture the state as columns; checkpoints disabled",
                           self.name)
@@ -995,14 +995,7 @@ class Topic:
             if got is None:
                 return False
             seq, offset, image = got
-            engine = self.engine
-            engine.restore_subscription_columns(image.subs)
-            for t in image.tuples:
-                if t.ids:
-                    engine.restore_event_columns(t.side, t.ids, t.keys, t.values, t.times, t.seqs,
-                                                 t.payloads if any(t.payloads) else None)
-            snapshot.set_next_subscription_id(engine, image.next_sid)
-            engine.restore_clock(image.seq, image.max_time)
+            self.engine.load_state(checkpoint.engine_state(image))
             for sid, meta in image.meta.items():
                 self._register_meta(sid, meta, image.owners.get(sid, ""))
             self._next_sid = max(self._next_sid, image.next_sid)

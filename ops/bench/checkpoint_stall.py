@@ -66,16 +66,13 @@ def measure_engine(n_subs: int, n_tuples: int, seed: int = 1) -> dict[str, Any]:
     e.publish_batch(ev["sides"], ev["ids"], ev["keys"], ev["values"], ev["times"], output="none")
     meta = {sid: SubMeta(True, False, "bench", int(e.cols.reg[sid])) for sid in e.subs}
     t0 = time.perf_counter()
-    image = checkpoint.capture(e, meta, {}, e.lateness, 0, 0)
+    image = checkpoint.capture(e, meta, {}, 0, 0)
     t1 = time.perf_counter()
     payload = checkpoint.encode(image)
     t2 = time.perf_counter()
     back = checkpoint.decode(payload)
     f = Engine()
-    f.restore_subscription_columns(back.subs)
-    for t in back.tuples:
-        f.restore_event_columns(t.side, t.ids, t.keys, t.values, t.times, t.seqs)
-    f.restore_clock(back.seq, back.max_time)
+    f.load_state(checkpoint.engine_state(back))
     t3 = time.perf_counter()
     ok = (f.subs == e.subs and f.seq == e.seq and f.watermark == e.watermark
           and all(len(f.tables[s]) == len(e.tables[s]) for s in "RS"))

@@ -13,8 +13,9 @@ with sequence numbers, to a single ``Engine`` (tests/ops/scaleout/test_scaleout.
 Batches. ``apply_many`` sends a whole batch of operations to each actor in one RPC, all actors at
 once, and waits for all; the one-at-a-time calls of ``Engine`` are batches of one.
 
-Recovery. The facade keeps, per shard, the ObjectRef of its last confirmed snapshot (a pickled
-engine, held in Ray's object store, owned by this process) and the tail of operations sent since.
+Recovery. The facade keeps, per shard, the ObjectRef of its last confirmed snapshot (the
+engine's state as columns, ``Engine.export_state``, held in Ray's object store, owned by this
+process) and the tail of operations sent since.
 When an actor dies (``RayActorError``), the facade creates a new actor from the snapshot, replays
 the tail, and sends the failed batch again; its result is the one the dead actor would have given,
 since every shard is a deterministic function of its operations. Nothing is delivered twice: the

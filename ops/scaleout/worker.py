@@ -75,8 +75,9 @@ class ShardWorker:
 
     def __init__(self, lateness: int, retention: int | None, strategy: str | Mapping[str, str],
                  state: bytes | None = None) -> None:
-        self.engine: Engine = (pickle.loads(state) if state is not None
-                               else Engine(lateness=lateness, retention=retention, strategy=strategy))
+        self.engine = Engine(lateness=lateness, retention=retention, strategy=strategy)
+        if state is not None:  # a snapshot: columns, the indexes are bulk-built from them
+            self.engine.load_state(pickle.loads(state))
         self.applied = 0  # operations applied since start (health: is it moving)
         self.cpu_seconds = 0.0  # CPU time spent applying (the model's per-worker cost)
 
@@ -150,11 +151,10 @@ class ShardWorker:
         raise ValueError(f"unknown operation kind {kind!r}")
 
     def snapshot(self) -> bytes:
-        """The engine pickled as a topic checkpoint pickles it (closures by value, server/checkpoint.py):
-        with the operations sent after it, it rebuilds this shard."""
-        from hotjoin.server.checkpoint import dumps
-
-        return dumps(self.engine)
+        """The engine's state as columns (``Engine.export_state``, pickled: numpy arrays and
+        the id lists, no index objects); with the operations sent after it, it rebuilds this
+        shard."""
+        return pickle.dumps(self.engine.export_state(), protocol=pickle.HIGHEST_PROTOCOL)
 
     def status(self) -> dict[str, Any]:
         """Health and load: last sequence applied, memory, subscriptions, engine stats."""

@@ -373,14 +373,11 @@ def test_columnar_checkpoint_roundtrip(retention: int | None) -> None:
                     for i in range(3000)], match=False)
     meta = {sid: SubMeta(sid % 2 == 0, False, f"s{sid % 3}", int(e.cols.reg[sid])) for sid in e.subs}
     owners = {sid: "alice" for sid in list(e.subs)[::3]}
-    image = checkpoint.capture(e, meta, owners, e.lateness, 0, 1234)
+    image = checkpoint.capture(e, meta, owners, 0, 1234)
     back = checkpoint.decode(checkpoint.encode(image))
     assert back.meta == meta and back.owners == owners and back.seq == e.seq and back.log_ops == 1234
     f = Engine(lateness=3, retention=retention)
-    f.restore_subscription_columns(back.subs)
-    for t in back.tuples:
-        f.restore_event_columns(t.side, t.ids, t.keys, t.values, t.times, t.seqs, t.payloads)
-    f.restore_clock(back.seq, back.max_time)
+    f.load_state(checkpoint.engine_state(back))
     assert f.subs == e.subs and f.seq == e.seq and f.watermark == e.watermark
     assert f.cols.n == e.cols.n and f.get_event("S", "e2999") == e.get_event("S", "e2999")
     live = e.cols.active[: e.cols.n]
