@@ -11,6 +11,7 @@ counts only at the end, so no Python object is built per pair unless asked for.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -491,14 +492,16 @@ class Engine:
         if sids[0] < self.cols.n or (n > 1 and bool((np.diff(sids) <= 0).any())):
             raise ValueError("restore_subscription_columns: ids must increase and be new")
         subs = _subscriptions_from_columns(cols)
-        indexes = [self._index_for(s) for s in subs]
+        kinds = np.asarray(cols["kind"], dtype=np.int8)
+        for code in np.unique(kinds).tolist():  # create the kinds' indexes (select/window lazily)
+            self._index_for(subs[int(np.argmax(kinds == code))])
         self.cols.restore_columns(cols)
         self.subs.update(zip(sids.tolist(), subs, strict=True))
-        for index in (self.band, self.select, self.window):
-            if index is not None:
-                mine = sids[np.fromiter((ix is index for ix in indexes), dtype=np.bool_, count=n)]
-                if mine.shape[0]:
-                    index.add_many(mine)
+        for code, index in ((KIND_CODE["band"], self.band), (KIND_CODE["select"], self.select),
+                            (KIND_CODE["window"], self.window)):
+            mine = sids[kinds == code]
+            if index is not None and mine.shape[0]:
+                index.add_many(mine)
 
     def export_state(self) -> dict[str, Any]:
         """Everything results depend on, as columns (copies): the live subscriptions
@@ -790,21 +793,39 @@ class Engine:
 
 
 def _subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscription]:
-    """The ``Subscription`` objects of ``Engine.subscription_columns`` rows (±inf → unbounded)."""
+    """The ``Subscription`` objects of ``Engine.subscription_columns`` rows (±inf → unbounded).
 
-    rng = Range.of_floats
+    The rows passed the model's checks once already, so the frozen objects are filled directly
+    (``object.__new__``): validating 500,000 specs again would cost seconds and cannot fail."""
+    new, put, inf = object.__new__, object.__setattr__, math.inf
+
+    def rng(lo: float, hi: float) -> Range:
+        r = new(Range)
+        put(r, "lo", None if lo == -inf else lo)
+        put(r, "hi", None if hi == inf else hi)
+        return r
+
     out: list[Subscription] = []
     cs = [np.asarray(cols[k]).tolist() for k in ("kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo",
                                                   "c_hi", "w")]
+    select, band, window = KIND_CODE["select"], KIND_CODE["band"], KIND_CODE["window"]
     for kind, a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, w in zip(*cs, strict=True):
-        if kind == KIND_CODE["select"]:
-            out.append(SelectJoin(a=rng(a_lo, a_hi), c=rng(c_lo, c_hi)))
-        elif kind == KIND_CODE["band"]:
-            out.append(BandJoin(b=rng(b_lo, b_hi), a=rng(a_lo, a_hi), c=rng(c_lo, c_hi)))
-        elif kind == KIND_CODE["window"]:
-            out.append(WindowJoin(a=rng(a_lo, a_hi), c=rng(c_lo, c_hi), w=int(w)))
+        if kind == select:
+            sub: Any = new(SelectJoin)
+            put(sub, "kind", "select")
+        elif kind == band:
+            sub = new(BandJoin)
+            put(sub, "b", rng(b_lo, b_hi))
+            put(sub, "kind", "band")
+        elif kind == window:
+            sub = new(WindowJoin)
+            put(sub, "w", int(w))
+            put(sub, "kind", "window")
         else:
             raise ValueError(f"unknown subscription kind code {kind!r}")
+        put(sub, "a", rng(a_lo, a_hi))
+        put(sub, "c", rng(c_lo, c_hi))
+        out.append(sub)
     return out
 
 

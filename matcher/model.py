@@ -70,19 +70,6 @@ class Range:
     def contains(self, x: float) -> bool:
         return self.lo_f <= x <= self.hi_f
 
-    @classmethod
-    def of_floats(cls, lo: float, hi: float) -> Range:
-        """The range with float ends ``lo ≤ hi`` (``±inf``: unbounded) that ``lo_f``/``hi_f``
-        gave back, without re-validating them (restoring a checkpoint's columns).
-
-        >>> Range.of_floats(-math.inf, 2.0) == Range(None, 2.0)
-        True
-        """
-        r = object.__new__(cls)
-        object.__setattr__(r, "lo", None if lo == -INF else lo)
-        object.__setattr__(r, "hi", None if hi == INF else hi)
-        return r
-
 
 UNBOUNDED = Range()
 
