@@ -293,6 +293,7 @@ class Topic:
             self._log = OpLog(directory / "log", sync=sync)
             if not self._restore_checkpoint(directory):
                 self._recover(directory / "log")
+                self._ckpt_ops = self._log_ops  # nothing checkpointed: the whole log is the tail
             release_free_memory()  # the rebuild's temporaries: RSS back near the pre-crash level
         self._m_published = metrics.EVENTS_PUBLISHED.labels(name)
         self._m_deleted = metrics.EVENTS_DELETED.labels(name)
@@ -1014,6 +1015,7 @@ class Topic:
             self._log_ops = image.log_ops
             loaded = time.perf_counter() - t0
             self._recover(directory / "log", start=(offset, seq))
+            self._ckpt_ops = self._log_ops - image.log_ops  # the tail a restart would replay again
         except Exception:
             log.exception("topic %r: checkpoint unusable; replaying the whole log", self.name)
             self.engine = self._engine_factory(lateness=self.lateness, retention=self.retention,
