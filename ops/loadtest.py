@@ -425,6 +425,10 @@ def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Pat
             "restart_log_mib": round(log_bytes / 2**20, 1), "restart_fill_s": round(fill_s, 1),
             "restart_rss_mib": round(_rss_bytes(proc2.pid) / 2**20, 1),
             "rss_before_kill_mib": round(rss_before / 2**20, 1),
+            # how the restart went, in the server's words (which checkpoint, how long a tail)
+            "restart_server_log": [line.split(" hotjoin.topic ", 1)[-1] for line in
+                                   (work / f"server-{n_subs}-restart.log").read_text(errors="replace").splitlines()
+                                   if "restored checkpoint" in line or "replaying the whole log" in line],
             "restart_checkpoint": (data / "topics" / TOPIC / "checkpoint").exists(), "_proc": proc2}
 
 

@@ -29,3 +29,14 @@ def test_bench_serve_smoke(tmp_path: Path) -> None:
     [ref] = res["references"]  # the NumPy brute force timed in the same run (SPEC §6)
     assert ref["contender"] == "numpy_reference" and ref["events"] > 0
     assert ref["throughput_events_per_s"] > 0 and ref["affected_per_event"] > 0
+
+
+def test_bench_serve_restart_smoke(tmp_path: Path) -> None:
+    """``--restart-test`` fills the topic, kills the server with SIGKILL, restarts it and reports
+    the time, RSS before and after and the server's own account of the restore."""
+    cfg = ServeBenchConfig(subscriptions=(1000,), stored=500, rate=400, duration=1.0, publishers=1,
+                           batch_size=50, affected=5, restart_test=True, restart_stored=3000)
+    [rec] = run(cfg, str(tmp_path / "out.json"), None)["records"]
+    assert rec["restart_s"] > 0 and rec["restart_stored"] == 3000
+    assert rec["restart_rss_mib"] > 0 and rec["rss_before_kill_mib"] > 0
+    assert isinstance(rec["restart_server_log"], list) and isinstance(rec["restart_checkpoint"], bool)
