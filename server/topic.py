@@ -38,6 +38,7 @@ import logging
 import os
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,9 +116,11 @@ COMPACT_RATIO = 2.0
 CHECKPOINT_MIN_OPS = 200_000
 CHECKPOINT_IDLE_SECONDS = 5.0
 # While busy, a checkpoint is taken once the log's tail holds BUSY_FACTOR × min_ops operations
-# and as many as the live state (subscriptions + stored tuples): replaying the tail then costs
-# about as much as loading the checkpoint, and the background encode (O(state)) runs at most
-# once per state-size worth of operations. The capture under the lock is a few ms (columns).
+# and half as many as the live state (subscriptions + stored tuples): a restart then replays at
+# most about half the state's worth of operations after loading the checkpoint, and the
+# background encode (O(state)) runs at most once per half-state of operations. (Not "as many as
+# the state": when every operation stores a tuple, the tail never catches up with the state.)
+# The capture under the lock is a few ms (columns).
 CHECKPOINT_BUSY_FACTOR = 2
 
 
@@ -923,7 +926,7 @@ class Topic:
                 self.match_log.enforce_retention()  # retention.ms (bytes: at each segment roll)
             if (self._checkpoints and not self._ckpt_running
                     and self._ckpt_ops >= max(CHECKPOINT_BUSY_FACTOR * self.checkpoint_min_ops,
-                                              self._live_records())):
+                                              self._live_records() // 2)):
                 self._start_checkpoint()  # the replay tail would be long: even while busy
             if (self.compact_ratio > 0 and self._compacts and not self._compacting
                     and self._log.size >= self.compact_min_bytes
@@ -1264,8 +1267,10 @@ class Topic:
         # Without retention a run of logged publishes leaves exactly its tuples stored (each was
         # accepted when logged: new id, not late), so the run is loaded as columns at once.
         columnar = self.retention is None and hasattr(engine, "restore_event_columns")
-        cols: dict[str, tuple[list[str], list[float], list[float], list[int], list[int], list[bytes]]] = {
-            "R": ([], [], [], [], [], []), "S": ([], [], [], [], [], [])}
+        # numbers go straight into typed arrays: no float/int object per replayed event outlives
+        # its frame (a million of them would fragment the heap around the ids that stay)
+        cols: dict[str, tuple[list[str], array, array, array, array, list[bytes]]] = {
+            side: ([], array("d"), array("d"), array("q"), array("q"), []) for side in ("R", "S")}
         run = {"seq": 0, "max_time": None, "n": 0}
 
         def flush_events() -> None:
@@ -1276,10 +1281,14 @@ class Topic:
                 for side, (ids, keys, values, times, seqs, pays) in cols.items():
                     if ids:
                         engine.restore_event_columns(
-                            side, ids, np.array(keys), np.array(values), np.array(times, dtype=np.int64),
-                            np.array(seqs, dtype=np.int64), pays if any(pays) else None)
-                    for c in (ids, keys, values, times, seqs, pays):
-                        c.clear()
+                            side, ids, np.frombuffer(keys, dtype=np.float64).copy(),
+                            np.frombuffer(values, dtype=np.float64).copy(),
+                            np.frombuffer(times, dtype=np.int64).copy(),
+                            np.frombuffer(seqs, dtype=np.int64).copy(), pays if any(pays) else None)
+                    ids.clear()
+                    pays.clear()
+                    for a in (keys, values, times, seqs):
+                        del a[:]
                 old = engine.watermark
                 old_max = None if old is None else old + engine.lateness
                 mt = run["max_time"] if old_max is None else max(old_max, run["max_time"])
