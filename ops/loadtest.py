@@ -246,7 +246,9 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
 
     data = work / f"data-{n_subs}-{wire}"
     port, _ = free_port(0)
-    mport, _ = free_port(0)
+    mport = port
+    while mport == port:  # two probes of port 0 may hand out the same port
+        mport, _ = free_port(0)
     target = f"127.0.0.1:{port}"
     proc = start_server(data, port, mport, work / f"server-{n_subs}.log",
                         ("--max-workers", "32", *cfg.extra_server_args))
@@ -260,7 +262,12 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                  delivery=cfg.delivery, subscriber="bench", seed=cfg.seed)
     try:
         with HotjoinClient(target, timeout=600) as hj:
-            hj.wait_ready(60)
+            try:
+                hj.wait_ready(120)
+            except Exception as x:  # say why: the server's own last words
+                tail = (work / f"server-{n_subs}.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the bench server (pid {proc.pid}, exit code {proc.poll()}) did not "
+                                   f"become ready on port {port}; its log ends:\n{tail}") from x
             strategy = pick_strategy(cfg.kind) if cfg.strategy == "auto" else {cfg.kind: cfg.strategy}
             hj.create_topic(TOPIC, lateness=lateness, strategy=strategy)
             rec["strategy"] = strategy or "auto"

@@ -101,7 +101,9 @@ def memory_bound(buffer_bytes: int, seconds: float = 30.0) -> dict[str, Any]:
     from hotjoin.clients.commands.demo import free_port, start_server, stop_server
 
     work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-memory-"))
-    port, mport = free_port(0)[0], free_port(0)[0]
+    port = mport = free_port(0)[0]
+    while mport == port:  # two probes of port 0 may hand out the same port
+        mport = free_port(0)[0]
     proc = start_server(work / "data", port, mport, work / "server.log",
                         ("--delivery-buffer-bytes", str(buffer_bytes),
                          "--delivery-retention-bytes", str(256 << 20)))

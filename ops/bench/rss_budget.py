@@ -55,7 +55,9 @@ def measure(n_subs: int, n_unbounded: int, stored: int, rate: float, batch: int,
     from hotjoin.clients.commands.demo import start_server
 
     rng = np.random.default_rng(1)
-    port, mport = _free_port(), _free_port()
+    port = mport = _free_port()
+    while mport == port:  # two probes of port 0 may hand out the same port
+        mport = _free_port()
     with tempfile.TemporaryDirectory() as work:
         proc = start_server(Path(work) / "data", port, mport, Path(work) / "server.log",
                             extra=("--delivery-buffer-bytes", str(buffer_bytes),
