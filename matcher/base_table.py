@@ -153,6 +153,17 @@ class BaseTable:
                 dropped.append(slot)
         return dropped
 
+    def next_expiry(self) -> int | None:
+        """The earliest time of a stored tuple (the next one retention drops), or None when
+        nothing is stored; stale queue entries are discarded on the way. Needs ``track_expiry``."""
+        heap = self._expiry
+        while heap:
+            _, seq, slot = heap[0]
+            if self.alive[slot] and self.seqs[slot] == seq:
+                return int(heap[0][0])
+            heapq.heappop(heap)
+        return None
+
     def bulk_load(self, events: list[Event], seqs: list[int]) -> None:
         """Store many new tuples at once (restore, replay); one O(n log n) re-sort of the key order."""
         for ev, seq in zip(events, seqs, strict=True):

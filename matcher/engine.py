@@ -42,6 +42,7 @@ from hotjoin.matcher.joins import band_kernels as K
 from hotjoin.matcher.joins.band import (
     BAND_STRATEGIES,
     BandStrategy,
+    BatchRows,
     MatchBuffer,
     make_band_strategy,
 )
@@ -134,6 +135,7 @@ class Engine:
         self.select: SelectStrategy | None = None
         self.window: WindowStrategy | None = None
         self._buf = MatchBuffer()
+        self._rows_buf = BatchRows()
         self._seq = 0
         self._max_time: int | None = None
 
@@ -687,33 +689,8 @@ class Engine:
         keys, values, times = cols.keys[run], cols.values[run], cols.times[run]
         run_seqs, run_max = seqs[run], maxes[run]
         if mode >= 0:
-            band = len(self.band) > 0
-            equi = ((self.select is not None and len(self.select) > 0)
-                    or (self.window is not None and len(self.window) > 0))
-            if band or equi:
-                if not band:
-                    # key-partner pre-filter: only events whose key the other side stores (the
-                    # other side only loses tuples inside a run, so a stale hit is harmless)
-                    ix = other.key_index
-                    assert ix is not None
-                    todo = _with_partner(ix.group, keys)
-                else:
-                    todo = range(run.shape[0])
-                buf = self._buf
-                for j in todo:
-                    m = int(run_max[j])
-                    if m != self._max_time:
-                        self._max_time = m
-                        if retention is not None:
-                            other.expire_before(m - lateness - retention)
-                    if len(other) == 0:
-                        continue
-                    self._match(side, float(keys[j]), float(values[j]), int(run_seqs[j]), mode,
-                                int(times[j]))
-                    n = buf.n
-                    if n:
-                        parts.append(self._rows(int(run[j]), side, cols.ids[run[j]], mode,
-                                                other))
+            self._match_run(side, other, run, keys, values, times, run_seqs, run_max, mode,
+                            cols, parts)
         m = int(run_max[-1])
         self._max_time = m
         if retention is not None:
@@ -730,6 +707,88 @@ class Engine:
         own.insert_many(ids, keys, values, times, run_seqs, pl)
         if retention is not None:
             own.expire_before(m - lateness - retention)
+
+    def _match_run(self, side: Side, other: BaseTable, run: np.ndarray, keys: np.ndarray,
+                   values: np.ndarray, times: np.ndarray, run_seqs: np.ndarray,
+                   run_max: np.ndarray, mode: int, cols: Any,
+                   parts: list[tuple[np.ndarray, ...]]) -> None:
+        """Match a run of same-side events against ``other`` with one ``match_many`` call per
+        kind and segment, rows appended to ``parts`` in event order.
+
+        The other side changes inside a run only by retention; a segment is a stretch of
+        events during which no stored tuple expires, found from the next expiry time
+        (``BaseTable.next_expiry``) and the events' limits, so a segment sees exactly what each
+        of its events would see one at a time. Events whose key has no partner on the other
+        side are skipped when no band join exists (a stale hit is harmless)."""
+        band = self.band if len(self.band) else None
+        sel = self.select if self.select is not None and len(self.select) else None
+        win = self.window if self.window is not None and len(self.window) else None
+        if band is None and sel is None and win is None:
+            return
+        if band is None:
+            ix = other.key_index
+            assert ix is not None
+            todo = _with_partner(ix.group, keys)
+        else:
+            todo = np.arange(run.shape[0])
+        n = todo.shape[0]
+        if n == 0:
+            return
+        retention, lateness = self.retention, self.lateness
+        limits = None if retention is None else run_max[todo] - lateness - retention
+        dirn = 1 if side == "R" else -1
+        a = 0
+        while a < n:
+            b = n
+            if limits is not None:
+                other.expire_before(int(limits[a]))
+                t = other.next_expiry()
+                if t is not None:
+                    b = max(a + 1, int(np.searchsorted(limits, t, side="right")))
+            self._max_time = int(run_max[todo[b - 1]])
+            if len(other):
+                idx = todo[a:b]
+                bs, vs, xs = keys[idx], values[idx], run_seqs[idx]
+                got = []
+                rows, buf = self._rows_buf, self._buf
+                if band is not None:
+                    band.match_many(buf, rows, dirn, bs, vs, xs, other, mode)
+                    got.append(rows.take())
+                if sel is not None:
+                    sel.match_many(buf, rows, dirn, bs, vs, xs, other, mode)
+                    got.append(rows.take())
+                if win is not None:
+                    win.match_many(buf, rows, dirn, bs, vs, times[idx], xs, other, mode,
+                                   run_max[idx] - lateness)
+                    got.append(rows.take())
+                self._add_rows(got, run[idx], side, mode, other, cols, parts)
+            a = b
+
+    def _add_rows(self, got: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                  events: np.ndarray, side: Side, mode: int, other: BaseTable, cols: Any,
+                  parts: list[tuple[np.ndarray, ...]]) -> None:
+        """Rows ``(position, q, x)`` of each kind, merged stably by event (kinds in band,
+        select, window order within an event, as one at a time), as batch-output columns."""
+        got = [g for g in got if g[0].shape[0]]
+        if not got:
+            return
+        if len(got) == 1:
+            e, q, x = got[0]
+        else:
+            e = np.concatenate([g[0] for g in got])
+            order = np.argsort(e, kind="stable")
+            e = e[order]
+            q = np.concatenate([g[1] for g in got])[order]
+            x = np.concatenate([g[2] for g in got])[order]
+        ev = events[e]
+        if mode == K.PAIRS:
+            partner = other.ids_of(x)
+            mine = np.empty(ev.shape[0], dtype=object)
+            id_list = cols.ids
+            mine[:] = [id_list[i] for i in ev.tolist()]
+            parts.append((ev, q, None, (mine, partner) if side == "R" else (partner, mine)))
+        else:
+            parts.append((ev, q, x, None))
 
     def _rows(self, event: int, side: Side, x_id: str, mode: int,
               other: BaseTable) -> tuple[np.ndarray, ...]:
@@ -829,10 +888,10 @@ def _subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscrip
     return out
 
 
-def _with_partner(group: dict[float, int], keys: np.ndarray) -> list[int]:
+def _with_partner(group: dict[float, int], keys: np.ndarray) -> np.ndarray:
     """Positions of ``keys`` that have a group in a key index (the others form no pair)."""
     hit = np.fromiter(map(group.__contains__, keys.tolist()), dtype=np.bool_, count=keys.shape[0])
-    return np.flatnonzero(hit).tolist()
+    return np.flatnonzero(hit)
 
 
 def _split_repeats(run: np.ndarray, ids: list[Any]) -> list[np.ndarray]:

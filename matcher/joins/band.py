@@ -74,6 +74,89 @@ class MatchBuffer:
             self.out_q, self.out_s = q, s
 
 
+class BatchRows:
+    """Growable rows ``(event position, q, x)`` of a multi-event match (the batch path): ``x`` is
+    the partner slot (PAIRS) or the pair count (COUNT). Kernels fill the arrays in place."""
+
+    def __init__(self) -> None:
+        self.e = np.empty(4096, dtype=np.int64)
+        self.q = np.empty(4096, dtype=np.int64)
+        self.x = np.empty(4096, dtype=np.int64)
+        self.n = 0
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more rows."""
+        need = self.n + extra
+        if need > self.e.shape[0]:
+            cap = max(need, 2 * self.e.shape[0])
+            for name in ("e", "q", "x"):
+                a = np.empty(cap, dtype=np.int64)
+                a[: self.n] = getattr(self, name)[: self.n]
+                setattr(self, name, a)
+
+    def grow(self) -> None:
+        """Double the capacity (a kernel stopped for want of room)."""
+        self.reserve(self.e.shape[0])
+
+    def append(self, e: int, q: np.ndarray, x: np.ndarray) -> None:
+        k = q.shape[0]
+        self.reserve(k)
+        n = self.n
+        self.e[n: n + k] = e
+        self.q[n: n + k] = q
+        self.x[n: n + k] = x
+        self.n = n + k
+
+    def sort_by_event(self, start: int = 0) -> None:
+        """Order rows ``start …`` by event, stably (a kernel visited the events out of order)."""
+        e = self.e[start: self.n]
+        if e.shape[0] > 1 and (e[1:] < e[:-1]).any():
+            o = np.argsort(e, kind="stable")
+            for a in (self.e, self.q, self.x):
+                a[start: self.n] = a[start: self.n][o]
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows so far (copies) in the order they were written; empties the buffer."""
+        n = self.n
+        self.n = 0
+        return self.e[:n].copy(), self.q[:n].copy(), self.x[:n].copy()
+
+
+def each_event(match_one: Any, n: int, buf: MatchBuffer, rows: BatchRows, mode: int,
+               acc: np.ndarray) -> None:
+    """The multi-event fallback: ``match_one(j)`` fills ``buf`` for event ``j``; its output is
+    appended to ``rows`` as event ``j``'s rows (strategies without a compiled ``match_many``)."""
+    for j in range(n):
+        buf.start()
+        match_one(j)
+        k = buf.n
+        if k:
+            q = buf.out_q[:k]
+            rows.append(j, q, buf.out_s[:k] if mode == K.PAIRS else acc[q])
+
+
+def key_runs(table: BaseTable) -> tuple[K.KeyRun, K.KeyRun]:
+    """The main and delta runs of ``table``'s key order as kernel bundles (either may be empty)."""
+    o = table.order
+    mk, mp, dk, dp = o.runs()
+    return K.KeyRun(mk, mp, o.main_sample), K.KeyRun(dk, dp, _NO_SAMPLE)
+
+
+def run_kernel_many(kernel: Any, head: tuple[Any, ...], tail: tuple[Any, ...], n_events: int,
+                    buf: MatchBuffer, rows: BatchRows, room: int) -> None:
+    """Call a ``*_many`` kernel (``kernel(*head, e0, *tail, stamp, room, e, q, x, n)``) until
+    every event is done, growing ``rows`` whenever it stops for room; ``buf.stamp`` advances by
+    one per event."""
+    e = 0
+    rows.reserve(room + 16)
+    while True:
+        e, rows.n, buf.stamp = kernel(*head, e, *tail, buf.stamp, room, rows.e, rows.q, rows.x,
+                                      rows.n)
+        if e >= n_events:
+            return
+        rows.grow()
+
+
 class DenseIds:
     """Set of ids as a dense numpy array with O(1) add / swap-remove."""
 
@@ -248,6 +331,14 @@ class BandStrategy:
         """Append this strategy's output for the incoming tuple (key b, value v) to ``buf``."""
         raise NotImplementedError
 
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        """:meth:`match` for each incoming tuple of a run (keys ``bs``, values ``vs``, sequence
+        numbers ``xseqs``) against the same ``table``, output appended to ``rows``. This
+        default loops; strategies with a multi-event kernel override it."""
+        each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
+                                        table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
+
     def stats(self) -> dict[str, Any]:
         return {"subscriptions": len(self)}
 
@@ -259,6 +350,7 @@ class BandStrategy:
 
 
 _NO_SAMPLE = np.empty(0, dtype=np.float64)
+_NO_HINT = np.empty(0, dtype=np.int64)
 
 
 def _data_runs(
@@ -560,9 +652,35 @@ class SSIGroups:
             buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
                     lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
                     self.gsel, self.gminlo, self.gmaxhi, keys, pays, samp, SAMPLE_EVERY,
-                    clean, fast_count, DELTA, b, v, dirn,
+                    _NO_HINT, clean, fast_count, DELTA, b, v, dirn,
                     table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
                     dedupe, cols.mark, buf.stamp, cols.acc)
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        """:meth:`match` for a run of incoming tuples in one compiled call (``K.ssi_many``)."""
+        if not self.local or len(table.order) == 0:
+            return
+        cols = self.cols
+        own, oth = _sides(dirn)
+        lp, rp = self.lpool, self.rpool
+        g = K.SSIArrays(self.gids(), self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
+                        lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
+                        self.gsel, self.gminlo, self.gmaxhi)
+        main, dlt = key_runs(table)
+        clean = table.order.n_dead == 0
+        fast_count = bool(clean and cols.n > 0 and int(xseqs.min()) > cols.reg[cols.n - 1])
+        room = 0 if mode == K.PAIRS else 2 * self.n_members + 16
+        order = np.argsort(bs if dirn > 0 else -bs, kind="stable")
+        hints = np.zeros((2, self.point.shape[0]), dtype=np.int64)
+        n0 = rows.n
+        run_kernel_many(K.ssi_many,
+                        (g, main, dlt, K.TableArrays(table.alive, table.values, table.seqs),
+                         K.SubArrays(cols.rec, cols.mark, cols.acc),
+                         K.EventArrays(bs, vs, xseqs), order, hints),
+                        (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY),
+                        bs.shape[0], buf, rows, room)
+        rows.sort_by_event(n0)
 
     def memory_bytes(self) -> int:
         return self.lpool.memory_bytes() + self.rpool.memory_bytes() + self.point.nbytes
@@ -593,6 +711,10 @@ class SSI(BandStrategy):
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
         self.groups.match(buf, dirn, b, v, xseq, table, mode)
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        self.groups.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tau": len(self.groups),
@@ -667,6 +789,38 @@ class Hotspot(BandStrategy):
         else:
             self.scattered_by["BJ-MJ"] += 1
             run_merge_join(lis.scattered_order, self.cols, buf, dirn, b, v, xseq, table, mode)
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        """Hot groups in one ``K.ssi_many`` call, then the scattered ranges (a subscription is
+        in exactly one of the two, so their rows never need merging per subscription): by
+        ``K.qouter_many`` when QOuter is the cheaper, else per event through BJ-MJ. Each
+        event's rows end up together when the engine orders the rows by event."""
+        lis = self.listener
+        lis.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+        n_s = len(lis.scattered_ids)
+        if n_s == 0 or len(table.order) == 0:
+            return
+        m = len(table.order)
+        n = bs.shape[0]
+        cols = self.cols
+        if n_s * math.log2(m + 2) <= n_s + m:
+            self.scattered_by["BJ-QOuter"] += n
+            own, oth = _sides(dirn)
+            main, dlt = key_runs(table)
+            room = 0 if mode == K.PAIRS else 2 * n_s + 16
+            run_kernel_many(K.qouter_many,
+                            (lis.scattered_ids.view(), main, dlt,
+                             K.TableArrays(table.alive, table.values, table.seqs),
+                             K.SubArrays(cols.rec, cols.mark, cols.acc),
+                             K.EventArrays(bs, vs, xseqs)),
+                            (dirn, own, oth, mode, SAMPLE_EVERY), n, buf, rows, room)
+        else:
+            self.scattered_by["BJ-MJ"] += n
+            order = lis.scattered_order
+            each_event(lambda j: run_merge_join(order, cols, buf, dirn, float(bs[j]),
+                                                float(vs[j]), int(xseqs[j]), table, mode),
+                       n, buf, rows, mode, cols.acc)
 
     def check_invariants(self) -> None:
         """Theorem 1's I1–I3, hot groups mirrored in the SSI arrays, scattered in both indexes."""

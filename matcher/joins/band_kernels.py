@@ -26,6 +26,8 @@ buffers. Conventions shared by all kernels:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -283,8 +285,9 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
         rkeys: np.ndarray, rids: np.ndarray, raux: np.ndarray, gsel: np.ndarray,
         gminlo: np.ndarray, gmaxhi: np.ndarray,
-        keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int, clean: bool,
-        fast_count: bool, delta: int, b: float, v: float, dirn: int, alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
+        keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int, hint: np.ndarray,
+        clean: bool, fast_count: bool, delta: int, b: float, v: float, dirn: int,
+        alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
         rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
         mark: np.ndarray, stamp: int, acc: np.ndarray,
         out_q: np.ndarray, out_s: np.ndarray, n_out: int):
@@ -304,8 +307,11 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     subscription's pairs with two binary searches instead of walking them;
     ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs no record read;
     when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY reads only the
-    group's own sequential arrays.
+    group's own sequential arrays. A non-empty ``hint`` (per local group id) holds each
+    group's position for the previous incoming tuple and is updated: when tuples come in
+    order of their key (``ssi_many``), each group gallops a short, cached step from there.
     """
+    use_hint = hint.shape[0] > 0
     n = keys.shape[0]
     if n == 0:
         return n_out
@@ -314,7 +320,11 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
         g = gids[gi]
         p = gpoint[g]
         plain = mode == IDENTIFY and gsel[g] == 0
-        i = gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
+        if use_hint:
+            i = gallop(keys, samp, step, b, dirn, p, hint[g])
+            hint[g] = i
+        else:
+            i = gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
         j1 = i - 1
         j2 = i
         if not clean:  # the run holds deleted entries: the neighbours must be live ones
@@ -510,3 +520,141 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
                                 acc[q] += 1
             u = nxt
     return n_out
+
+
+# -- multi-event entry points (the batch path, issue 14) ---------------------------------------
+
+
+class KeyRun(NamedTuple):
+    """One sorted run of the other side's key order: keys, slots and the key sample."""
+
+    keys: np.ndarray
+    pays: np.ndarray
+    samp: np.ndarray
+
+
+class TableArrays(NamedTuple):
+    """The other side's per-slot columns a kernel reads: liveness, values, sequence numbers."""
+
+    alive: np.ndarray
+    values: np.ndarray
+    seqs: np.ndarray
+
+
+class SubArrays(NamedTuple):
+    """Subscription record rows and the per-operation dedupe mark / pair-count columns."""
+
+    rec: np.ndarray
+    mark: np.ndarray
+    acc: np.ndarray
+
+
+class EventArrays(NamedTuple):
+    """A run of incoming tuples of one side: keys, values and their sequence numbers."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    seqs: np.ndarray
+
+
+class SSIArrays(NamedTuple):
+    """BJ-SSI's flat group arrays (``SSIGroups``): points, I^l / I^r pools and group bounds."""
+
+    gids: np.ndarray
+    point: np.ndarray
+    lstart: np.ndarray
+    lsize: np.ndarray
+    lcap: np.ndarray
+    ldsize: np.ndarray
+    lkeys: np.ndarray
+    lids: np.ndarray
+    rstart: np.ndarray
+    rsize: np.ndarray
+    rcap: np.ndarray
+    rdsize: np.ndarray
+    rkeys: np.ndarray
+    rids: np.ndarray
+    raux: np.ndarray
+    gsel: np.ndarray
+    gminlo: np.ndarray
+    gmaxhi: np.ndarray
+
+
+@njit(cache=True, inline="always")
+def _rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e: np.ndarray,
+                   out_q: np.ndarray, out_x: np.ndarray) -> None:
+    """Tag rows ``n0 … n_out`` with event ``e``; COUNT rows take their count from ``acc``."""
+    for k in range(n0, n_out):
+        out_e[k] = e
+        if mode == COUNT:
+            out_x[k] = acc[out_q[k]]
+
+
+@njit(cache=True)
+def ssi_many(g: SSIArrays, main: KeyRun, dlt: KeyRun, tab: TableArrays, sub: SubArrays,
+             ev: EventArrays, order: np.ndarray, hints: np.ndarray, e0: int, dirn: int,
+             own: int, oth: int, mode: int, clean: bool, fast_count: bool, delta: int,
+             step: int, stamp: int, room: int,
+             out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+    """:func:`ssi` for the incoming tuples ``ev[order[e0:]]``, one after the other, over both
+    runs.
+
+    ``order`` visits the tuples by key (ascending for R, descending for S), so that every
+    group's position in the other side's key order only moves forward, by a short galloped
+    step over cached keys from the previous tuple's position (``hints[run]``, per group,
+    initialised to 0). Each event takes the next ``stamp`` (its own dedupe generation) and its
+    rows are tagged with its position in ``ev`` (so the caller sorts rows by event); ``out_x``
+    is the partner slot (PAIRS) or the pair count (COUNT). Stops before an event that might
+    not fit — IDENTIFY/COUNT need ``room`` free rows; PAIRS is rerun from the event it
+    overflowed in — and returns ``(next index into order, n_out, stamp)``, so the caller
+    grows the buffers and calls again. One call per run of events replaces one dispatch of
+    :func:`ssi` (44 arguments) per event and run.
+    """
+    n_ev = order.shape[0]
+    dedupe = main.keys.shape[0] > 0 and dlt.keys.shape[0] > 0
+    for oi in range(e0, n_ev):
+        e = order[oi]
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return oi, n_out, stamp
+        stamp += 1
+        n0 = n_out
+        for r in range(2):
+            run = main if r == 0 else dlt
+            if run.keys.shape[0] == 0:
+                continue
+            n_out = ssi(g.gids, g.point, g.lstart, g.lsize, g.lcap, g.ldsize, g.lkeys, g.lids,
+                        g.rstart, g.rsize, g.rcap, g.rdsize, g.rkeys, g.rids, g.raux, g.gsel,
+                        g.gminlo, g.gmaxhi, run.keys, run.pays, run.samp, step, hints[r],
+                        clean, fast_count, delta, ev.keys[e], ev.values[e], dirn, tab.alive,
+                        tab.values, tab.seqs, ev.seqs[e], sub.rec, own, oth, mode, dedupe,
+                        sub.mark, stamp, sub.acc, out_q, out_x, n_out)
+            if n_out == OVERFLOW:
+                return oi, n0, stamp
+        _rows_of_event(e, n0, n_out, mode, sub.acc, out_e, out_q, out_x)
+    return n_ev, n_out, stamp
+
+
+@njit(cache=True)
+def qouter_many(qids: np.ndarray, main: KeyRun, dlt: KeyRun, tab: TableArrays, sub: SubArrays,
+                ev: EventArrays, e0: int, dirn: int, own: int, oth: int, mode: int, step: int,
+                stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,
+                out_x: np.ndarray, n_out: int):
+    """:func:`qouter` for the incoming tuples ``ev[e0:]``; conventions of :func:`ssi_many`."""
+    n_ev = ev.keys.shape[0]
+    dedupe = main.keys.shape[0] > 0 and dlt.keys.shape[0] > 0
+    for e in range(e0, n_ev):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return e, n_out, stamp
+        stamp += 1
+        n0 = n_out
+        for r in range(2):
+            run = main if r == 0 else dlt
+            if run.keys.shape[0] == 0:
+                continue
+            n_out = qouter(qids, run.keys, run.pays, run.samp, step, ev.keys[e], ev.values[e],
+                           dirn, tab.alive, tab.values, tab.seqs, ev.seqs[e], sub.rec, own,
+                           oth, mode, dedupe, sub.mark, stamp, sub.acc, out_q, out_x, n_out)
+            if n_out == OVERFLOW:
+                return e, n0, stamp
+        _rows_of_event(e, n0, n_out, mode, sub.acc, out_e, out_q, out_x)
+    return n_ev, n_out, stamp

@@ -47,7 +47,7 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import select_kernels as K
-from hotjoin.matcher.joins.band import DenseIds, MatchBuffer
+from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, each_event
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
 from hotjoin.matcher.structures.scan_runs import ScanRuns
@@ -363,6 +363,13 @@ class SelectStrategy:
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         raise NotImplementedError
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        """:meth:`match` for each incoming tuple of a run against the same ``table``, output
+        appended to ``rows`` (event positions in the run)."""
+        each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
+                                        table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
 
     def stats(self) -> dict[str, Any]:
         return {"subscriptions": len(self)}

@@ -35,7 +35,7 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
-from hotjoin.matcher.joins.band import DenseIds, MatchBuffer
+from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, each_event
 from hotjoin.matcher.joins.select import box_coords, own_other
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
 from hotjoin.matcher.model import Side
@@ -238,6 +238,15 @@ class WindowStrategy:
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         raise NotImplementedError
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, ts: np.ndarray, xseqs: np.ndarray, table: BaseTable,
+                   mode: int, nows: np.ndarray) -> None:
+        """:meth:`match` for each incoming tuple of a run (times ``ts``, watermarks ``nows``)
+        against the same ``table``, output appended to ``rows`` (event positions in the run)."""
+        each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(ts[j]),
+                                        int(xseqs[j]), table, mode, int(nows[j])),
+                   bs.shape[0], buf, rows, mode, self.cols.acc)
 
     def stats(self) -> dict[str, Any]:
         return {"subscriptions": len(self), "w_max": self.wmax}

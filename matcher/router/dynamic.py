@@ -48,6 +48,7 @@ from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins.band import (
     BAND_STRATEGIES,
     BandStrategy,
+    BatchRows,
     DenseIds,
     MatchBuffer,
     make_band_strategy,
@@ -605,6 +606,43 @@ class BandDynamic(_Routing, BandStrategy):
         t0 = self.clock()
         self.members[i].match(buf, dirn, b, v, xseq, table, mode)
         self._learn(d, i, predicted, self.clock() - t0)
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        """The router inside the batch (issue 14 item 3): band costs do not depend on the
+        tuple, so one decision serves the whole run (refreshed as :meth:`match` refreshes it,
+        counting every tuple of the run); when the run holds the refresh's timed tuple the
+        whole run is timed and its time per tuple feeds the online calibration."""
+        n = bs.shape[0]
+        i = self.forced
+        if i is not None:
+            self.last = i
+            self.members[i].match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+            return
+        d = 1 if dirn > 0 else -1
+        cd = self._countdown[d] - 1
+        timed = False
+        if cd < 0:
+            raw = self._raw[d] = self.costs(table)
+            corr = self.corr[d] if self.feedback else [1.0] * len(raw)
+            self._folded[d] = list(corr)
+            cc = [c * x for c, x in zip(raw, corr, strict=True)]
+            self._choice[d] = min(range(len(cc)), key=cc.__getitem__)
+            cd = BAND_REFRESH
+            timed = self.feedback
+        self._countdown[d] = cd - (n - 1)
+        i = self._choice[d]
+        if not timed:
+            self.last = i
+            self.counts[i] += n
+            self.members[i].match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+            return
+        raw = self._raw[d]
+        i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw)
+        self.counts[i] += n - 1
+        t0 = self.clock()
+        self.members[i].match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+        self._learn(d, i, predicted, (self.clock() - t0) / n)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**BandStrategy.stats(self), **self.routing_stats()}
