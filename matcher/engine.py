@@ -728,7 +728,7 @@ class Engine:
         if band is None:
             ix = other.key_index
             assert ix is not None
-            todo = _with_partner(ix.group, keys)
+            todo = np.flatnonzero(ix.lookup_many(keys) >= 0)
         else:
             todo = np.arange(run.shape[0])
         n = todo.shape[0]
@@ -886,12 +886,6 @@ def _subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscrip
         put(sub, "c", rng(c_lo, c_hi))
         out.append(sub)
     return out
-
-
-def _with_partner(group: dict[float, int], keys: np.ndarray) -> np.ndarray:
-    """Positions of ``keys`` that have a group in a key index (the others form no pair)."""
-    hit = np.fromiter(map(group.__contains__, keys.tolist()), dtype=np.bool_, count=keys.shape[0])
-    return np.flatnonzero(hit)
 
 
 def _split_repeats(run: np.ndarray, ids: list[Any]) -> list[np.ndarray]:

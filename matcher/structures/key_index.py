@@ -29,7 +29,6 @@ key); ``lookup`` O(1); ``bulk`` O(n log n).
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import repeat
 
 import numpy as np
 from numba import njit
@@ -96,6 +95,12 @@ class KeyIndex:
         #: called as ``hook(key, value, time, slot)`` after a tuple is added / before it is removed
         self.insert_hooks: list[RemoveHook] = []
         self.remove_hooks: list[RemoveHook] = []
+        # the keys in ascending order with their group ids (−1: group dropped since), for
+        # vectorised lookups of a whole batch; kept by ``add_many``/``remove``, rebuilt from
+        # ``group`` after a one-at-a-time ``add`` of a new key (``_sorted_ok`` False)
+        self._skeys = np.empty(0, dtype=np.float64)
+        self._sgid = np.empty(0, dtype=np.int64)
+        self._sorted_ok = True
         #: bumped when the table rebuilds its index wholesale (bulk load): caches must drop
         self.generation = 0
 
@@ -107,10 +112,50 @@ class KeyIndex:
         """Group id of ``key`` or −1 when no stored tuple has that key. O(1)."""
         return self.group.get(key, -1)
 
+    def lookup_many(self, keys: np.ndarray) -> np.ndarray:
+        """Group ids of ``keys`` (−1 where no stored tuple has the key): binary searches over
+        the sorted keys, no Python object per key. O(n log K).
+
+        >>> ix = KeyIndex()
+        >>> ix.add_many(np.array([2.0, 5.0]), np.zeros(2), np.zeros(2, np.int64), np.arange(2))
+        >>> ix.lookup_many(np.array([5.0, 3.0, 2.0, 9.0])).tolist()
+        [1, -1, 0, -1]
+        """
+        if not self._sorted_ok:
+            k = np.fromiter(self.group.keys(), dtype=np.float64, count=len(self.group))
+            g = np.fromiter(self.group.values(), dtype=np.int64, count=len(self.group))
+            o = np.argsort(k)
+            self._skeys, self._sgid = k[o], g[o]
+            self._sorted_ok = True
+        sk = self._skeys
+        if sk.shape[0] == 0:
+            return np.full(keys.shape[0], -1, dtype=np.int64)
+        pos = np.searchsorted(sk, keys)
+        np.minimum(pos, sk.shape[0] - 1, out=pos)
+        return np.where(sk[pos] == keys, self._sgid[pos], -1)
+
+    def _sorted_add(self, uk: np.ndarray, gids: np.ndarray) -> None:
+        """New groups ``gids`` of the ascending new keys ``uk`` into the sorted keys."""
+        if not self._sorted_ok:
+            return
+        sk = self._skeys
+        pos = np.searchsorted(sk, uk)
+        stale = pos < sk.shape[0]
+        stale[stale] = sk[pos[stale]] == uk[stale]  # a dropped key back again: reuse its place
+        if stale.any():
+            self._sgid[pos[stale]] = gids[stale]
+        fresh = ~stale
+        if fresh.any():
+            self._skeys = np.insert(sk, pos[fresh], uk[fresh])
+            self._sgid = np.insert(self._sgid, pos[fresh], gids[fresh])
+        if self._skeys.shape[0] > 2 * len(self.group) + 64:  # mostly dropped keys: rebuild
+            self._sorted_ok = False
+
     def add(self, key: float, value: float, time: int, slot: int) -> None:
         """Index the tuple at ``slot``."""
         g = self.group.get(key, -1)
         if g < 0:
+            self._sorted_ok = False
             g = self._free.pop() if self._free else self._next
             if g == self._next:
                 self._next += 1
@@ -134,8 +179,7 @@ class KeyIndex:
         if n == 0:
             return
         group = self.group
-        klist = keys.tolist()
-        groups = np.fromiter(map(group.get, klist, repeat(-1, n)), dtype=np.int64, count=n)
+        groups = self.lookup_many(np.asarray(keys, dtype=np.float64))
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         vals = np.ascontiguousarray(values, dtype=np.float64)
         tms = np.asarray(times).astype(np.float64)
@@ -152,6 +196,7 @@ class KeyIndex:
             gids[reuse:] = np.arange(self._next, self._next + m - reuse, dtype=np.int64)
             self._next += m - reuse
             group.update(zip(uk.tolist(), gids.tolist(), strict=True))
+            self._sorted_add(uk, gids)
             counts = np.bincount(inv, minlength=uk.shape[0])
             for pool, col in ((self.by_value, vals), (self.by_time, tms)):
                 order = np.lexsort((col[idx], inv))  # by group, then value/time; stable
@@ -162,7 +207,7 @@ class KeyIndex:
             _pool_insert_many(self.by_value, groups[idx], vals[idx], slots[idx])
             _pool_insert_many(self.by_time, groups[idx], tms[idx], slots[idx])
         if self.insert_hooks:
-            for key, value, time, slot in zip(klist, values.tolist(), times.tolist(),
+            for key, value, time, slot in zip(keys.tolist(), values.tolist(), times.tolist(),
                                               slots.tolist(), strict=True):
                 for h in self.insert_hooks:
                     h(key, value, time, slot)
@@ -179,6 +224,9 @@ class KeyIndex:
             self.by_time.drop_group(g)
             del self.group[key]
             self._free.append(g)
+            if self._sorted_ok:
+                pos = int(np.searchsorted(self._skeys, key))
+                self._sgid[pos] = -1
 
     def bulk(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
              slots: np.ndarray) -> None:
@@ -190,6 +238,7 @@ class KeyIndex:
         uniq, inv = np.unique(keys, return_inverse=True)
         for g, k in enumerate(uniq.tolist()):
             self.group[k] = g
+        self._sorted_ok = False
         self._next = len(uniq)
         bounds = np.searchsorted(np.sort(inv), np.arange(len(uniq) + 1))
         for pool, col in ((self.by_value, values.astype(np.float64)),
