@@ -186,8 +186,7 @@ class BaseTable:
         if self.key_index is not None:
             old, self.key_index = self.key_index, None
             new = self.enable_key_index()
-            new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
-            new.generation = old.generation + 1
+            new.succeed(old)
 
     def _store_columns(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
                        times: np.ndarray, seqs: np.ndarray,
@@ -271,8 +270,7 @@ class BaseTable:
         if self.key_index is not None:
             old, self.key_index = self.key_index, None
             new = self.enable_key_index()
-            new.insert_hooks, new.remove_hooks = old.insert_hooks, old.remove_hooks
-            new.generation = old.generation + 1
+            new.succeed(old)
         return slots
 
     def enable_key_index(self) -> KeyIndex:

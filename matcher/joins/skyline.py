@@ -222,6 +222,7 @@ class SkylineIndex:
         ix = table.enable_key_index()
         self.generation = ix.generation
         ix.insert_hooks.append(self._on_insert)
+        ix.insert_many_hooks.append(self._on_insert_many)
         ix.remove_hooks.append(self._on_remove)
         self.points = np.empty(0, np.float64)
         self.version = 0
@@ -234,6 +235,7 @@ class SkylineIndex:
         ix = self.table.key_index
         if ix is not None:
             ix.insert_hooks.remove(self._on_insert)
+            ix.insert_many_hooks.remove(self._on_insert_many)
             ix.remove_hooks.remove(self._on_remove)
 
     def set_points(self, points: np.ndarray) -> None:
@@ -258,6 +260,17 @@ class SkylineIndex:
             st.s, st.f = np.resize(st.s, cap), np.resize(st.f, cap)
         st.n = sky_insert(st.c, st.t, st.s, st.f, st.n, self.points, value, time, slot)
         self.inserts += 1
+
+    def _on_insert_many(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
+                        slots: np.ndarray) -> None:
+        """:meth:`_on_insert` for a batch, in order; only keys holding a skyline cost a call."""
+        if not self.keys:
+            return
+        sky = self.keys
+        klist = keys.tolist()
+        hit = np.fromiter(map(sky.__contains__, klist), dtype=np.bool_, count=len(klist))
+        for i in np.flatnonzero(hit).tolist():
+            self._on_insert(klist[i], float(values[i]), int(times[i]), int(slots[i]))
 
     def _on_remove(self, key: float, value: float, time: int, slot: int) -> None:
         st = self.keys.get(key)

@@ -36,6 +36,7 @@ from numba import njit
 from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 RemoveHook = Callable[[float, float, int, int], None]
+ManyHook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
 
 @njit(cache=True)
@@ -95,6 +96,9 @@ class KeyIndex:
         #: called as ``hook(key, value, time, slot)`` after a tuple is added / before it is removed
         self.insert_hooks: list[RemoveHook] = []
         self.remove_hooks: list[RemoveHook] = []
+        #: called as ``hook(keys, values, times, slots)`` after ``add_many`` (instead of the
+        #: per-tuple hooks, which must then be registered here too, in the same order)
+        self.insert_many_hooks: list[ManyHook] = []
         # the keys in ascending order with their group ids (−1: group dropped since), for
         # vectorised lookups of a whole batch; kept by ``add_many``/``remove``, rebuilt from
         # ``group`` after a one-at-a-time ``add`` of a new key (``_sorted_ok`` False)
@@ -111,6 +115,13 @@ class KeyIndex:
     def lookup(self, key: float) -> int:
         """Group id of ``key`` or −1 when no stored tuple has that key. O(1)."""
         return self.group.get(key, -1)
+
+    def succeed(self, old: KeyIndex) -> None:
+        """Take over ``old``'s hooks after the table rebuilt its index wholesale; caches keyed
+        by its generation see a new one."""
+        self.insert_hooks, self.remove_hooks = old.insert_hooks, old.remove_hooks
+        self.insert_many_hooks = old.insert_many_hooks
+        self.generation = old.generation + 1
 
     def lookup_many(self, keys: np.ndarray) -> np.ndarray:
         """Group ids of ``keys`` (−1 where no stored tuple has the key): binary searches over
@@ -206,7 +217,9 @@ class KeyIndex:
             idx = np.flatnonzero(old)
             _pool_insert_many(self.by_value, groups[idx], vals[idx], slots[idx])
             _pool_insert_many(self.by_time, groups[idx], tms[idx], slots[idx])
-        if self.insert_hooks:
+        for hm in self.insert_many_hooks:
+            hm(keys, values, times, slots)
+        if self.insert_hooks and not self.insert_many_hooks:
             for key, value, time, slot in zip(keys.tolist(), values.tolist(), times.tolist(),
                                               slots.tolist(), strict=True):
                 for h in self.insert_hooks:
