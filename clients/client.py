@@ -468,6 +468,8 @@ class MatchStream:
         self._start_seq: int | None = None
         self._committed_at = time.monotonic()
         self._committed: dict[int, int] = {}
+        # no cursor is above this, so a batch whose seqs all exceed it holds no duplicate
+        self._top = max(cursors.values(), default=-1)
 
     def commit(self, include_last: bool = False) -> int:
         """Commit the processed positions (with ``include_last`` also the last yielded message);
@@ -538,19 +540,29 @@ class MatchStream:
                             self.duplicates += 1  # exactly once by seq within the stream
                             continue
                         cursors[m.subscription_id] = m.seq
+                        self._top = max(self._top, m.seq)
                         done = ((m.subscription_id, m.seq),)
                     elif kind == "matches":
                         mb = resp.matches
-                        rows = list(zip(mb.subscription_ids, mb.seqs, strict=True))
-                        if any(q <= cursors.get(s, -1) for s, q in rows):
-                            resp, rows = self._dedupe(mb, rows)
-                            if not rows:
-                                continue
-                        cursors.update(rows)
-                        done = rows
+                        seqs = mb.seqs
+                        if not seqs:
+                            continue
+                        if min(seqs) <= self._top:  # may repeat a message (after a reconnect)
+                            rows = list(zip(mb.subscription_ids, seqs, strict=True))
+                            if any(q <= cursors.get(s, -1) for s, q in rows):
+                                resp, rows = self._dedupe(mb, rows)
+                                if not rows:
+                                    continue
+                            cursors.update(rows)
+                            done = rows
+                        else:  # the common case: no per-row Python, C-level dict updates
+                            cursors.update(zip(mb.subscription_ids, seqs, strict=True))
+                            done = zip(mb.subscription_ids, seqs, strict=True)
+                        self._top = max(self._top, max(seqs))
                     elif kind == "gap":
                         g = resp.gap
                         cursors[g.subscription_id] = max(cursors.get(g.subscription_id, 0), g.to_seq)
+                        self._top = max(self._top, g.to_seq)
                         done = ((g.subscription_id, cursors[g.subscription_id]),)
                     elif kind == "unsubscribed":
                         cursors.pop(resp.unsubscribed.subscription_id, None)

@@ -28,6 +28,7 @@ key); ``lookup`` O(1); ``bulk`` O(n log n).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -84,6 +85,27 @@ def _pool_insert_many(pool: GroupedSortedPool, groups: np.ndarray, ks: np.ndarra
             i += 1
 
 
+_NO_KEYS = np.empty(0, dtype=np.float64)
+_NO_GIDS = np.empty(0, dtype=np.int64)
+
+
+def _where(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Position of each of ``keys`` in ``sorted_keys`` (distinct, ascending), −1 if absent."""
+    if sorted_keys.shape[0] == 0:
+        return np.full(keys.shape[0], -1, dtype=np.int64)
+    pos = np.searchsorted(sorted_keys, keys)
+    np.minimum(pos, sorted_keys.shape[0] - 1, out=pos)
+    return np.where(sorted_keys[pos] == keys, pos, -1)
+
+
+def _find(sorted_keys: np.ndarray, gids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The group id stored beside each of ``keys`` in a sorted run (−1: absent or dropped)."""
+    if sorted_keys.shape[0] == 0:
+        return np.full(keys.shape[0], -1, dtype=np.int64)
+    pos = _where(sorted_keys, keys)
+    return np.where(pos >= 0, gids[pos], -1)
+
+
 class KeyIndex:
     """Groups of tuples by join key, each sorted by value and by time (see module docstring)."""
 
@@ -104,6 +126,7 @@ class KeyIndex:
         # ``group`` after a one-at-a-time ``add`` of a new key (``_sorted_ok`` False)
         self._skeys = np.empty(0, dtype=np.float64)
         self._sgid = np.empty(0, dtype=np.int64)
+        self._dkeys, self._dgid = _NO_KEYS, _NO_GIDS
         self._sorted_ok = True
         #: bumped when the table rebuilds its index wholesale (bulk load): caches must drop
         self.generation = 0
@@ -127,6 +150,11 @@ class KeyIndex:
         """Group ids of ``keys`` (−1 where no stored tuple has the key): binary searches over
         the sorted keys, no Python object per key. O(n log K).
 
+        The sorted keys are two runs, as ``SortedRuns``: a main run and a small delta run that
+        takes a batch's new keys (O(delta) per batch) and is merged into the main one when it
+        outgrows ``sqrt(K · batch)``, so a table whose keys are all new (unique keys) pays
+        O(√K) per batch instead of a copy of all its keys.
+
         >>> ix = KeyIndex()
         >>> ix.add_many(np.array([2.0, 5.0]), np.zeros(2), np.zeros(2, np.int64), np.arange(2))
         >>> ix.lookup_many(np.array([5.0, 3.0, 2.0, 9.0])).tolist()
@@ -137,30 +165,37 @@ class KeyIndex:
             g = np.fromiter(self.group.values(), dtype=np.int64, count=len(self.group))
             o = np.argsort(k)
             self._skeys, self._sgid = k[o], g[o]
+            self._dkeys, self._dgid = _NO_KEYS, _NO_GIDS
             self._sorted_ok = True
-        sk = self._skeys
-        if sk.shape[0] == 0:
-            return np.full(keys.shape[0], -1, dtype=np.int64)
-        pos = np.searchsorted(sk, keys)
-        np.minimum(pos, sk.shape[0] - 1, out=pos)
-        return np.where(sk[pos] == keys, self._sgid[pos], -1)
+        out = _find(self._skeys, self._sgid, keys)
+        if self._dkeys.shape[0]:
+            np.maximum(out, _find(self._dkeys, self._dgid, keys), out=out)
+        return out
 
     def _sorted_add(self, uk: np.ndarray, gids: np.ndarray) -> None:
-        """New groups ``gids`` of the ascending new keys ``uk`` into the sorted keys."""
+        """New groups ``gids`` of the ascending new keys ``uk`` into the sorted keys: a key
+        dropped earlier gets its old place back, the others go into the delta run."""
         if not self._sorted_ok:
             return
-        sk = self._skeys
-        pos = np.searchsorted(sk, uk)
-        stale = pos < sk.shape[0]
-        stale[stale] = sk[pos[stale]] == uk[stale]  # a dropped key back again: reuse its place
-        if stale.any():
-            self._sgid[pos[stale]] = gids[stale]
-        fresh = ~stale
+        fresh = np.ones(uk.shape[0], dtype=np.bool_)
+        for sk, sg in ((self._skeys, self._sgid), (self._dkeys, self._dgid)):
+            pos = _where(sk, uk)
+            back = pos >= 0
+            if back.any():
+                sg[pos[back]] = gids[back]
+                fresh &= ~back
         if fresh.any():
-            self._skeys = np.insert(sk, pos[fresh], uk[fresh])
-            self._sgid = np.insert(self._sgid, pos[fresh], gids[fresh])
-        if self._skeys.shape[0] > 2 * len(self.group) + 64:  # mostly dropped keys: rebuild
-            self._sorted_ok = False
+            pos = np.searchsorted(self._dkeys, uk[fresh])
+            self._dkeys = np.insert(self._dkeys, pos, uk[fresh])
+            self._dgid = np.insert(self._dgid, pos, gids[fresh])
+            n_main = self._skeys.shape[0]
+            if self._dkeys.shape[0] > max(1024, 2 * math.isqrt(n_main * uk.shape[0])):
+                k = np.concatenate([self._skeys, self._dkeys])
+                g = np.concatenate([self._sgid, self._dgid])
+                live = g >= 0
+                o = np.argsort(k[live], kind="stable")
+                self._skeys, self._sgid = k[live][o], g[live][o]
+                self._dkeys, self._dgid = _NO_KEYS, _NO_GIDS
 
     def add(self, key: float, value: float, time: int, slot: int) -> None:
         """Index the tuple at ``slot``."""
@@ -238,8 +273,11 @@ class KeyIndex:
             del self.group[key]
             self._free.append(g)
             if self._sorted_ok:
-                pos = int(np.searchsorted(self._skeys, key))
-                self._sgid[pos] = -1
+                one = np.array([key], dtype=np.float64)
+                for sk, sg in ((self._skeys, self._sgid), (self._dkeys, self._dgid)):
+                    pos = _where(sk, one)
+                    if pos[0] >= 0:
+                        sg[pos[0]] = -1
 
     def bulk(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
              slots: np.ndarray) -> None:

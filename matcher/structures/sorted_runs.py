@@ -156,7 +156,10 @@ class SortedRuns:
         order = np.argsort(keys, kind="stable")
         nk = np.ascontiguousarray(keys[order], dtype=np.float64)
         np_ = np.ascontiguousarray(pays[order], dtype=np.int64)
-        if self.n_delta + k > self.delta_limit():
+        # a batch of k costs O(delta + k) to merge into the delta run and a merge O(n): a
+        # delta of ~√(n·k) balances the two (one at a time, k = 1, gives the √n rule)
+        limit = max(self.delta_limit(), 2 * math.isqrt(self.n_main * k))
+        if self.n_delta + k > limit:
             self.merge(alive)
         need = self.n_delta + k
         if need > self.delta_keys.shape[0]:
@@ -165,7 +168,7 @@ class SortedRuns:
             self.delta_pays = np.resize(self.delta_pays, cap)
         insert_sorted_many(self.delta_keys, self.delta_pays, self.n_delta, nk, np_)
         self.n_delta = need
-        if self.n_delta > self.delta_limit():
+        if self.n_delta > limit:
             self.merge(alive)
 
     def mark_dead(self, alive: np.ndarray) -> None:

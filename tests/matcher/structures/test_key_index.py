@@ -1,0 +1,63 @@
+"""KeyIndex's vectorised lookups (``lookup_many``) against its dict under random churn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hotjoin.matcher.structures.key_index import KeyIndex
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add_many"), st.lists(st.integers(-3, 40), min_size=0, max_size=30)),
+        st.tuples(st.just("add"), st.integers(-3, 40)),
+        st.tuples(st.just("remove"), st.integers(0, 10_000)),
+        st.tuples(st.just("lookup"), st.lists(st.integers(-5, 45), min_size=0, max_size=20)),
+    ),
+    max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(program=ops)
+def test_lookup_many_agrees_with_the_dict(program: list[tuple[str, Any]]) -> None:
+    """Batch adds (new keys into the delta run, dropped keys back in place, merges), single
+    adds (the sorted runs are rebuilt), removes that drop groups: every lookup matches."""
+    ix = KeyIndex()
+    stored: list[tuple[float, int]] = []  # (key, slot)
+    slot = 0
+    for op, arg in program:
+        if op == "add_many":
+            keys = np.array(arg, dtype=np.float64) * 0.5
+            slots = np.arange(slot, slot + len(arg), dtype=np.int64)
+            ix.add_many(keys, np.zeros(len(arg)), np.zeros(len(arg), dtype=np.int64), slots)
+            stored += list(zip(keys.tolist(), slots.tolist(), strict=True))
+            slot += len(arg)
+        elif op == "add":
+            ix.add(arg * 0.5, 0.0, 0, slot)
+            stored.append((arg * 0.5, slot))
+            slot += 1
+        elif op == "remove" and stored:
+            key, s = stored.pop(arg % len(stored))
+            ix.remove(key, 0.0, 0, s)
+        probe = np.array(arg if op == "lookup" else range(-5, 45), dtype=np.float64) * 0.5
+        want = [ix.group.get(k, -1) for k in probe.tolist()]
+        assert ix.lookup_many(probe).tolist() == want
+        assert set(ix.group) == {k for k, _ in stored}
+
+
+def test_unique_keys_batch_after_batch_stay_exact() -> None:
+    """A table whose keys are all new (the server's R side): many merges of the delta run."""
+    ix = KeyIndex()
+    rng = np.random.default_rng(3)
+    keys = rng.permutation(200_000).astype(np.float64)
+    for b in range(200):
+        k = keys[b * 1000:(b + 1) * 1000]
+        ix.add_many(k, np.zeros(1000), np.zeros(1000, dtype=np.int64),
+                    np.arange(b * 1000, (b + 1) * 1000, dtype=np.int64))
+    probe = np.concatenate([keys[::997], -1.0 - keys[:50]])
+    got = ix.lookup_many(probe)
+    assert got.tolist() == [ix.group.get(k, -1) for k in probe.tolist()]
+    assert (got[: keys[::997].shape[0]] >= 0).all() and (got[-50:] == -1).all()
