@@ -547,7 +547,7 @@ class MatchStream:
                         seqs = mb.seqs
                         if not seqs:
                             continue
-                        if min(seqs) <= self._top:  # may repeat a message (after a reconnect)
+                        if not self._fresh(mb.subscription_ids, seqs):  # may repeat one
                             rows = list(zip(mb.subscription_ids, seqs, strict=True))
                             if any(q <= cursors.get(s, -1) for s, q in rows):
                                 resp, rows = self._dedupe(mb, rows)
@@ -582,6 +582,24 @@ class MatchStream:
                 self.reconnects += 1
                 time.sleep(self.retry_delay)
 
+
+    def _fresh(self, sids: Any, seqs: Any) -> bool:
+        """Whether no row of a batch can be at or below its subscription's cursor, decided
+        without a Python step per row: every seq above every cursor, or (an operation's rows
+        split across two batches) only a few leading rows at the top seq, checked one by one."""
+        top = self._top
+        lo = min(seqs)
+        if lo > top:
+            return True
+        if lo < top:
+            return False
+        k = 0
+        n = len(seqs)
+        while k < n and seqs[k] == top:
+            if sids[k] in self.cursors and self.cursors[sids[k]] >= top:
+                return False
+            k += 1
+        return k == n or min(seqs[k:]) > top
 
     def _dedupe(self, mb: pb.MatchBatch, rows: list[tuple[int, int]]
                 ) -> tuple[pb.ListenResponse, list[tuple[int, int]]]:
