@@ -28,7 +28,13 @@ from hotjoin.proto import hotjoin_pb2_grpc as rpc
 from hotjoin.server import audit, metrics
 from hotjoin.server.auth import AuthFailure, Principal
 from hotjoin.server.batch_apply import EventStatus as BatchStatus
-from hotjoin.server.convert import SIDE_TO_PB, EventBatch, check_subscriber, decode_columns
+from hotjoin.server.convert import (
+    SIDE_TO_PB,
+    EventBatch,
+    check_subscriber,
+    decode_columns,
+    match_batch_columns,
+)
 from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
@@ -165,12 +171,7 @@ def encode_items(items: Iterable[Item], batch: bool = False,
 
 def _match_batch(b: MatchBlock) -> pb.ListenResponse:
     used, op_index = np.unique(b.ops, return_inverse=True)
-    mb = pb.MatchBatch()
-    mb.subscription_ids.extend(b.sids.tolist())
-    mb.seqs.extend(b.seqs.tolist())
-    mb.signs.extend(b.signs.tolist())
-    mb.counts.extend(b.counts.tolist())
-    mb.op_index.extend(op_index.tolist())
+    mb = match_batch_columns(b.sids, b.seqs, b.signs, b.counts, op_index)
     if b.pairs:
         rows = sorted(b.pairs)
         counts = np.zeros(len(b), dtype=np.int64)
