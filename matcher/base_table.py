@@ -25,6 +25,12 @@ from hotjoin.matcher.structures.key_index import KeyIndex
 from hotjoin.matcher.structures.sorted_runs import SortedRuns
 
 
+def _empty_payloads(n: int) -> np.ndarray:
+    out = np.empty(n, dtype=object)
+    out.fill(b"")
+    return out
+
+
 class BaseTable:
     """The stored tuples of side R or S with O(√n) amortised insert/delete and key-ordered scans."""
 
@@ -35,8 +41,9 @@ class BaseTable:
         self.times = np.zeros(capacity, dtype=np.int64)
         self.seqs = np.zeros(capacity, dtype=np.int64)
         self.alive = np.zeros(capacity, dtype=np.bool_)
-        self.ids: list[str | None] = [None] * capacity
-        self.payloads: list[bytes] = [b""] * capacity
+        # object columns: a batch stores and reads them with one fancy-indexing call each
+        self.ids: np.ndarray = np.full(capacity, None, dtype=object)
+        self.payloads: np.ndarray = _empty_payloads(capacity)
         self.slot_of: dict[str, int] = {}
         self.order = SortedRuns()
         self._next_slot = 0
@@ -72,10 +79,7 @@ class BaseTable:
 
     def ids_of(self, slots: np.ndarray) -> np.ndarray:
         """Object array of the ids stored at ``slots`` (one reference per pair, no new str)."""
-        ids = self.ids
-        out = np.empty(slots.shape[0], dtype=object)
-        out[:] = [ids[s] for s in slots.tolist()]
-        return out
+        return self.ids[slots]
 
     # -- updates ---------------------------------------------------------------------------
     def _grow(self) -> None:
@@ -85,9 +89,9 @@ class BaseTable:
             new = np.zeros(cap, dtype=old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
-        extra = cap - len(self.ids)
-        self.ids.extend([None] * extra)
-        self.payloads.extend([b""] * extra)
+        extra = cap - self.ids.shape[0]
+        self.ids = np.concatenate([self.ids, np.full(extra, None, dtype=object)])
+        self.payloads = np.concatenate([self.payloads, _empty_payloads(extra)])
 
     def _take_slot(self) -> int:
         if self._free:
@@ -208,14 +212,13 @@ class BaseTable:
         self.times[slots] = times
         self.seqs[slots] = seqs
         self.alive[slots] = True
-        sl = slots.tolist()
-        store_ids, store_pl = self.ids, self.payloads
-        for j, s in enumerate(sl):
-            store_ids[s] = ids[j]
+        col = np.empty(n, dtype=object)
+        col[:] = ids
+        self.ids[slots] = col
         if payloads is not None:
-            for j, s in enumerate(sl):
-                store_pl[s] = bytes(payloads[j])
-        self.slot_of.update(zip(ids, sl, strict=True))
+            col[:] = [p if type(p) is bytes else bytes(p) for p in payloads]
+            self.payloads[slots] = col
+        self.slot_of.update(zip(ids, slots.tolist(), strict=True))
         return slots
 
     def insert_many(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
@@ -288,9 +291,8 @@ class BaseTable:
         lists."""
         ids = list(self.slot_of.keys())
         slots = np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(ids))
-        pay = self.payloads
         return (ids, self.keys[slots], self.values[slots], self.times[slots], self.seqs[slots],
-                [pay[s] for s in slots.tolist()])
+                self.payloads[slots].tolist())
 
     def live_slots(self) -> np.ndarray:
         return np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
