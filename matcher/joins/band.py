@@ -290,7 +290,35 @@ def _sides(dirn: int) -> tuple[int, int]:
     return (K.A_LO, K.C_LO) if dirn > 0 else (K.C_LO, K.A_LO)
 
 
-class BandStrategy:
+class MemberIndex:
+    """The public face of a strategy's index hooks (``_add``/``_add_many``/``_remove``) for a
+    router whose members share its id list (§4): the router keeps the ids, each member only
+    updates its own index."""
+
+    def _add(self, q: int) -> None:
+        raise NotImplementedError
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self._add(q)
+
+    def _remove(self, q: int) -> None:
+        raise NotImplementedError
+
+    def index(self, q: int) -> None:
+        """Index subscription ``q`` (already in the shared id list)."""
+        self._add(q)
+
+    def index_many(self, qs: np.ndarray) -> None:
+        """Index many subscriptions at once (bulk build)."""
+        self._add_many(qs)
+
+    def unindex(self, q: int) -> None:
+        """Drop subscription ``q`` from the index (the id list is the caller's)."""
+        self._remove(q)
+
+
+class BandStrategy(MemberIndex):
     """Common interface: maintain an index over band subscriptions and match one tuple."""
 
     name = ""
@@ -315,16 +343,6 @@ class BandStrategy:
     def remove(self, q: int) -> None:
         self.ids.remove(q)
         self._remove(q)
-
-    def _add(self, q: int) -> None:
-        raise NotImplementedError
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self._add(q)
-
-    def _remove(self, q: int) -> None:
-        raise NotImplementedError
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:

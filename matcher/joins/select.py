@@ -47,7 +47,7 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import select_kernels as K
-from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, each_event
+from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
 from hotjoin.matcher.structures.scan_runs import ScanRuns
@@ -312,7 +312,7 @@ def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuf
     run_vanilla(qids, cols, buf, dirn, v, xseq, table, mode, pool, base, size)
 
 
-class SelectStrategy:
+class SelectStrategy(MemberIndex):
     """Common interface: maintain an index over select subscriptions and match one tuple."""
 
     name = ""
@@ -345,10 +345,6 @@ class SelectStrategy:
 
     def _add(self, q: int) -> None:
         pass
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self._add(q)
 
     def _remove(self, q: int) -> None:
         pass

@@ -35,7 +35,7 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
-from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, each_event
+from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
 from hotjoin.matcher.joins.select import box_coords, own_other
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
 from hotjoin.matcher.model import Side
@@ -173,7 +173,7 @@ class HotWindowGroups(PointGroups):
         return self.d.memory_bytes() + self.scattered.memory_bytes()
 
 
-class WindowStrategy:
+class WindowStrategy(MemberIndex):
     """Common interface: index window subscriptions, track w_max, match one tuple."""
 
     name = ""
@@ -219,10 +219,6 @@ class WindowStrategy:
 
     def _add(self, q: int) -> None:
         pass
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self._add(q)
 
     def _remove(self, q: int) -> None:
         pass

@@ -343,19 +343,19 @@ class SelectDynamic(_Routing, SelectStrategy):
 
     def _add(self, q: int) -> None:
         for m in self.members:
-            m._add(q)
+            m.index(q)
         self.own.add(q)
         self._changed()
 
     def _add_many(self, qs: np.ndarray) -> None:
         for m in self.members:
-            m._add_many(qs)
+            m.index_many(qs)
         self.own.add_many(qs)
         self._changed()
 
     def _remove(self, q: int) -> None:
         for m in self.members:
-            m._remove(q)
+            m.unindex(q)
         self.own.remove(q)
         self._changed()
 
@@ -537,17 +537,17 @@ class BandDynamic(_Routing, BandStrategy):
 
     def _add(self, q: int) -> None:
         for m in self.members:
-            m._add(q)
+            m.index(q)
         self._countdown = {1: 0, -1: 0}
 
     def _add_many(self, qs: np.ndarray) -> None:
         for m in self.members:
-            m._add_many(qs)
+            m.index_many(qs)
         self._countdown = {1: 0, -1: 0}
 
     def _remove(self, q: int) -> None:
         for m in self.members:
-            m._remove(q)
+            m.unindex(q)
         self._countdown = {1: 0, -1: 0}
 
     def features(self, table: BaseTable) -> list[list[float]]:
@@ -682,19 +682,19 @@ class WindowDynamic(_Routing, WindowStrategy):
     def _add(self, q: int) -> None:
         self._sync_w()
         for m in self.members:
-            m._add(q)
+            m.index(q)
         self.own.add(q)
 
     def _add_many(self, qs: np.ndarray) -> None:
         self._sync_w()
         for m in self.members:
-            m._add_many(qs)
+            m.index_many(qs)
         self.own.add_many(qs)
 
     def _remove(self, q: int) -> None:
         self._sync_w()
         for m in self.members:
-            m._remove(q)
+            m.unindex(q)
         self.own.remove(q)
 
     def features(self, dirn: int, b: float, v: float, t: int, table: BaseTable,
