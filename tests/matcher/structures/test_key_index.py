@@ -1,4 +1,4 @@
-"""KeyIndex's vectorised lookups (``lookup_many``) against its dict under random churn."""
+"""KeyIndex batch lookups (``lookup_many``) against single lookups under random churn."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ ops = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(program=ops)
 def test_lookup_many_agrees_with_the_dict(program: list[tuple[str, Any]]) -> None:
-    """Batch adds (new keys into the delta run, dropped keys back in place, merges), single
-    adds (the sorted runs are rebuilt), removes that drop groups: every lookup matches."""
+    """Batch adds (new keys, keys dropped and back again), single adds, removes that drop
+    groups: every batch lookup matches the dict."""
     ix = KeyIndex()
     stored: list[tuple[float, int]] = []  # (key, slot)
     slot = 0
@@ -49,7 +49,7 @@ def test_lookup_many_agrees_with_the_dict(program: list[tuple[str, Any]]) -> Non
 
 
 def test_unique_keys_batch_after_batch_stay_exact() -> None:
-    """A table whose keys are all new (the server's R side): many merges of the delta run."""
+    """A table whose keys are all new (the server's R side), batch after batch."""
     ix = KeyIndex()
     rng = np.random.default_rng(3)
     keys = rng.permutation(200_000).astype(np.float64)
