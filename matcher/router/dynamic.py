@@ -578,46 +578,26 @@ class BandDynamic(_Routing, BandStrategy):
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
-        i = self.forced
-        if i is not None:
-            self.last = i
-            self.members[i].match(buf, dirn, b, v, xseq, table, mode)
-            return
-        d = 1 if dirn > 0 else -1
-        cd = self._countdown[d] - 1
-        if cd < 0:
-            raw = self._raw[d] = self.costs(table)
-            corr = self.corr[d] if self.feedback else [1.0] * len(raw)
-            self._folded[d] = list(corr)
-            cc = [c * x for c, x in zip(raw, corr, strict=True)]
-            self._choice[d] = min(range(len(cc)), key=cc.__getitem__)
-            cd = BAND_REFRESH
-        self._countdown[d] = cd
-        i = self._choice[d]
-        # one timed run per refresh: the choice is fixed in between, and band plans are cheap
-        # (10–20 µs), so timing every FEEDBACK_EVERY-th tuple would cost ~2 % for little
-        if cd != BAND_REFRESH or not self.feedback:
-            self.last = i
-            self.counts[i] += 1
-            self.members[i].match(buf, dirn, b, v, xseq, table, mode)
-            return
-        raw = self._raw[d]
-        i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw)
-        t0 = self.clock()
-        self.members[i].match(buf, dirn, b, v, xseq, table, mode)
-        self._learn(d, i, predicted, self.clock() - t0)
+        self._routed(dirn, 1, table,
+                     lambda m: m.match(buf, dirn, b, v, xseq, table, mode))
 
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         """The router inside the batch (issue 14 item 3): band costs do not depend on the
-        tuple, so one decision serves the whole run (refreshed as :meth:`match` refreshes it,
-        counting every tuple of the run); when the run holds the refresh's timed tuple the
-        whole run is timed and its time per tuple feeds the online calibration."""
-        n = bs.shape[0]
+        tuple, so one decision serves a whole run of tuples."""
+        self._routed(dirn, bs.shape[0], table,
+                     lambda m: m.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode))
+
+    def _routed(self, dirn: int, n: int, table: BaseTable, run: Callable[[Any], None]) -> None:
+        """``run(member)`` for ``n`` tuples of direction ``dirn`` on the chosen member. The
+        choice is refreshed every ``BAND_REFRESH`` tuples (a run counts all its tuples); the
+        tuple (or run) that refreshes it is timed, per tuple, for the online calibration —
+        band plans are cheap (10–20 µs), so timing every FEEDBACK_EVERY-th tuple would cost
+        ~2 % for little."""
         i = self.forced
         if i is not None:
             self.last = i
-            self.members[i].match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+            run(self.members[i])
             return
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
@@ -635,13 +615,13 @@ class BandDynamic(_Routing, BandStrategy):
         if not timed:
             self.last = i
             self.counts[i] += n
-            self.members[i].match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+            run(self.members[i])
             return
         raw = self._raw[d]
         i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw)
         self.counts[i] += n - 1
         t0 = self.clock()
-        self.members[i].match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+        run(self.members[i])
         self._learn(d, i, predicted, (self.clock() - t0) / n)
 
     def stats(self) -> dict[str, Any]:
