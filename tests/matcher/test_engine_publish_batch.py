@@ -276,6 +276,24 @@ def test_lateness_and_retention_move_mid_batch() -> None:
     assert sorted(e.tables["R"].slot_of) == ["r1", "r3"]
 
 
+@pytest.mark.parametrize("strategy", ["auto", {"band": "BJ-SSI"}, {"band": "BJ-Hotspot"},
+                                      {"band": "BJ-QOuter"}, {"select": "SJ-SSI"},
+                                      {"window": "WJ-SSI"}])
+def test_a_long_run_matches_while_retention_expires_its_partners(strategy: Any) -> None:
+    """One run of 16 R events whose rising times expire the stored S tuples one after another
+    (retention 3, lateness 1): the run is matched in stretches between expiries (issue 14),
+    each event seeing exactly what it would one at a time; ids come back after expiring."""
+    subs = [BandJoin(Range(-1.0, 1.0)), BandJoin(Range(0.0, 3.0), Range(1.0, 5.0)),
+            BandJoin(Range(-2.0, 0.0)), SelectJoin(), SelectJoin(Range(0.0, 3.0)),
+            WindowJoin(w=4), WindowJoin(Range(2.0, None), w=2)]
+    stored = [("S", f"s{i}", float(i % 4), float(i % 6), i) for i in range(10)]
+    run = [("R", f"r{i}", float(i % 5), float(i % 7), 6 + i) for i in range(16)]
+    run[9] = ("R", "r3", 1.0, 2.0, 15)  # a duplicate inside the run
+    again = [("S", "s0", 2.0, 2.0, 22), ("R", "r0", 2.0, 3.0, 22)]  # expired ids back
+    run_program(lambda L, R: Engine(lateness=L, retention=R, strategy=strategy), 1, 3, subs,
+                [("publish", stored), ("publish", run), ("publish", again)])
+
+
 def test_duplicates_inside_a_batch_and_against_stored() -> None:
     prog = [("publish", [("R", "r1", 1.0, 1.0, 5)]),
             ("publish", [("R", "r1", 1.0, 1.0, 6), ("S", "s1", 1.0, 1.0, 6),
