@@ -778,22 +778,5 @@ class Listener:
         self.hub._detach(self)
 
 
-def observe_many(hist: Any, values: np.ndarray) -> None:
-    """``hist.observe(v)`` for every v, in O(buckets) Python calls (prometheus-client Histogram)."""
-    if values.size == 0:
-        return
-    bounds = getattr(hist, "_upper_bounds", None)
-    buckets = getattr(hist, "_buckets", None)
-    if bounds is None or buckets is None:
-        for v in values.tolist():
-            hist.observe(v)
-        return
-    idx = np.searchsorted(np.asarray(bounds, dtype=np.float64), values, side="left")
-    for i, c in enumerate(np.bincount(idx, minlength=len(bounds)).tolist()):
-        if c:
-            buckets[i].inc(c)
-    hist._sum.inc(float(values.sum()))
-
-
 def now_ns() -> int:
     return time.time_ns()

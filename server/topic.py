@@ -82,7 +82,6 @@ from hotjoin.server.delivery import (
     Listener,
     MatchBlock,
     OpMatches,
-    observe_many,
 )
 from hotjoin.server.errors import (
     FailedPrecondition,
@@ -410,7 +409,7 @@ class Topic:
                     self._messages(out, seq, 1, "publish", side, eid, received_ns, parts)
             token = 0
             if ops:
-                observe_many(self._m_to_match, np.full(len(ops), (time.time_ns() - received_ns) / 1e9))
+                self._m_to_match.observe_many(np.full(len(ops), (time.time_ns() - received_ns) / 1e9))
                 token = self._append(ops, self._deliver_action(parts))
                 self._m_published.inc(len(ops))
         _count_rejections(self.name, statuses)
@@ -490,7 +489,7 @@ class Topic:
                                       times[ok], None if payloads is None else [payloads[i] for i in ok.tolist()])
                 op = pb.LogOp(seq=first, publish_columns=cols, received_unix_nanos=received_ns)
                 chunk = self._column_chunk(res.output, take, seq, side_code, ids, received_ns)
-                observe_many(self._m_to_match, np.full(ok.size, (time.time_ns() - received_ns) / 1e9))
+                self._m_to_match.observe_many(np.full(ok.size, (time.time_ns() - received_ns) / 1e9))
                 action = (_nothing if chunk is None
                           else self._deliver_chunk(chunk.seal(first, last)))
                 token = self._append([op], action, n_ops=int(ok.size))
@@ -1254,7 +1253,7 @@ class Topic:
                     rns = table.received(it.ops)
                 else:
                     rns = np.array([o[3] for o in table], dtype=np.int64)[it.ops]
-                observe_many(self._m_to_delivery, (now - rns) / 1e9)
+                self._m_to_delivery.observe_many((now - rns) / 1e9)
         if n:
             self._m_deliveries.inc(n)
 
