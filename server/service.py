@@ -150,7 +150,8 @@ def encode_items(items: Iterable[Item], batch: bool = False,
     """Listen messages of delivery items; PAIRS messages are split into parts (``more``).
 
     With ``batch`` the messages without pairs of a ``MatchBlock`` go out as one ``MatchBatch``
-    (columns filled by C-level ``extend``, no Python object per match); with ``batch_pairs`` too
+    (its row columns encoded by one compiled pass, ``convert.match_batch_columns``, no Python
+    object per match); with ``batch_pairs`` too
     the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns.
     """
     for it in items:
