@@ -812,9 +812,10 @@ class Hotspot(BandStrategy):
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         """Hot groups in one ``K.ssi_many`` call, then the scattered ranges (a subscription is
         in exactly one of the two, so their rows never need merging per subscription): by
-        ``K.qouter_many`` when QOuter is the cheaper, else per event through BJ-MJ. Each
-        event's rows end up together when the engine orders the rows by event."""
+        ``K.qouter_many`` when QOuter is the cheaper, else per event through BJ-MJ; then the
+        rows are ordered by event, stably (hot before scattered, as one at a time)."""
         lis = self.listener
+        n0 = rows.n
         lis.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
         n_s = len(lis.scattered_ids)
         if n_s == 0 or len(table.order) == 0:
@@ -839,6 +840,7 @@ class Hotspot(BandStrategy):
             each_event(lambda j: run_merge_join(order, cols, buf, dirn, float(bs[j]),
                                                 float(vs[j]), int(xseqs[j]), table, mode),
                        n, buf, rows, mode, cols.acc)
+        rows.sort_by_event(n0)  # each event's hot rows, then its scattered ones
 
     def check_invariants(self) -> None:
         """Theorem 1's I1–I3, hot groups mirrored in the SSI arrays, scattered in both indexes."""

@@ -294,6 +294,25 @@ def test_a_long_run_matches_while_retention_expires_its_partners(strategy: Any) 
                 [("publish", stored), ("publish", run), ("publish", again)])
 
 
+@harness_settings(40)
+@given(los=st.lists(st.integers(-6, 6), min_size=2, max_size=8), program=batches,
+       clock=st.sampled_from(TIME_SETTINGS), n_stored=st.integers(0, 40))
+def test_hotspot_scattered_ranges_in_a_batch(los: list[int], program: Any,
+                                             clock: tuple[int, int | None],
+                                             n_stored: int) -> None:
+    """BJ-Hotspot with α = 0.3: four bands around 0 form a hotspot, narrow spread bands are
+    scattered. The batch path's hot rows (``ssi_many``), compiled QOuter over the scattered
+    ranges (many stored tuples) and per-event BJ-MJ (few) agree with one at a time and the
+    oracle, and each event's rows stay together in event order."""
+    subs = [BandJoin(Range(-1.0 + k / 4, 1.0)) for k in range(4)]
+    subs += [BandJoin(Range(lo / 2, lo / 2 + 0.5), Range(None, 4.0) if lo % 3 == 0 else Range())
+             for lo in los]
+    stored = [("S", f"x{i}", float(i % 4), float(i % 7), 0) for i in range(n_stored)]
+    run_program(lambda L, R: Engine(lateness=L, retention=R, strategy={"band": "BJ-Hotspot"},
+                                    options={"alpha": 0.3}),
+                clock[0], clock[1], subs, [("publish", stored), *program])
+
+
 def test_duplicates_inside_a_batch_and_against_stored() -> None:
     prog = [("publish", [("R", "r1", 1.0, 1.0, 5)]),
             ("publish", [("R", "r1", 1.0, 1.0, 6), ("S", "s1", 1.0, 1.0, 6),
