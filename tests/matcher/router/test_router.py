@@ -371,6 +371,48 @@ def test_band_and_window_feedback_learn_too() -> None:
         assert dec[cheap] > sum(dec.values()) / 2, dec
 
 
+def test_band_router_inside_the_batch_learns_per_run() -> None:
+    """BJ-Dynamic in ``publish_batch``: one decision per run of alike tuples, the refreshing
+    run timed per tuple. With BJ-SSI modelled cheap but 4.5× dearer in truth (a fake clock
+    advanced per tuple of each member's run), the runs move to BJ-MJ, every tuple is counted
+    once, and the output equals a static strategy's."""
+    e = Engine(strategy="auto", options={
+        "cost_profile": CostProfile({"BJ-SSI": [1000.0, 0.0], "BJ-MJ": [3000.0, 0.0]}),
+        "router_members": {"band": ("BJ-SSI", "BJ-MJ")}})
+    ref = Engine(strategy={"band": "BJ-QOuter"})
+    subs = [BandJoin(b=Range(-1, 1)), BandJoin(b=Range(0, 2), a=Range(0, 20))]
+    e.subscribe_many(subs)
+    ref.subscribe_many(subs)
+    clock = {"now": 0.0}
+    for m in e.band.members:  # type: ignore[attr-defined]
+        cost = {"BJ-SSI": 9000.0, "BJ-MJ": 2000.0}[m.name]
+        inner = m.match_many
+
+        def run(buf: Any, rows: Any, dirn: int, bs: np.ndarray, *a: Any,
+                _inner: Any = inner, _cost: float = cost) -> None:
+            _inner(buf, rows, dirn, bs, *a)
+            clock["now"] += _cost * bs.shape[0]
+
+        m.match_many = run
+    e.band.clock = lambda: clock["now"]  # type: ignore[attr-defined]
+    for j in range(60):
+        side = "S" if j % 4 == 0 else "R"
+        n = 40
+        ids = [f"{side}{j}-{i}" for i in range(n)]
+        keys = np.arange(n, dtype=np.float64) % 7 + j % 3
+        vals = np.arange(n, dtype=np.float64) % 30
+        times = np.full(n, j, dtype=np.int64)
+        got = e.publish_batch([side] * n, ids, keys, vals, times, output="pairs")
+        want = ref.publish_batch([side] * n, ids, keys, vals, times, output="pairs")
+        assert (Counter(zip(got.output.subscription.tolist(), got.output.r_id.tolist(),
+                            got.output.s_id.tolist()))
+                == Counter(zip(want.output.subscription.tolist(), want.output.r_id.tolist(),
+                               want.output.s_id.tolist())))
+    dec = e.band.routing_stats()["decisions"]  # type: ignore[attr-defined]
+    assert sum(dec.values()) == 60 * 40 - 40  # every tuple once (the first S run met no R)
+    assert dec["BJ-MJ"] > sum(dec.values()) / 2, dec
+
+
 def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Times leave out the engine's own work, so measured ratios sit below 1; a member never
     timed follows such a ratio (not one above 1, which is the chosen member's own error)."""
