@@ -405,9 +405,9 @@ def test_band_router_inside_the_batch_learns_per_run() -> None:
         got = e.publish_batch([side] * n, ids, keys, vals, times, output="pairs")
         want = ref.publish_batch([side] * n, ids, keys, vals, times, output="pairs")
         assert (Counter(zip(got.output.subscription.tolist(), got.output.r_id.tolist(),
-                            got.output.s_id.tolist()))
+                            got.output.s_id.tolist(), strict=True))
                 == Counter(zip(want.output.subscription.tolist(), want.output.r_id.tolist(),
-                               want.output.s_id.tolist())))
+                               want.output.s_id.tolist(), strict=True)))
     dec = e.band.routing_stats()["decisions"]  # type: ignore[attr-defined]
     assert sum(dec.values()) == 60 * 40 - 40  # every tuple once (the first S run met no R)
     assert dec["BJ-MJ"] > sum(dec.values()) / 2, dec
