@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -836,17 +836,37 @@ class Engine:
                 status[i] = EventStatus.NOT_FOUND
                 reasons[i] = reason_for(int(EventStatus.NOT_FOUND), _SIDE_NAMES[sdl[i]], x)
         parts: list[tuple[np.ndarray, ...]] = []
-        for i in np.flatnonzero(status == EventStatus.OK).tolist():
-            side = _SIDE_NAMES[sdl[i]]
-            table = self.tables[side]
-            self._seq = int(seqs[i])
-            if mode >= 0:
-                slot = table.slot_of[id_list[i]]
-                self._match(side, float(table.keys[slot]), float(table.values[slot]),
-                            int(table.seqs[slot]), mode, int(table.times[slot]))
-                if self._buf.n:
-                    parts.append(self._rows(i, side, id_list[i], mode, self.tables[_OTHER[side]]))
-            table.remove(id_list[i])
+        acc = np.flatnonzero(status == EventStatus.OK)
+        if acc.shape[0] and mode >= 0 and self._max_time is not None:
+            # runs of same-side deletes: deleting a tuple never changes the other side, and
+            # the clock does not move, so a run is matched like a run of publishes (one
+            # ``match_many`` per kind), then its tuples are removed
+            sd_acc = sd[acc]
+            cut = np.flatnonzero(sd_acc[1:] != sd_acc[:-1]) + 1
+            by_id = _Ids(id_list)
+            for run in np.split(acc, cut):
+                side = _SIDE_NAMES[int(sd[run[0]])]
+                table = self.tables[side]
+                slots = np.fromiter(map(table.slot_of.__getitem__, [id_list[i] for i in run]),
+                                    dtype=np.int64, count=run.shape[0])
+                self._match_run(side, self.tables[_OTHER[side]], run, table.keys[slots],
+                                table.values[slots], table.times[slots], table.seqs[slots],
+                                np.full(run.shape[0], self._max_time, dtype=np.int64), mode,
+                                by_id, parts)
+                for i in run.tolist():
+                    table.remove(id_list[i])
+        else:
+            for i in acc.tolist():
+                side = _SIDE_NAMES[sdl[i]]
+                table = self.tables[side]
+                if mode >= 0:
+                    slot = table.slot_of[id_list[i]]
+                    self._match(side, float(table.keys[slot]), float(table.values[slot]),
+                                int(table.seqs[slot]), mode, int(table.times[slot]))
+                    if self._buf.n:
+                        parts.append(self._rows(i, side, id_list[i], mode,
+                                                self.tables[_OTHER[side]]))
+                table.remove(id_list[i])
         self._seq = seq
         return BatchResult(status, seqs, reasons, _gather(parts, output, -1))
 
@@ -886,6 +906,12 @@ def _subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscrip
         put(sub, "c", rng(c_lo, c_hi))
         out.append(sub)
     return out
+
+
+class _Ids(NamedTuple):
+    """The ``ids`` column ``Engine._match_run`` reads for PAIRS rows (a delete batch's ids)."""
+
+    ids: list[Any]
 
 
 def _split_repeats(run: np.ndarray, ids: list[Any]) -> list[np.ndarray]:

@@ -313,6 +313,20 @@ def test_hotspot_scattered_ranges_in_a_batch(los: list[int], program: Any,
                 clock[0], clock[1], subs, [("publish", stored), *program])
 
 
+@pytest.mark.parametrize("strategy", ["auto", {"band": "BJ-SSI", "select": "SJ-Hotspot",
+                                               "window": "WJ-SSI"}])
+@pytest.mark.parametrize("retention", [None, 6])
+def test_delete_runs_are_matched_as_runs(strategy: Any, retention: int | None) -> None:
+    """A delete batch of long same-side runs (matched one ``match_many`` per kind and run, then
+    removed), with unknown ids and an id deleted twice in between."""
+    stored = ([("R", f"r{i}", float(i % 3), float(i % 5), i) for i in range(12)]
+              + [("S", f"s{i}", float(i % 4), float(i % 6), 12 + i) for i in range(12)])
+    deletes = ([("R", f"r{i}") for i in range(0, 12, 2)] + [("R", "nope"), ("R", "r0")]
+               + [("S", f"s{i}") for i in range(1, 12, 2)] + [("R", "r11"), ("S", "s0")])
+    run_program(lambda L, R: Engine(lateness=L, retention=R, strategy=strategy), 2, retention,
+                _mixed_subs(), [("publish", stored), ("delete", deletes)])
+
+
 def test_duplicates_inside_a_batch_and_against_stored() -> None:
     prog = [("publish", [("R", "r1", 1.0, 1.0, 5)]),
             ("publish", [("R", "r1", 1.0, 1.0, 6), ("S", "s1", 1.0, 1.0, 6),
