@@ -9,7 +9,8 @@ lookup, then a sorted substructure) and runs one numba kernel of :mod:`matcher.s
 strategy            subscription index (per direction R / S)          per-event cost (Thm. 3)
 ==================  ================================================  =========================
 SJ-JoinFirst        one R-tree on the rectangles A × C                O(log m + m' g(n) + k)
-SJ-SelectFirst      interval tree on the own ranges (A / C)           O(log n + n' log m' + k)
+SJ-SelectFirst      stabbing partition of the own ranges (A / C),     O(τ_own + m' + n'
+                    scan-ordered, partner bucket table per tuple      + k)
 SJ-Vanilla          dense array of ids                                O(n log m' + k)
 SJ-SSI              stabbing partition of the other ranges (C / A),   O(τ log m' + candidates
                     per group two scan-ordered runs (ScanRuns)        + k)
@@ -49,6 +50,7 @@ from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import select_kernels as K
 from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
 from hotjoin.matcher.structures.interval_tree import IntervalTree
+from hotjoin.matcher.structures.partner_buckets import new_buckets
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
 from hotjoin.matcher.structures.scan_runs import ScanRuns
 from hotjoin.matcher.subscriptions import SubscriptionColumns
@@ -107,18 +109,30 @@ def scan_coords(cols: SubscriptionColumns, dirn: int):
     return coords
 
 
+def own_scan_coords(cols: SubscriptionColumns, dirn: int):
+    """Coordinate function of own-range runs (SJ-SelectFirst): runs ordered by the *own* range,
+    the *other* range copied in for the per-candidate join test; ``(oth_lo, oth_hi, own_lo,
+    own_hi)`` in :class:`ScanRuns`' (copied, copied, ordering, ordering) convention."""
+    def coords(qs: np.ndarray) -> tuple[np.ndarray, ...]:
+        own_lo, own_hi, oth_lo, oth_hi = own_other(cols, dirn)
+        return oth_lo[qs], oth_hi[qs], own_lo[qs], own_hi[qs]
+    return coords
+
+
 class ScanGroups:
-    """PartitionListener: the stabbing groups of the *other* ranges as scan-ordered runs
-    (:class:`~matcher.scan_runs.ScanRuns`, probed branch-free by ``select_kernels.sj_scan``)
-    and each group's point.
+    """PartitionListener: stabbing groups as scan-ordered runs
+    (:class:`~matcher.scan_runs.ScanRuns`) and each group's point. By default the groups of the
+    *other* ranges, probed branch-free by ``select_kernels.sj_scan`` (SJ-SSI); with
+    ``own_first`` those of the *own* ranges, probed by ``select_kernels.sj_own_scan``
+    (SJ-SelectFirst).
 
     Partition group ids are mapped to small dense local ids so the flat arrays stay compact.
     """
 
-    def __init__(self, cols: SubscriptionColumns, dirn: int) -> None:
+    def __init__(self, cols: SubscriptionColumns, dirn: int, own_first: bool = False) -> None:
         self.cols = cols
         self.dirn = dirn
-        self.runs = ScanRuns(scan_coords(cols, dirn))
+        self.runs = ScanRuns(own_scan_coords(cols, dirn) if own_first else scan_coords(cols, dirn))
         self.point = np.zeros(16, dtype=np.float64)
         self.local: dict[int, int] = {}
         self._free: list[int] = []
@@ -294,6 +308,38 @@ def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dir
             cols.acc)
 
 
+def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
+                 v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
+                 size: int, scratch: OwnScanScratch, reg_max: float = np.inf) -> None:
+    """SJ-SelectFirst over the own-range groups of ``groups`` (``select_kernels.sj_own_scan``)."""
+    if not groups.local or size == 0:
+        return
+    r = groups.runs
+    r.ensure_scratch()
+    fix = scratch.fix_for(r.n_members)
+    buf.reserve(r.n_members)
+    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, fix,
+            scratch.buckets, reg_max, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
+            table.seqs, xseq, mode, cols.acc)
+
+
+class OwnScanScratch:
+    """Per-probe scratch of :func:`run_own_scan`: the key's partner bucket table
+    (:mod:`matcher.partner_buckets`) and the output positions to re-check."""
+
+    def __init__(self) -> None:
+        self.buckets = new_buckets()
+        self.fix = np.zeros(64, dtype=np.int64)
+
+    def fix_for(self, n_members: int) -> np.ndarray:
+        if self.fix.shape[0] < n_members + 16:
+            self.fix = np.zeros(n_members + n_members // 4 + 64, dtype=np.int64)
+        return self.fix
+
+    def memory_bytes(self) -> int:
+        return self.fix.nbytes + sum(a.nbytes for a in self.buckets)
+
+
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
                 v: float, xseq: int, table: BaseTable, mode: int, pool: Any, base: int,
                 size: int) -> None:
@@ -410,38 +456,59 @@ class JoinFirst(SelectStrategy):
 
 
 class SelectFirst(SelectStrategy):
-    """SJ-SelectFirst (§4.1's improved version): interval tree on A (for R) and on C (for S)."""
+    """SJ-SelectFirst (§3.2.1, §4.1's improved version): select on the own range first, then
+    test the join. The own ranges (A for R, C for S) are kept as stabbing groups in scan order
+    (the SSI layout of §3.2.2 applied to the selection), so a probe visits exactly the n′
+    selected subscriptions, and each one's join test is two loads from the key's partner bucket
+    table instead of a binary search: O(τ_own + m′ + n′ + k) per tuple."""
 
     name = "SJ-SelectFirst"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        self.trees = {1: IntervalTree(), -1: IntervalTree()}
+        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
+
+        eps = float(options.get("epsilon", 1.0))
+        self.groups = {d: ScanGroups(cols, d, own_first=True) for d in (1, -1)}
+        self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
+                      for d in (1, -1)}
+        self.scratch = OwnScanScratch()
+
+    def _own(self, dirn: int) -> tuple[np.ndarray, np.ndarray]:
+        return own_other(self.cols, dirn)[:2]
 
     def _add(self, q: int) -> None:
-        c = self.cols
-        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
-        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+        for d, part in self.parts.items():
+            lo, hi = self._own(d)
+            part.insert(q, float(lo[q]), float(hi[q]))
 
     def _add_many(self, qs: np.ndarray) -> None:
-        c = self.cols
-        if len(self.ids) == qs.shape[0]:
-            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
-            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
-        else:
-            super()._add_many(qs)
+        for d, part in self.parts.items():
+            lo, hi = self._own(d)
+            part.insert_many(qs, lo[qs], hi[qs])
 
     def _remove(self, q: int) -> None:
-        self.trees[1].remove(q)
-        self.trees[-1].remove(q)
+        for part in self.parts.values():
+            part.delete(q)
 
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
-        run_select_first(self.trees[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq,
-                         table, mode, pool, base, size)
+        run_own_scan(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table,
+                     mode, pool, base, size, self.scratch, self.reg_max)
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "tau_own": len(self.groups[1]),
+                "tau_own_s": len(self.groups[-1])}
+
+    def check_invariants(self) -> None:
+        """Every own-range group's runs hold exactly its members (tests)."""
+        for d, g in self.groups.items():
+            g.check_invariants()
+            assert sum(len(m) for _, _, m in self.parts[d].groups()) == g.runs.n_members
 
     def memory_bytes(self) -> int:
-        return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
+        return (super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
+                + self.scratch.memory_bytes())
 
 
 class Vanilla(SelectStrategy):

@@ -46,10 +46,17 @@ from hotjoin.matcher.joins.band_kernels import (
     owed_rec,
     push,
 )
+from hotjoin.matcher.structures.partner_buckets import (
+    PartnerBuckets,
+    bucket,
+    build,
+    lower,
+    upper,
+)
 from hotjoin.matcher.structures.rect_index import stab_group
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
-           "sj_scan", "sj_select_first", "sj_ssi", "sj_vanilla"]
+           "sj_own_scan", "sj_scan", "sj_select_first", "sj_ssi", "sj_vanilla"]
 
 
 @njit(cache=True, inline="always")
@@ -415,6 +422,173 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
         q = cand[j]
         a = lower_bound(pv, base, size, clo[j])
         b = upper_bound(pv, base, size, chi[j])
+        n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
+        if n_out < 0:
+            return OVERFLOW
+    return n_out
+
+
+@njit(cache=True, inline="always")
+def _own_prefix(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray, run_q: np.ndarray,
+                k: int, e: int, v: float, left: bool, bounds: bool, dst: np.ndarray, n: int,
+                n0: int, clo: np.ndarray, chi: np.ndarray, fix: np.ndarray, nf: int,
+                low: np.ndarray, nxt: np.ndarray, mult: np.ndarray, nb: int, scale: float,
+                pmin: float) -> tuple[int, int]:
+    """One group's selected prefix (``run_key <= v`` when ``left``, else ``>= v``): every
+    candidate's id is written, the cursor moves by ``next_partner(lo) <= hi``; candidates of
+    mixed buckets are noted in ``fix``. Returns ``(n, nf)``."""
+    while k < e and (run_key[k] <= v if left else run_key[k] >= v):
+        lo = run_lo[k]
+        hi = run_hi[k]
+        dst[n] = run_q[k]
+        if bounds:
+            clo[n - n0] = lo
+            chi[n - n0] = hi
+        fix[nf] = n
+        b = bucket(lo, pmin, scale, nb)
+        nf += mult[b] < 0
+        lp = low[b]
+        n += (lp if lp >= lo else nxt[b]) <= hi  # next_partner(lo) <= hi
+        k += 1
+    return n, nf
+
+
+@njit(cache=True)
+def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
+                clo: np.ndarray, chi: np.ndarray, fix: np.ndarray, bk: PartnerBuckets,
+                reg_max: float, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
+                rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
+                acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+    """SJ-SelectFirst (§3.2.1, §4.1) over stabbing groups of the *own* ranges, scan-ordered
+    (:class:`~matcher.scan_runs.ScanRuns` with own and other swapped: ``S[2]`` = own lower
+    ends, ``S[3:5]`` = other bounds, ``S[6]`` = own upper ends descending).
+
+    Every member of a group (point p) contains p, so for ``v <= p`` the members whose own range
+    holds v are the prefix ``own_lo <= v`` of the run sorted by ``own_lo``, and for ``v > p`` the
+    prefix ``own_hi >= v`` of the run sorted by ``own_hi`` descending: the scan visits exactly
+    the n′ selected subscriptions. Each one's join test "some partner in ``[olo, ohi]``" is
+    ``next_partner(olo) <= ohi`` over the key's bucket table (:mod:`matcher.partner_buckets`):
+    two loads, no branch; the output cursor moves by the test's truth value. Candidates of
+    mixed buckets (and tombstones) pass conservatively and are re-checked afterwards. The delta
+    is tested against the record rows. O(τ_own + m′ + n′ + k) per tuple.
+
+    Outputs as :func:`sj_scan`: IDENTIFY ids into ``out_q``; COUNT ids with ``acc[q]`` pair
+    counts from two bucket lookups (exact walks only for mixed buckets, and per-pair
+    registration tests only when a member registered after the tuple); PAIRS ``(q, slot)`` per
+    owed pair. Loops that run per candidate have no data-dependent branch: a rare case is noted
+    in ``fix`` and handled in a pass of its own (a branch with a loop inside costs ~4x here).
+    """
+    gstart, gcount, l_key, l_olo, l_ohi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
+    r_key, r_olo, r_ohi, r_q, dstart, dsize, dids = S[6], S[8], S[9], S[10], S[11], S[12], S[13]
+    oth = A_LO + C_LO - own
+    end = base + size
+    nb, scale, pmin = build(pv, base, size, bk)
+    low, nxt, first, mult = bk.low, bk.nxt, bk.first, bk.mult
+    dst = cand if mode == PAIRS else out_q
+    n0 = 0 if mode == PAIRS else n_out
+    bounds = mode != IDENTIFY
+    n = n0
+    nf = 0
+    for gi in range(gids.shape[0]):
+        g = gids[gi]
+        s = gstart[g]
+        e = s + gcount[g]
+        if v <= gpoint[g]:
+            n, nf = _own_prefix(l_key, l_olo, l_ohi, l_q, s, e, v, True, bounds, dst, n, n0,
+                                clo, chi, fix, nf, low, nxt, mult, nb, scale, pmin)
+        else:
+            n, nf = _own_prefix(r_key, r_olo, r_ohi, r_q, s, e, v, False, bounds, dst, n, n0,
+                                clo, chi, fix, nf, low, nxt, mult, nb, scale, pmin)
+        for k in range(dstart[g], dstart[g] + dsize[g]):
+            q = dids[k]
+            lo = rec[q, oth]
+            hi = rec[q, oth + 1]
+            dst[n] = q
+            if bounds:
+                clo[n - n0] = lo
+                chi[n - n0] = hi
+            j = lower(pv, end, low, first, mult, nb, scale, pmin, lo)
+            n += ((rec[q, own] <= v) & (v <= rec[q, own + 1]) & (j < end)
+                  & (pv[min(j, end - 1)] <= hi))
+    if nf:
+        # conservative hits of mixed buckets (and tombstones, q = -1): re-check exactly
+        drop = 0
+        for t in range(nf):
+            p = fix[t]
+            q = dst[p]
+            if q >= 0:
+                j = lower(pv, end, low, first, mult, nb, scale, pmin, rec[q, oth])
+                if j < end and pv[j] <= rec[q, oth + 1]:
+                    continue
+            dst[p] = -1
+            drop += 1
+        if drop:
+            w = n0
+            for p in range(n0, n):
+                if dst[p] >= 0:
+                    dst[w] = dst[p]
+                    if bounds:
+                        clo[w - n0] = clo[p - n0]
+                        chi[w - n0] = chi[p - n0]
+                    w += 1
+            n = w
+    if mode == IDENTIFY:
+        return n
+    if mode == COUNT:
+        if reg_max >= xseq:  # a member registered after the tuple: per-pair tests (deletes)
+            w = n0
+            for j in range(n0, n):
+                q = out_q[j]
+                a = lower(pv, end, low, first, mult, nb, scale, pmin, clo[j - n0])
+                b = upper(pv, end, low, first, mult, nb, scale, pmin, chi[j - n0])
+                cnt = _pair_count(q, a, b, ps, rec, dseqs, xseq)
+                if cnt > 0:
+                    acc[q] = cnt
+                    out_q[w] = q
+                    w += 1
+            return w
+        # every pair is owed: count = upper(ohi) - lower(olo), branch-free; mixed buckets noted
+        # (their bounds kept in clo/chi below the read position) and counted exactly after
+        w = n0
+        nf = 0
+        for j in range(n0, n):
+            q = out_q[j]
+            x = clo[j - n0]
+            y = chi[j - n0]
+            kl = bucket(x, pmin, scale, nb)
+            kh = bucket(y, pmin, scale, nb)
+            cnt = (first[kh] + mult[kh] * (low[kh] <= y)) - (first[kl] + mult[kl] * (low[kl] < x))
+            mixed = (mult[kl] < 0) | (mult[kh] < 0)
+            acc[q] = cnt
+            out_q[w] = q
+            fix[nf] = w
+            clo[nf] = x
+            chi[nf] = y
+            nf += mixed
+            w += (cnt > 0) | mixed
+        if nf:
+            drop = 0
+            for t in range(nf):
+                p = fix[t]
+                q = out_q[p]
+                cnt = (upper(pv, end, low, first, mult, nb, scale, pmin, chi[t])
+                       - lower(pv, end, low, first, mult, nb, scale, pmin, clo[t]))
+                acc[q] = cnt
+                if cnt <= 0:
+                    out_q[p] = -1
+                    drop += 1
+            if drop:
+                k = n0
+                for p in range(n0, w):
+                    if out_q[p] >= 0:
+                        out_q[k] = out_q[p]
+                        k += 1
+                w = k
+        return w
+    for j in range(n):
+        q = cand[j]
+        a = lower(pv, end, low, first, mult, nb, scale, pmin, clo[j])
+        b = upper(pv, end, low, first, mult, nb, scale, pmin, chi[j])
         n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
         if n_out < 0:
             return OVERFLOW

@@ -9,6 +9,7 @@ boundaries (equal keys, closed range ends, stabbing points hit exactly, registra
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -159,3 +160,60 @@ def test_kind_without_subscriptions_builds_nothing() -> None:
 
 def test_hypothesis_import_sanity() -> None:
     assert st is not None and given is not None
+
+
+def test_close_partner_values_and_removed_members(factory: EngineFactory) -> None:
+    """Partner values a hair apart (SJ-SelectFirst's bucket table gets mixed buckets), range ends
+    exactly on them and between them, unbounded ends, and members removed in between (their
+    scan-run slots become tombstones) — every strategy against the oracle."""
+    ls = lockstep(factory)
+    for sid in _close_value_subscriptions(ls):
+        ls.unsubscribe(sid)
+    for j in range(12):
+        ls.publish(ev("R", f"r{j}", 1.0, value=float(j % 8)))
+    ls.delete("S", "s1")
+    ls.delete("R", "r3")
+
+
+TINY = [0.0, 1e-12, 2e-12, 5e-12, 1.0, 1.0 + 1e-9, 1e6, 1e6 + 1e-6]
+GAPS = [(1.5e-12, 1.6e-12), (0.5, 0.6), (6e-12, 0.9), (1.0 + 2e-9, 2.0), (3e-12, 4e-12)]
+
+
+def _close_value_subscriptions(eng: Any) -> list[int]:
+    """Subscribe C ranges on, between and around partner values a hair apart (many of them
+    holding no partner: conservative hits of mixed buckets that must be dropped), store those
+    partners on key 1.0; returns every third subscription id (to remove)."""
+    ends = [*TINY, 1.5e-12, 0.5, None]
+    sids = []
+    for i in range(120):
+        lo, hi = ends[i % len(ends)], ends[(i * 7 + 3) % len(ends)]
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+        if i % 4 == 0:
+            lo, hi = GAPS[(i // 4) % len(GAPS)]
+        sids.append(eng.subscribe(SelectJoin(a=Range(i % 5, 5 + i % 3), c=Range(lo, hi))))
+    for j, c in enumerate(TINY * 3):
+        eng.publish(ev("S", f"s{j}", 1.0, value=c))
+    return sids[::3]
+
+
+@pytest.mark.parametrize("strategy", SELECT_STRATEGY_NAMES)
+def test_identify_with_close_partner_values(strategy: str) -> None:
+    """``probe(..., "identify")`` reports exactly the subscriptions the oracle delivers to."""
+    from hotjoin.matcher.engine import Engine
+    from hotjoin.matcher.oracle import OracleEngine
+
+    eng = Engine(strategy={**OTHERS, "select": strategy}, options=HOTSPOT_OPTIONS)
+    ref = OracleEngine()
+    for e in (eng, ref):
+        for sid in _close_value_subscriptions(e):
+            e.unsubscribe(sid)
+    for j in range(16):
+        v = float(j % 8)
+        want = Counter(d.subscription_id for d in ref.publish(ev("R", f"r{j}", 1.0, value=v)))
+        ref.delete("R", f"r{j}")
+        assert want, "the workload affects someone"
+        assert eng.probe("R", 1.0, v, "identify") == len(want)
+        aff = eng.publish_affected(ev("R", f"r{j}", 1.0, value=v))
+        assert dict(zip(aff.subscription_ids.tolist(), aff.counts.tolist(), strict=True)) == want
+        eng.delete("R", f"r{j}")
