@@ -43,6 +43,8 @@ from hotjoin.ops.bench.common import Progress, interleaved, machine, plot_lines,
 VALUE_DOMAIN = 1_000_000.0
 BRUTE = "NumPy brute force"
 LIMIT = "flat limit"
+LIMIT_OWN = "flat limit, own ranges first"
+REFERENCES = (BRUTE, LIMIT, LIMIT_OWN)
 
 
 @dataclass
@@ -292,10 +294,11 @@ def ratios(recs: list[dict[str, Any]], c: SelectBenchConfig) -> dict[str, Any]:
     """The figures the issue judges (None where a strategy was not run)."""
     out: dict[str, Any] = {}
     for r in recs:
-        if r["figure"] == "table1" and r["strategy"] not in (BRUTE, LIMIT):
+        if r["figure"] == "table1" and r["strategy"] not in REFERENCES:
             where = f"table1 {r['x']} {r['strategy']}"
             out[f"{where}: AFFECTED / NumPy brute force"] = r["count_vs_brute"]
             out[f"{where}: identify / flat limit"] = r["identify_vs_limit"]
+            out[f"{where}: identify / own-first flat limit"] = r["identify_vs_own_limit"]
             out[f"{where}: identify tuples/s"] = r["identify_tuples_per_s"]
 
     def at(fig: str, x: float) -> dict[str, dict[str, Any]]:
@@ -564,6 +567,57 @@ class FlatLimit:
         return self.out[:n].copy(), self.cnt[:n].copy()
 
 
+class FlatOwnLimit:
+    """The limit line of SJ-SelectFirst's probe: its kernel (``select_kernels.sj_own_scan``)
+    called directly over static flat arrays (canonical stabbing partition of the A ranges, each
+    group sorted by own lower and upper end with the C bounds copied in, no delta, no
+    tombstone), no engine around it: what the dynamic structure and the engine cost on top."""
+
+    def __init__(self, d: Table1Data, kv: KeyedValues) -> None:
+        from hotjoin.matcher.joins import select_kernels as K
+        from hotjoin.matcher.partition.stabbing import canonical_partition
+        from hotjoin.matcher.structures.partner_buckets import new_buckets
+
+        self.K, self.kv = K, kv
+        n = d.a_lo.shape[0]
+        points, g = canonical_partition(d.a_lo, d.a_hi)
+        self.tau = int(points.shape[0])
+        self.gids = np.arange(self.tau, dtype=np.int64)
+        self.gpoint = points
+        sizes = np.bincount(g, minlength=self.tau).astype(np.int64)
+        gstart = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        ol, orr = np.lexsort((d.a_lo, g)), np.lexsort((-d.a_hi, g))
+        empty = np.zeros(self.tau, dtype=np.int64)
+        self.arrays = (gstart, sizes, d.a_lo[ol], d.c_lo[ol], d.c_hi[ol], ol.astype(np.int64),
+                       d.a_hi[orr], d.a_lo[orr], d.c_lo[orr], d.c_hi[orr], orr.astype(np.int64),
+                       empty, empty, np.zeros(1, dtype=np.int64), d.a_hi[ol])
+        self.rec = np.zeros((n, 8))
+        self.rec[:, K.A_LO], self.rec[:, K.A_LO + 1] = d.a_lo, d.a_hi
+        self.rec[:, K.C_LO], self.rec[:, K.C_LO + 1] = d.c_lo, d.c_hi
+        self.rec[:, 6] = -1.0  # registered before every tuple (REG)
+        self.scratch = [np.zeros(n + 16, dtype=np.int64) for _ in range(4)]
+        self.bounds = [np.zeros(n + 16) for _ in range(2)]
+        self.acc = np.zeros(n + 16, dtype=np.int64)
+        self.slots = np.arange(kv.values.shape[0], dtype=np.int64)
+        self.buckets = new_buckets()
+
+    def probe(self, b: float, a: float, count: bool) -> int:
+        s, e = self.kv.get(b)
+        if s == e:
+            return 0
+        cand, fix, out_q, out_s = self.scratch
+        K = self.K
+        return K.sj_own_scan(self.gids, self.gpoint, self.arrays, cand, *self.bounds, fix,
+                             self.buckets, -1.0, self.kv.values, self.slots, s, e - s, a,
+                             self.rec, K.A_LO, self.slots, 1, K.COUNT if count else K.IDENTIFY,
+                             self.acc, out_q, out_s, 0)
+
+    def affected(self, b: float, a: float) -> tuple[np.ndarray, np.ndarray]:
+        n = self.probe(b, a, True)
+        ids = self.scratch[2][:n].copy()
+        return ids, self.acc[ids].copy()
+
+
 def _engine_for(name: str, c: SelectBenchConfig, d: Table1Data) -> tuple[Engine, np.ndarray]:
     subs = make_subs(d.a_lo, d.a_hi, d.c_lo, d.c_hi)
     if name == "auto":
@@ -592,7 +646,7 @@ def table1_point(c: SelectBenchConfig, clusters_k: int, spread: float, prog: Pro
     same subscriptions with the same counts in every contender."""
     d = table1_data(c, clusters_k, spread)
     kv = KeyedValues(d.s[0], d.s[1])
-    brute, limit = NumpyBruteForce(d, kv), FlatLimit(d, kv)
+    brute, limit, limit_own = NumpyBruteForce(d, kv), FlatLimit(d, kv), FlatOwnLimit(d, kv)
     engines = {nm: _engine_for(nm, c, d) for nm in strategies}
     rk, rv = d.r[0].tolist(), d.r[1].tolist()
     t_pub = int(d.s[2].max()) + 1
@@ -602,6 +656,8 @@ def table1_point(c: SelectBenchConfig, clusters_k: int, spread: float, prog: Pro
     agree[BRUTE] = True
     agree[LIMIT] = all(_as_dict(*limit.affected(rk[i], rv[i])) == want[i]
                        for i in range(n_verify))
+    agree[LIMIT_OWN] = all(_as_dict(*limit_own.affected(rk[i], rv[i])) == want[i]
+                           for i in range(n_verify))
     for nm, (e, sids) in engines.items():
         ok = True
         for i in range(n_verify):
@@ -626,13 +682,18 @@ def table1_point(c: SelectBenchConfig, clusters_k: int, spread: float, prog: Pro
         def run_limit(a: int, b: int, cnt: bool = mode == "count") -> int:
             return sum(limit.probe(rk[i], rv[i], cnt) for i in range(a, b))
 
-        runners[BRUTE], runners[LIMIT] = run_brute, run_limit
+        def run_limit_own(a: int, b: int, cnt: bool = mode == "count") -> int:
+            return sum(limit_own.probe(rk[i], rv[i], cnt) for i in range(a, b))
+
+        runners[BRUTE], runners[LIMIT], runners[LIMIT_OWN] = run_brute, run_limit, run_limit_own
         limit.probe(rk[0], rv[0], True)
+        limit_own.probe(rk[0], rv[0], True)
         for nm, rr in interleaved(runners, len(rk), c.budget_s).items():
             out.setdefault(nm, {})[mode] = rr
     rows = []
     ref = {m: out[BRUTE][m]["per_second"] for m in ("identify", "count")}
     lim = {m: out[LIMIT][m]["per_second"] for m in ("identify", "count")}
+    lim_own = {m: out[LIMIT_OWN][m]["per_second"] for m in ("identify", "count")}
     for nm, res in out.items():
         st = engines[nm][0].stats()["select"] if nm in engines else {}
         ident, cnt = res["identify"], res["count"]
@@ -648,6 +709,8 @@ def table1_point(c: SelectBenchConfig, clusters_k: int, spread: float, prog: Pro
                      "count_vs_brute": cnt["per_second"] / ref["count"],
                      "identify_vs_limit": ident["per_second"] / lim["identify"],
                      "count_vs_limit": cnt["per_second"] / lim["count"],
+                     "identify_vs_own_limit": ident["per_second"] / lim_own["identify"],
+                     "count_vs_own_limit": cnt["per_second"] / lim_own["count"],
                      "verified_tuples": n_verify, "agrees_with_brute_force": agree[nm],
                      "events_identify": ident["items"], "events_count": cnt["items"]})
         prog.step(f"table1 k={clusters_k} spread={spread:g} {nm}: "

@@ -44,7 +44,8 @@ def test_bench_select_table1_reference_lines(tmp_path: Path) -> None:
     res = json.loads(out.read_text())
     rows = res["records"]
     names = {r["strategy"] for r in rows}
-    assert {"NumPy brute force", "flat limit", "SJ-SSI", "SJ-Hotspot", "auto"} <= names
+    assert {"NumPy brute force", "flat limit", "flat limit, own ranges first", "SJ-SSI",
+            "SJ-SelectFirst", "SJ-Hotspot", "auto"} <= names
     assert {r["x"] for r in rows} == {"k=30,spread=5000", "k=3,spread=500"}
     assert all(r["verified_tuples"] == 10 and r["agrees_with_brute_force"] for r in rows)
     for x in {r["x"] for r in rows}:
