@@ -18,6 +18,8 @@ SSI's group processing pays off only on such large groups, so the matcher indexe
 from __future__ import annotations
 
 import math
+import operator
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import Literal, Protocol
@@ -34,6 +36,7 @@ from hotjoin.matcher.partition.stabbing import (
     _pick_point,
     stabbing_number,
 )
+from hotjoin.matcher.structures.member_lists import link, walk
 
 __all__ = ["HotspotListener", "HotspotMirror", "HotspotTracker"]
 
@@ -273,12 +276,17 @@ class HotspotTracker:
             epsilon, listener=_ScatteredSizes(self._ssizes), trigger=trigger
         )
         self._eps = self._s.epsilon
-        # hot intervals
-        self._hot_of: dict[int, int] = {}
-        self._hlo: dict[int, float] = {}
-        self._hhi: dict[int, float] = {}
+        # hot intervals, columns by iid (non-negative integers): hot group (-1: not hot), the
+        # interval, and the group's member list linked through _hnx/_hpv
+        self._hg = array("q")
+        self._hlo = array("d")
+        self._hhi = array("d")
+        self._hnx = array("q")
+        self._hpv = array("q")
+        self._n_hot = 0
         # hot groups
-        self._hmembers: dict[int, set[int]] = {}
+        self._hhead: dict[int, int] = {}
+        self._hcount: dict[int, int] = {}
         self._hcl: dict[int, float] = {}
         self._hcr: dict[int, float] = {}
         self._hpt: dict[int, float] = {}
@@ -306,7 +314,14 @@ class HotspotTracker:
 
     def __contains__(self, iid: object) -> bool:
         """Whether ``iid`` is a live interval."""
-        return iid in self._hot_of or iid in self._s
+        return self._is_hot(iid) or iid in self._s
+
+    def _is_hot(self, iid: object) -> bool:
+        try:
+            i = operator.index(iid)  # type: ignore[arg-type]
+        except TypeError:
+            return False
+        return 0 <= i < len(self._hg) and self._hg[i] >= 0
 
     def __repr__(self) -> str:
         return (
@@ -327,21 +342,21 @@ class HotspotTracker:
     @property
     def hot_count(self) -> int:
         """``|J_H|``."""
-        return len(self._hmembers)
+        return len(self._hcount)
 
     def hotspot_sizes(self) -> list[int]:
         """|Q_i^H| of every current α-hotspot (§2.2), e.g. for the router's Σ√|Q_i^H| term. O(h)."""
-        return [len(m) for m in self._hmembers.values()]
+        return list(self._hcount.values())
 
     @property
     def size(self) -> int:
         """``|J| = |J_H| + |J_S|``."""
-        return len(self._hmembers) + self._s.size
+        return len(self._hcount) + self._s.size
 
     @property
     def n_hot(self) -> int:
         """``|H|``: number of hot intervals."""
-        return len(self._hot_of)
+        return self._n_hot
 
     @property
     def n_scattered(self) -> int:
@@ -355,7 +370,7 @@ class HotspotTracker:
 
     def is_hot(self, iid: int) -> bool:
         """Whether live interval ``iid`` is in a hot group (``KeyError`` if unknown)."""
-        if iid in self._hot_of:
+        if self._is_hot(iid):
             return True
         if iid in self._s:
             return False
@@ -363,13 +378,15 @@ class HotspotTracker:
 
     def interval(self, iid: int) -> tuple[float, float]:
         """``(lo, hi)`` of live interval ``iid`` (``KeyError`` if unknown)."""
-        if iid in self._hot_of:
+        if self._is_hot(iid):
             return self._hlo[iid], self._hhi[iid]
         return self._s.interval(iid)
 
     def group_of(self, iid: int) -> int:
         """Hot group of ``iid`` (``KeyError`` if ``iid`` is not a hot interval)."""
-        return self._hot_of[iid]
+        if not self._is_hot(iid):
+            raise KeyError(iid)
+        return self._hg[iid]
 
     def point(self, gid: int) -> float:
         """Stabbing point of hot group ``gid``."""
@@ -380,15 +397,16 @@ class HotspotTracker:
         return self._hcl[gid], self._hcr[gid]
 
     def members(self, gid: int) -> np.ndarray:
-        """Member iids of hot group ``gid``."""
-        m = self._hmembers[gid]
-        return np.fromiter(m, np.int64, len(m))
+        """Member iids of hot group ``gid``; O(size)."""
+        nx = np.frombuffer(self._hnx, np.int64)
+        out = walk(nx, self._hhead[gid], self._hcount[gid])
+        del nx  # release the buffer export: the columns may grow again
+        return out
 
     def hot_groups(self) -> Iterator[tuple[int, float, np.ndarray]]:
         """``J_H``: yield ``(gid, point, member iids)`` by increasing point."""
         for g in list(self._pts_g):
-            m = self._hmembers[g]
-            yield g, self._hpt[g], np.fromiter(m, np.int64, len(m))
+            yield g, self._hpt[g], self.members(g)
 
     groups = hot_groups
 
@@ -397,6 +415,19 @@ class HotspotTracker:
         return self._s.intervals()[0]
 
     # -- hot group bookkeeping ------------------------------------------------------------
+    def _grow_hot(self, iid_max: int) -> None:
+        """Room in the per-iid hot columns for ``iid_max``."""
+        n = len(self._hg)
+        if iid_max >= n:
+            extra = max(iid_max + 1, 2 * n) - n
+            minus = array("q", [-1]) * extra
+            self._hg.extend(minus)
+            self._hnx.extend(minus)
+            self._hpv.extend(minus)
+            zeros = array("d", bytes(8 * extra))
+            self._hlo.extend(zeros)
+            self._hhi.extend(zeros)
+
     def _pt_index(self, g: int, p: float) -> int:
         """Position of group ``g`` (point ``p``) in the sorted point list."""
         i = bisect_left(self._pts, p)
@@ -404,8 +435,19 @@ class HotspotTracker:
             i += 1
         return i
 
-    def _add_hot_group(self, g: int, cl: float, cr: float, p: float, members: set[int]) -> None:
-        self._hmembers[g] = members
+    def _add_hot_group(self, g: int, cl: float, cr: float, p: float, members: np.ndarray,
+                       los: np.ndarray, his: np.ndarray) -> None:
+        """Make hot group ``g`` of the (non-empty) ``members`` with their intervals."""
+        k = members.shape[0]
+        self._grow_hot(int(members.max()))
+        np.frombuffer(self._hg, np.int64)[members] = g
+        np.frombuffer(self._hlo, np.float64)[members] = los
+        np.frombuffer(self._hhi, np.float64)[members] = his
+        link(np.frombuffer(self._hnx, np.int64), np.frombuffer(self._hpv, np.int64), members,
+             np.array([0, k], np.int64))
+        self._hhead[g] = int(members[0])
+        self._hcount[g] = k
+        self._n_hot += k
         self._hcl[g] = cl
         self._hcr[g] = cr
         self._hpt[g] = p
@@ -420,10 +462,15 @@ class HotspotTracker:
         self._CR[row] = cr
         self._row[g] = row
         self._row_g.append(g)
-        self._hsizes.add(g, len(members))
+        self._hsizes.add(g, k)
 
-    def _drop_hot_group(self, g: int) -> set[int]:
-        members = self._hmembers.pop(g)
+    def _drop_hot_group(self, g: int) -> np.ndarray:
+        """Remove hot group ``g``; returns its member iids (no longer hot)."""
+        members = self.members(g)
+        np.frombuffer(self._hg, np.int64)[members] = -1
+        self._n_hot -= members.shape[0]
+        del self._hhead[g]
+        del self._hcount[g]
         del self._hcl[g]
         del self._hcr[g]
         p = self._hpt.pop(g)
@@ -480,8 +527,16 @@ class HotspotTracker:
                 self._pts_g.insert(i, g)
                 if lst is not None:
                     lst.point_moved(g, p)
-        self._hmembers[g].add(iid)
-        self._hot_of[iid] = g
+        if iid >= len(self._hg):
+            self._grow_hot(iid)
+        h = self._hhead[g]  # push iid in front of g's member list
+        self._hnx[iid] = h
+        self._hpv[iid] = -1
+        self._hpv[h] = iid
+        self._hhead[g] = iid
+        self._hcount[g] += 1
+        self._n_hot += 1
+        self._hg[iid] = g
         self._hlo[iid] = lo
         self._hhi[iid] = hi
         self._hsizes.inc(g)
@@ -509,10 +564,7 @@ class HotspotTracker:
                 if lst is not None:
                     lst.scattered_removed(iid)
         self.moved_out_of_scattered += moved
-        self._add_hot_group(g, cl, cr, p, set(id_list))
-        self._hot_of.update(dict.fromkeys(id_list, g))
-        self._hlo.update(zip(id_list, los.tolist(), strict=True))
-        self._hhi.update(zip(id_list, his.tolist(), strict=True))
+        self._add_hot_group(g, cl, cr, p, iids, los, his)
         if lst is not None:
             lst.group_added(g, p)
             bulk = getattr(lst, "members_added", None)  # optional: a listener's one-call form
@@ -524,19 +576,15 @@ class HotspotTracker:
 
     def _demote(self, g: int) -> None:
         """Move hot group ``g`` back into ``S``, member by member (Section 2.2)."""
-        members = self._drop_hot_group(g)
+        ids = self._drop_hot_group(g)
         lst = self._listener
-        k = len(members)
-        ids = np.fromiter(members, np.int64, k)
-        los = np.empty(k, np.float64)
-        his = np.empty(k, np.float64)
-        hot_of, hlo, hhi, pending = self._hot_of, self._hlo, self._hhi, self._pending
-        for j, iid in enumerate(ids.tolist()):
-            del hot_of[iid]
-            los[j] = hlo.pop(iid)
-            his[j] = hhi.pop(iid)
-            pending[iid] = True
-            if lst is not None:
+        k = ids.shape[0]
+        los = np.frombuffer(self._hlo, np.float64)[ids]
+        his = np.frombuffer(self._hhi, np.float64)[ids]
+        id_list = ids.tolist()
+        self._pending.update(dict.fromkeys(id_list, True))
+        if lst is not None:
+            for iid in id_list:
                 lst.member_removed(g, iid)
         if lst is not None:
             lst.group_removed(g)
@@ -570,8 +618,10 @@ class HotspotTracker:
     def insert(self, iid: int, lo: float, hi: float) -> None:
         """Insert interval ``iid = [lo, hi]`` (``ValueError`` if present or invalid)."""
         iid = int(iid)
-        if iid in self._hot_of or iid in self._s:
+        if iid in self:
             raise ValueError(f"interval {iid} is already present")
+        if iid < 0:
+            raise ValueError(f"interval ids are non-negative integers, got {iid}")
         lo = float(lo)
         hi = float(hi)
         if not lo <= hi or lo == math.inf or hi == -math.inf:
@@ -594,16 +644,22 @@ class HotspotTracker:
 
     def delete(self, iid: int) -> None:
         """Delete live interval ``iid`` (``KeyError`` if unknown)."""
-        g = self._hot_of.pop(iid, -1)
-        if g >= 0:
-            del self._hlo[iid]
-            del self._hhi[iid]
-            mem = self._hmembers[g]
-            mem.remove(iid)
+        if self._is_hot(iid):
+            g = self._hg[iid]
+            self._hg[iid] = -1
+            nx, pv = self._hnx[iid], self._hpv[iid]  # unlink iid from g's member list
+            if pv >= 0:
+                self._hnx[pv] = nx
+            else:
+                self._hhead[g] = nx
+            if nx >= 0:
+                self._hpv[nx] = pv
+            self._hcount[g] -= 1
+            self._n_hot -= 1
             self._hsizes.dec(g)
             if self._listener is not None:
                 self._listener.member_removed(g, iid)
-            if not mem:  # an empty hot group goes, whatever the threshold
+            if not self._hcount[g]:  # an empty hot group goes, whatever the threshold
                 self._drop_hot_group(g)
                 if self._listener is not None:
                     self._listener.group_removed(g)
@@ -629,11 +685,19 @@ class HotspotTracker:
         if ids.shape != lo.shape:
             raise ValueError("iids, los and his must have the same length")
         k = ids.shape[0]
-        id_list = ids.tolist()
-        if len(set(id_list)) != k:
+        if k and int(ids.min()) < 0:
+            raise ValueError(f"interval ids are non-negative integers, got {int(ids.min())}")
+        srt = np.sort(ids)
+        if np.any(srt[1:] == srt[:-1]):
             raise ValueError("duplicate iid in the batch")
+        hot = ids[ids < len(self._hg)]
+        if hot.shape[0]:
+            hot = hot[np.frombuffer(self._hg, np.int64)[hot] >= 0]
+        if hot.shape[0]:
+            raise ValueError(f"interval {int(hot[0])} is already present")
+        id_list = ids.tolist()
         for i in id_list:
-            if i in self._hot_of or i in self._s:
+            if i in self._s:
                 raise ValueError(f"interval {i} is already present")
         lo_list = lo.tolist()
         hi_list = hi.tolist()
@@ -667,32 +731,37 @@ class HotspotTracker:
         s = self._s
         s.check_invariants()
         n = self._n
-        assert n == len(self._hot_of) + len(s)
+        hg = np.frombuffer(self._hg, np.int64)
+        hot_ids = np.flatnonzero(hg >= 0)
+        assert n == hot_ids.shape[0] + len(s) and self._n_hot == hot_ids.shape[0]
         assert not self._pending
-        assert set(self._hot_of) == set(self._hlo) == set(self._hhi)
-        assert not any(i in s for i in self._hot_of), "an interval is both hot and scattered"
+        assert not any(int(i) in s for i in hot_ids), "an interval is both hot and scattered"
         # (I1)
-        hot = self._hmembers
-        assert set(hot) == set(self._hcl) == set(self._hcr) == set(self._hpt) == set(self._row)
+        hot = self._hcount
+        assert (set(hot) == set(self._hhead) == set(self._hcl) == set(self._hcr) == set(self._hpt)
+                == set(self._row))
         assert len(hot) <= 2.0 / self._alpha + 1e-9, f"|J_H| = {len(hot)} > 2/alpha"
         total = 0
-        for g, mem in hot.items():
-            assert mem, f"hot group {g} is empty"
-            assert len(mem) >= self._half * n, f"hot group {g}: {len(mem)} < (alpha/2)|I|"
+        for g, size in hot.items():
+            assert size > 0, f"hot group {g} is empty"
+            assert size >= self._half * n, f"hot group {g}: {size} < (alpha/2)|I|"
             cl, cr, p = self._hcl[g], self._hcr[g], self._hpt[g]
             assert math.isfinite(p) and cl <= p <= cr
-            for iid in mem:
-                assert self._hot_of[iid] == g
+            mem = self.members(g)
+            assert len(set(mem.tolist())) == size
+            for j, iid in enumerate(mem.tolist()):
+                assert self._hg[iid] == g
+                assert self._hpv[iid] == (mem[j - 1] if j else -1), f"list of {g} broken"
                 assert self._hlo[iid] <= cl and cr <= self._hhi[iid], f"{iid} misses core of {g}"
             row = self._row[g]
             assert self._row_g[row] == g and self._CL[row] == cl and self._CR[row] == cr
-            assert self._hsizes.size[g] == len(mem)
-            total += len(mem)
-        assert total == len(self._hot_of)
+            assert self._hsizes.size[g] == size
+            total += size
+        assert total == hot_ids.shape[0]
         assert self._pts == sorted(self._pts) and len(self._pts) == len(hot)
         assert {g: p for p, g in zip(self._pts, self._pts_g, strict=True)} == self._hpt
         if hot:
-            assert self._hsizes.best == min(len(m) for m in hot.values())
+            assert self._hsizes.best == min(hot.values())
         sizes = dict(s.group_sizes())
         assert self._ssizes.size == sizes
         for g, k in sizes.items():
@@ -701,9 +770,9 @@ class HotspotTracker:
             assert self._ssizes.best == max(sizes.values())
         # (I2)
         all_ids, all_lo, all_hi = s.intervals()
-        hot_ids = list(self._hot_of)
-        los = np.concatenate([all_lo, np.fromiter((self._hlo[i] for i in hot_ids), np.float64)])
-        his = np.concatenate([all_hi, np.fromiter((self._hhi[i] for i in hot_ids), np.float64)])
+        los = np.concatenate([all_lo, np.frombuffer(self._hlo, np.float64)[hot_ids]])
+        his = np.concatenate([all_hi, np.frombuffer(self._hhi, np.float64)[hot_ids]])
+        del hg
         tau = stabbing_number(los, his)
         bound = (1.0 + self._eps) * tau + 2.0 / self._alpha
         assert self.size <= bound + 1e-9, f"|J| = {self.size} > (1 + eps) tau + 2/alpha = {bound}"

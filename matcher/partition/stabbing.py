@@ -32,6 +32,8 @@ import numpy as np
 from numba import njit
 from sortedcontainers import SortedList
 
+from hotjoin.matcher.structures.member_lists import link, walk
+
 __all__ = [
     "DynamicStabbingPartition",
     "GroupMirror",
@@ -47,28 +49,6 @@ _INF = math.inf
 
 _FRESH = 1  # flag: inserted since the last reconstruction
 _WITNESS = 2  # flag: one of the last reconstruction's witnesses
-
-
-@njit(cache=True)
-def _walk(nx: np.ndarray, head: int, count: int) -> np.ndarray:
-    """The ``count`` slots of a member list starting at ``head`` (linked through ``nx``)."""
-    out = np.empty(count, dtype=np.int64)
-    s = head
-    for i in range(count):
-        out[i] = s
-        s = nx[s]
-    return out
-
-
-@njit(cache=True)
-def _link(nx: np.ndarray, pv: np.ndarray, slots: np.ndarray, bounds: np.ndarray) -> None:
-    """Chain ``slots[bounds[j] : bounds[j + 1]]`` into one member list per group j."""
-    for j in range(bounds.shape[0] - 1):
-        a, b = bounds[j], bounds[j + 1]
-        for i in range(a, b):
-            s = slots[i]
-            pv[s] = slots[i - 1] if i > a else -1
-            nx[s] = slots[i + 1] if i + 1 < b else -1
 
 
 # ---- Lemma 1: the canonical (greedy) partition -------------------------------------------------
@@ -403,7 +383,7 @@ class DynamicStabbingPartition:
         self._nx = array("q")
         self._pv = array("q")
         self._flag = array("b")
-        self._free: list[int] = []
+        self._free = array("q")  # free slots (a column: promotions free whole groups)
         # per group
         self._head: dict[int, int] = {}  # gid -> first member slot
         self._count: dict[int, int] = {}
@@ -489,7 +469,7 @@ class DynamicStabbingPartition:
 
     def _member_slots(self, gid: int) -> np.ndarray:
         nx = np.frombuffer(self._nx, np.int64)
-        out = _walk(nx, self._head[gid], self._count[gid])
+        out = walk(nx, self._head[gid], self._count[gid])
         del nx  # release the buffer export: the columns may grow again
         return out
 
@@ -555,10 +535,10 @@ class DynamicStabbingPartition:
         """Store the columns of a validated batch in free or new slots (groups left unset)."""
         k = ids.shape[0]
         nf = min(k, len(self._free))
-        reuse = self._free[len(self._free) - nf :]
+        reuse = np.array(self._free[len(self._free) - nf :], np.int64)
         del self._free[len(self._free) - nf :]
         if nf:
-            at = np.array(reuse, np.int64)
+            at = reuse
             np.frombuffer(self._lo, np.float64)[at] = lo[:nf]
             np.frombuffer(self._hi, np.float64)[at] = hi[:nf]
             np.frombuffer(self._ids, np.int64)[at] = ids[:nf]
@@ -572,8 +552,7 @@ class DynamicStabbingPartition:
         self._nx.frombytes(minus)
         self._pv.frombytes(minus)
         self._flag.frombytes(np.full(k - nf, _FRESH, np.int8).tobytes())
-        slots = np.concatenate([np.array(reuse, np.int64),
-                                np.arange(start, start + k - nf, dtype=np.int64)])
+        slots = np.concatenate([reuse, np.arange(start, start + k - nf, dtype=np.int64)])
         self._grow_ids(int(ids.max()))
         np.frombuffer(self._slot_of, np.int64)[ids] = slots
         self._n += k
@@ -719,7 +698,7 @@ class DynamicStabbingPartition:
         flag[slots] = 0
         np.frombuffer(self._slot_of, np.int64)[iids] = -1
         del lo_col, flag  # release the buffer exports
-        self._free.extend(slots.tolist())
+        self._free.frombytes(slots.tobytes())
         self._n -= k
         self._forget(k, int(np.count_nonzero(f & _FRESH)), int(np.count_nonzero(f & _WITNESS)))
         lst = self._listener
@@ -781,7 +760,7 @@ class DynamicStabbingPartition:
         self._nx = array("q", minus)
         self._pv = array("q", minus)
         self._flag = array("b", bytes(n))
-        self._free = []
+        self._free = array("q")
         np.frombuffer(self._slot_of, np.int64)[iids] = np.arange(n, dtype=np.int64)
 
     def _reconstruct(self) -> None:
@@ -803,7 +782,7 @@ class DynamicStabbingPartition:
         bounds = np.searchsorted(group, np.arange(tau + 1))
         gof = np.frombuffer(self._gof, np.int64)
         gof[sorted_slots] = gids[group]
-        _link(np.frombuffer(self._nx, np.int64), np.frombuffer(self._pv, np.int64),
+        link(np.frombuffer(self._nx, np.int64), np.frombuffer(self._pv, np.int64),
               sorted_slots, bounds)
         flag = np.frombuffer(self._flag, np.int8)
         flag[:] = 0

@@ -154,7 +154,7 @@ class ScanRuns:
     def reset(self, groups: dict[int, np.ndarray]) -> None:
         """Replace everything by ``{u: member ids}``. O(n log n)."""
         n = sum(int(m.shape[0]) for m in groups.values())
-        self._clear(max(64, n + n // 4))
+        self._clear(max(64, n + n // 8))
         us = np.fromiter(groups.keys(), dtype=np.int64, count=len(groups))
         if us.shape[0]:
             self._grow_groups(int(us.max()))
