@@ -46,7 +46,6 @@ from typing import Any
 
 import numpy as np
 
-from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
@@ -74,8 +73,6 @@ from hotjoin.server.convert import (
 )
 from hotjoin.server.cursors import CursorStore
 from hotjoin.server.delivery import (
-    BUFFER_BYTES,
-    LISTENER_BYTES,
     Chunk,
     DeliveryHub,
     Item,
@@ -100,19 +97,15 @@ from hotjoin.server.log import (
     read_log,
     write_all,
 )
-from hotjoin.server.match_log import RETENTION_BYTES, RETENTION_MS, SEGMENT_BYTES, MatchLog
+from hotjoin.server.match_log import MatchLog
 from hotjoin.server.match_log import encode as encode_match_columns
+from hotjoin.server.settings import DEFAULT_SETTINGS, TopicSettings
 
 log = logging.getLogger("hotjoin.topic")
-
-EngineFactory = Callable[..., Any]
 
 MAX_BATCH_EVENTS = 10_000
 MAX_SUBSCRIBE_BATCH = 1_000_000
 LIST_PAGE_MAX = 10_000
-COMPACT_MIN_BYTES = 64 << 20
-COMPACT_RATIO = 2.0
-CHECKPOINT_MIN_OPS = 200_000
 CHECKPOINT_IDLE_SECONDS = 5.0
 # While busy, a checkpoint is taken once the log's tail holds BUSY_FACTOR × min_ops operations
 # and half as many as the live state (subscriptions + stored tuples): a restart then replays at
@@ -131,46 +124,6 @@ def release_free_memory() -> None:
     the load, 1,692 MiB after the trim, 1,783 MiB for the engine before the restart)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryOptions:
-    """Delivery bounds of a topic (server/PERSISTENCE.md "Durable delivery"): the match log's
-    retention (``retention_bytes`` 0 turns the match log off: messages live in memory only;
-    ``retention_ms`` −1: no time limit), its segment size, the memory ring's and one listener
-    drain's bytes."""
-
-    retention_bytes: int = RETENTION_BYTES
-    retention_ms: int = RETENTION_MS
-    segment_bytes: int = SEGMENT_BYTES
-    buffer_bytes: int = BUFFER_BYTES
-    listener_bytes: int = LISTENER_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSettings:
-    """The server-wide options every topic opens with: one object from the command line through
-    ``HotjoinServer`` and ``TopicRegistry`` to ``Topic`` (a topic's own options — lateness,
-    retention, strategy, delivery retention — live in its ``topic.json``).
-
-    ``engine_factory`` builds the matcher (``matcher.Engine``, or a sharded one); ``sync``: fsync
-    the log (group commit); ``buffer_capacity`` / ``buffer_max_pairs``: per-subscription bounds
-    when messages live in memory only; ``compact_*`` and ``checkpoint_min_ops``: log compaction and
-    checkpoints (server/PERSISTENCE.md); ``delivery``: the match log's and buffers' bounds.
-    """
-
-    engine_factory: EngineFactory = Engine
-    buffer_capacity: int = 1024
-    buffer_max_pairs: int = 100_000
-    sync: bool = True
-    compact_min_bytes: int = COMPACT_MIN_BYTES
-    compact_ratio: float = COMPACT_RATIO
-    compact_all: bool = False
-    checkpoint_min_ops: int = CHECKPOINT_MIN_OPS
-    delivery: DeliveryOptions = DeliveryOptions()
-
-
-DEFAULT_SETTINGS = TopicSettings()
 
 
 @dataclass(frozen=True, slots=True)
