@@ -13,7 +13,6 @@ at once (``Engine.restore_event_columns``). ``server/PERSISTENCE.md`` has the fo
 
 from __future__ import annotations
 
-from array import array
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,15 @@ from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import snapshot
 from hotjoin.server.batch_apply import EventStatus, apply_publish_batch
 from hotjoin.server.book import SubscriptionBook
-from hotjoin.server.convert import SubMeta, decode_columns, decode_event, decode_side, decode_spec
+from hotjoin.server.convert import (
+    LoggedColumns,
+    SubMeta,
+    decode_columns,
+    decode_event,
+    decode_side,
+    decode_spec,
+)
 from hotjoin.server.log import LogCorruptError, read_batches, read_log
-
-_Columns = tuple[list[str], array, array, array, array, list[bytes]]
 
 
 class LogReplay:
@@ -44,14 +48,8 @@ class LogReplay:
         self.book = book
         self._columnar = retention is None and hasattr(engine, "restore_event_columns")
         self._events: list[Event] = []
+        self._columns = LoggedColumns()
         self._subs: list[tuple[pb.LogOp, Subscription, SubMeta]] = []  # op.subscribe.owner: "" in old logs
-        # numbers go straight into typed arrays: no float/int object per replayed event outlives
-        # its frame (a million of them would fragment the heap around the ids that stay)
-        self._cols: dict[str, _Columns] = {
-            side: ([], array("d"), array("d"), array("q"), array("q"), []) for side in ("R", "S")}
-        self._run_seq = 0
-        self._run_max_time: int | None = None
-        self._run_n = 0
 
     def run(self, path: Path, start: tuple[int, int] | None = None, log_ops: int = 0) -> int:
         """Replay the log at ``path``; ``start``: ``(offset, seq)`` of a checkpoint already loaded
@@ -78,10 +76,9 @@ class LogReplay:
                 if kind != "subscribe":
                     self._flush_subs()
                 if kind == "publish" and self._columnar:
-                    self._add_column_event(op)
+                    self._columns.add(op.publish, op.seq)
                 elif kind == "publish":
-                    e = op.publish
-                    self._events.append(decode_event(e, e.id, e.time))
+                    self._events.append(decode_event(op.publish, op.publish.time))
                 elif kind == "subscribe":
                     sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
                     self._subs.append((op, sub, SubMeta(affected, snap, subscriber, op.seq)))
@@ -103,44 +100,20 @@ class LogReplay:
             )
         return log_ops
 
-    def _add_column_event(self, op: pb.LogOp) -> None:
-        e = op.publish
-        c = self._cols["R" if e.side == pb.SIDE_R else "S"]
-        c[0].append(e.id)
-        c[1].append(e.key)
-        c[2].append(e.value)
-        c[3].append(e.time)
-        c[4].append(op.seq)
-        c[5].append(e.payload)
-        if self._run_max_time is None or e.time > self._run_max_time:
-            self._run_max_time = e.time
-        self._run_seq = op.seq
-        self._run_n += 1
-
     def _flush_events(self) -> None:
         engine = self.engine
         if self._events:
             engine.publish_many(self._events, match=False)
             self._events.clear()
-        if not self._run_n:
+        cols = self._columns
+        if not cols.n:
             return
-        for side, (ids, keys, values, times, seqs, pays) in self._cols.items():
-            if ids:
-                engine.restore_event_columns(
-                    side, ids, np.frombuffer(keys, dtype=np.float64).copy(),
-                    np.frombuffer(values, dtype=np.float64).copy(),
-                    np.frombuffer(times, dtype=np.int64).copy(),
-                    np.frombuffer(seqs, dtype=np.int64).copy(), pays if any(pays) else None)
-            ids.clear()
-            pays.clear()
-            for a in (keys, values, times, seqs):
-                del a[:]
+        seq, run_max = cols.last_seq, cols.max_time
+        for side, *columns in cols.take():
+            engine.restore_event_columns(side, *columns)
         old = engine.watermark
         old_max = None if old is None else old + engine.lateness
-        run_max = self._run_max_time
-        mt = run_max if old_max is None else max(old_max, run_max)  # type: ignore[type-var]
-        engine.restore_clock(self._run_seq, mt)
-        self._run_seq, self._run_max_time, self._run_n = 0, None, 0
+        engine.restore_clock(seq, run_max if old_max is None else max(old_max, run_max))  # type: ignore[type-var]
 
     def _flush_subs(self) -> None:
         subs = self._subs
@@ -170,7 +143,7 @@ class LogReplay:
             raise LogCorruptError(f"columnar publish at seq {op.seq} without times")
         if engine.seq != op.seq - 1:
             raise LogCorruptError(f"columnar publish at seq {op.seq} follows seq {engine.seq}")
-        res = apply_publish_batch(engine, (b.sides.astype(np.int16) - 1).astype(np.int8), b.ids,
+        res = apply_publish_batch(engine, b.side_codes().astype(np.int8), b.ids,
                                   b.keys, b.values, b.times, b.payloads, "none")
         bad = np.flatnonzero(res.status != EventStatus.OK)
         if bad.size or engine.seq != op.seq + n - 1:

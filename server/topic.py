@@ -37,7 +37,7 @@ from hotjoin.matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from hotjoin.matcher.model import Event, Subscription
+from hotjoin.matcher.model import Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import metrics
 from hotjoin.server.batch_apply import EventStatus, apply_publish_batch
@@ -47,7 +47,7 @@ from hotjoin.server.convert import (
     MAX_PAYLOAD,
     EventBatch,
     SubMeta,
-    check_event_time,
+    decode_event,
     decode_id,
     decode_side,
     decode_spec,
@@ -180,22 +180,11 @@ class Topic:
             publish = engine.publish_columnar if self.book.wants_pairs else engine.publish_affected
             for e in events:
                 try:
-                    side = _SIDES[e.side]
-                    eid = e.id
-                    if not eid or len(eid) > MAX_ID_LEN:
-                        eid = decode_id(eid, allow_empty=True) or self._auto_id(side)
-                    payload = e.payload
-                    if len(payload) > MAX_PAYLOAD:
-                        raise ValueError(f"payload larger than {MAX_PAYLOAD} bytes")
-                    # the model validates key, value (finite) and time, with the same messages
-                    ev = Event(side, eid, e.key, e.value,
-                               check_event_time(e.time) if e.HasField("time") else now_ms, payload)
-                except KeyError:
-                    statuses.append(Status("invalid", e.id, 0, "side must be R or S"))
-                    continue
+                    ev = decode_event(e, now_ms, self._auto_id)
                 except ValueError as x:
                     statuses.append(Status("invalid", e.id, 0, str(x)))
                     continue
+                side, eid = ev.side, ev.id
                 try:
                     out = publish(ev)
                 except DuplicateEventError as x:
@@ -244,7 +233,7 @@ class Topic:
         now_ms = received_ns // 1_000_000
         status = np.zeros(n, dtype=np.int8)
         reasons: dict[int, str] = {}
-        side_code = batch.sides.astype(np.int16) - 1  # wire R=1, S=2 -> engine 0, 1
+        side_code = batch.side_codes()
         bad = (side_code < 0) | (side_code > 1)
         for i in np.flatnonzero(bad).tolist():
             status[i], reasons[i] = EventStatus.INVALID, "side must be R or S"
@@ -651,9 +640,6 @@ class Topic:
                 hub.push(chunk)
 
         return self.durability.append(ops, release, mtoken, n_ops)
-
-
-_SIDES = {pb.SIDE_R: "R", pb.SIDE_S: "S"}
 
 
 def _chunk(parts: list[OpMatches]) -> Chunk | None:
