@@ -81,9 +81,7 @@ class MessageBuilder:
         flat = None
         if want.size:
             r_ids, s_ids = out.r_ids[order], out.s_ids[order]
-            for row in want.tolist():
-                st, c = int(starts[row]), int(counts[row])
-                pairs[row] = (r_ids[st : st + c], s_ids[st : st + c])
+            pairs = _pairs_of_rows(want, starts, counts, r_ids, s_ids)
             if want.size == uniq.size:  # the same pairs as two arrays, for the match log
                 flat = (want, r_ids, s_ids)
             else:
@@ -128,10 +126,7 @@ class MessageBuilder:
             pairs = {}
             want = np.flatnonzero(~self._book.affected[sids])
             if want.size:
-                r_ids, s_ids = out.r_id[order], out.s_id[order]
-                for row in want.tolist():
-                    st, ln = int(starts[row]), int(lens[row])
-                    pairs[row] = (r_ids[st:st + ln], s_ids[st:st + ln])
+                pairs = _pairs_of_rows(want, starts, lens, out.r_id[order], out.s_id[order])
         used, op_index = np.unique(ev, return_inverse=True)
         signs = np.where(counts < 0, -1, 1).astype(np.int8)
         table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
@@ -154,3 +149,14 @@ class MessageBuilder:
                 self._m_to_delivery.observe_many((now - rns) / 1e9)
         if n:
             self._m_deliveries.inc(n)
+
+
+def _pairs_of_rows(rows: np.ndarray, starts: np.ndarray, lens: np.ndarray, r_ids: np.ndarray,
+                   s_ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``row -> (r_ids, s_ids)`` of each PAIRS row in ``rows``: its run ``starts[row]`` of
+    ``lens[row]`` pairs in the id arrays (views, no copy)."""
+    out = {}
+    for row in rows.tolist():
+        st, ln = int(starts[row]), int(lens[row])
+        out[row] = (r_ids[st:st + ln], s_ids[st:st + ln])
+    return out
