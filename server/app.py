@@ -35,7 +35,7 @@ from hotjoin.server.quotas import Limits, Quotas
 from hotjoin.server.registry import TopicRegistry
 from hotjoin.server.rpc_metrics import RpcMetricsInterceptor
 from hotjoin.server.service import add_services
-from hotjoin.server.topic import (
+from hotjoin.server.settings import (
     CHECKPOINT_MIN_OPS,
     COMPACT_MIN_BYTES,
     COMPACT_RATIO,

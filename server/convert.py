@@ -1,13 +1,17 @@
-"""Translation between the wire messages (``server.pb``) and the engine's model (``matcher``).
+"""Translation between the wire messages (``hotjoin.proto``) and the engine's model (``matcher``).
 
-Every decoder validates and raises ``ValueError`` with a message that says what was wrong (the
-model's own checks: non-finite numbers, empty ranges, ``w < 0``), so a malformed request is
-rejected before it can reach a topic.
+Events are decoded here only, for publish and recovery alike: ``decode_event`` (one message per
+event: a publish request, a logged publish op, a snapshot record), ``decode_columns`` (a columnar
+publish request or log frame) and ``LoggedColumns`` (a run of logged publish ops loaded as
+columns on restart, trusted: each was checked when published). The other decoders validate and
+raise ``ValueError`` with a message that says what was wrong (the model's own checks: non-finite
+numbers, empty ranges, ``w < 0``), so a malformed request is rejected before it can reach a topic.
 """
 
 from __future__ import annotations
 
-import math
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,19 +65,24 @@ def decode_id(event_id: str, allow_empty: bool) -> str:
     return event_id
 
 
-def decode_event(e: pb.Event, event_id: str, default_time: int) -> Event:
-    """Build the model ``Event``; ``event_id`` replaces an empty id, ``default_time`` a missing time."""
+def decode_event(e: pb.Event, default_time: int, new_id: Callable[[str], str] | None = None) -> Event:
+    """The model ``Event`` of a published or logged event, the one decoder of ``pb.Event``.
+
+    Checked in this order, the first failure raising ``ValueError``: side; id (``new_id(side)``
+    names an event sent without one; without ``new_id`` an id is required) and its length;
+    payload size; time (``default_time`` when absent) within ``MAX_TIME``; then the model's own
+    checks (finite key and value)."""
     side = decode_side(e.side)
-    if len(e.payload) > MAX_PAYLOAD:
+    eid = e.id
+    if not eid and new_id is not None:
+        eid = new_id(side)
+    elif not eid or len(eid) > MAX_ID_LEN:
+        eid = decode_id(eid, allow_empty=False)  # raises: what is wrong with the id
+    payload = e.payload
+    if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"payload larger than {MAX_PAYLOAD} bytes")
-    return Event(
-        side=side,  # type: ignore[arg-type]
-        id=event_id,
-        key=_finite("key", e.key),
-        value=_finite("value", e.value),
-        time=e.time if e.HasField("time") else default_time,
-        payload=e.payload,
-    )
+    time = check_event_time(e.time) if e.HasField("time") else default_time
+    return Event(side, eid, e.key, e.value, time, payload)  # type: ignore[arg-type]
 
 
 def encode_event(ev: Event) -> pb.Event:
@@ -82,10 +91,49 @@ def encode_event(ev: Event) -> pb.Event:
     )
 
 
-def _finite(name: str, x: float) -> float:
-    if not math.isfinite(x):
-        raise ValueError(f"event {name} must be finite, got {x!r}")
-    return x
+class LoggedColumns:
+    """Logged publish events gathered per side as typed columns, for a bulk load
+    (``Engine.restore_event_columns``) when the log replays. Every logged event was checked and
+    accepted when it was published, so nothing is checked again. Numbers go straight into typed
+    arrays: no float/int object per replayed event outlives its frame (a million of them would
+    fragment the heap around the ids that stay)."""
+
+    def __init__(self) -> None:
+        self._sides: dict[str, tuple[list[str], array, array, array, array, list[bytes]]] = {
+            side: ([], array("d"), array("d"), array("q"), array("q"), []) for side in ("R", "S")}
+        self.n = 0  # events gathered
+        self.last_seq = 0
+        self.max_time: int | None = None
+
+    def add(self, e: pb.Event, seq: int) -> None:
+        """Gather logged event ``e`` of sequence number ``seq``."""
+        c = self._sides["R" if e.side == pb.SIDE_R else "S"]
+        c[0].append(e.id)
+        c[1].append(e.key)
+        c[2].append(e.value)
+        c[3].append(e.time)
+        c[4].append(seq)
+        c[5].append(e.payload)
+        if self.max_time is None or e.time > self.max_time:
+            self.max_time = e.time
+        self.last_seq = seq
+        self.n += 1
+
+    def take(self) -> Iterator[tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                     list[bytes] | None]]:
+        """``(side, ids, keys, values, times, seqs, payloads or None)`` of each side gathered, to
+        be loaded before the next is taken (the lists are reused); then starts over."""
+        for side, (ids, keys, values, times, seqs, pays) in self._sides.items():
+            if ids:
+                yield (side, ids, np.frombuffer(keys, dtype=np.float64).copy(),
+                       np.frombuffer(values, dtype=np.float64).copy(),
+                       np.frombuffer(times, dtype=np.int64).copy(),
+                       np.frombuffer(seqs, dtype=np.int64).copy(), pays if any(pays) else None)
+            ids.clear()
+            pays.clear()
+            for a in (keys, values, times, seqs):
+                del a[:]
+        self.n, self.last_seq, self.max_time = 0, 0, None
 
 
 def decode_range(name: str, parent: object, field: str) -> Range:
@@ -174,6 +222,10 @@ class EventBatch:
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
+
+    def side_codes(self) -> np.ndarray:
+        """``sides`` as the engine's side codes (int16): 0 = R, 1 = S, anything else invalid."""
+        return self.sides.astype(np.int16) - 1
 
 
 def decode_columns(c: pb.EventColumns) -> EventBatch:

@@ -23,7 +23,8 @@ from hotjoin.server import metrics
 from hotjoin.server.convert import check_time_option
 from hotjoin.server.errors import AlreadyExists, InvalidArgument, NotFound, clip
 from hotjoin.server.log import _fsync_dir
-from hotjoin.server.topic import DEFAULT_SETTINGS, DeliveryOptions, Topic, TopicSettings
+from hotjoin.server.settings import DEFAULT_SETTINGS, DeliveryOptions, TopicSettings
+from hotjoin.server.topic import Topic
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # matched with fullmatch: "$" would allow "x\n"
 KINDS = ("select", "band", "window")

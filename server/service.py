@@ -1,7 +1,8 @@
 """The gRPC servicers: decode a request, call the topic registry or a topic, encode the answer.
 
-No ordering, durability or delivery logic lives here (that is ``server/topic.py`` and
-``server/delivery.py``); a ``ServiceError`` raised below becomes the gRPC status it names.
+No ordering, durability or delivery logic lives here (that is ``server/topic.py``,
+``server/durability.py`` and ``server/delivery.py``); a ``ServiceError`` raised below becomes
+the gRPC status it names.
 
 Every method first authorizes its caller (``server/auth.py``; the interceptor in
 ``server/interceptor.py`` has already authenticated it) against the request's topic, then

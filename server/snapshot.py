@@ -22,7 +22,7 @@ import numpy as np
 
 from hotjoin.matcher.model import Event, Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server.convert import SIDE_TO_PB, SubMeta, encode_spec
+from hotjoin.server.convert import SIDE_TO_PB, SubMeta, decode_event, decode_spec, encode_spec
 from hotjoin.server.log import MAGIC, frame
 
 OPS_PER_FRAME = 20_000
@@ -142,8 +142,6 @@ def restore(engine: Any, header: dict[str, Any], batches: Iterator[pb.LogBatch],
     ``register(sid, meta, owner)`` records each subscription's server-side metadata and owner
     ("" in logs written before owners were recorded).
     """
-    from hotjoin.server.convert import decode_event, decode_spec
-
     events: list[Event] = []
     seqs: list[int] = []
     for _ in range(int(header["frames"])):
@@ -155,8 +153,7 @@ def restore(engine: Any, header: dict[str, Any], batches: Iterator[pb.LogBatch],
                 engine.restore_subscription(sid, sub, int(op.seq), snap)
                 register(sid, SubMeta(affected, snap, subscriber, int(op.seq)), op.subscribe.owner)
             else:
-                e = op.publish
-                events.append(decode_event(e, e.id, e.time))
+                events.append(decode_event(op.publish, op.publish.time))
                 seqs.append(int(op.seq))
     if events:
         engine.restore_events(events, seqs)

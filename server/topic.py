@@ -1,52 +1,35 @@
-"""One topic: its engine, its total order of operations, its log and its delivery hub (SPEC §3–4).
+"""One topic: the total order of its operations and how each is applied (SPEC §3–4).
 
-Every operation on the topic is applied under one lock, in this order: apply to the engine
-(which decides ok / late / duplicate / not found and computes who is affected), write the applied
-operations to the log as one frame, and queue the resulting messages (one columnar ``Chunk``)
-behind the frame's log position. Then, *outside* the lock, the caller waits for its frame to be
-durable — group commit: one ``fdatasync`` covers every frame written since the last one, so
-concurrent publish streams share syncs while others keep applying — and releases the queued
-chunks whose frames are durable to the delivery hub, strictly in sequence order. The lock
-therefore defines the topic's sequence, an acknowledgement is sent only after its frame is
-durable, and listeners never see a message whose operation could be lost by a crash. A failed
-write or sync leaves the engine ahead of the log, so the topic is then closed (``Unavailable``)
-rather than diverge; a restart rebuilds it from the log.
+An event's way through the server: the servicer (``server/service.py``) decodes the request
+(``server/convert.py``) and calls a ``Topic`` method here, which under the topic lock gives the
+operation the next sequence number by applying it to the engine (``matcher``: ok / late /
+duplicate / not found, and who is affected), turns the engine's output into messages
+(``server/messages.py``), hands messages and operation to the topic's durability
+(``server/durability.py``: match log, then one event-log frame) and, outside the lock, waits
+for the frame to be durable before the messages go to the delivery hub (``server/delivery.py``).
+The lock therefore defines the topic's sequence; an acknowledgement is sent only after its
+frame is durable.
 
-Recovery replays the log in sequence order through the engine's batch calls with matching turned
-off (``publish_many(match=False)``), which rebuilds the same stored tuples (retention included),
-the same subscription ids and the same sequence counter. A compacted log starts with a snapshot
-that is restored with the engine's ``restore_*`` calls instead (``server/snapshot.py``).
-
-Topics whose log is never compacted are checkpointed instead (``server/checkpoint.py``): the
-pickled engine and metadata at a seq and log offset, so a restart replays only the log's tail;
-publish runs of topics without retention are replayed as columns (``restore_event_columns``).
-
-Compaction runs in a background thread once the log holds at least ``compact_min_bytes`` and
-``compact_ratio`` times as many operations as there are live records (subscriptions + stored
-tuples), and at clean shutdown: the state is copied under the lock, encoded and fsynced outside
-it, then — under the lock again — the frames appended meanwhile are copied behind it and the new
-file replaces the old one by an atomic rename (``server/PERSISTENCE.md``).
+``Topic`` composes the rooms that own the rest: the subscription book (``server/book.py``:
+metadata and owners of the live subscriptions), durability (event log, match log, group
+commit, checkpoints, compaction; recovery in ``server/recovery.py``), the message builder, the
+committed cursors (``server/cursors.py``) and the delivery hub. They share the topic lock and
+talk through their public methods.
 """
 
 from __future__ import annotations
 
-import bisect
-import collections
 import contextlib
-import ctypes
 import logging
-import os
 import threading
 import time
-from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
@@ -54,17 +37,16 @@ from hotjoin.matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from hotjoin.matcher.model import Affected, Event, Matches, Subscription
+from hotjoin.matcher.model import Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server import checkpoint, metrics, snapshot
-from hotjoin.server.batch_apply import BatchOutput, EventStatus, apply_publish_batch
+from hotjoin.server import metrics
+from hotjoin.server.batch_apply import EventStatus, apply_publish_batch
+from hotjoin.server.book import SubscriptionBook
 from hotjoin.server.convert import (
     MAX_ID_LEN,
     MAX_PAYLOAD,
     EventBatch,
     SubMeta,
-    check_event_time,
-    decode_columns,
     decode_event,
     decode_id,
     decode_side,
@@ -73,16 +55,8 @@ from hotjoin.server.convert import (
     encode_spec,
 )
 from hotjoin.server.cursors import CursorStore
-from hotjoin.server.delivery import (
-    BUFFER_BYTES,
-    LISTENER_BYTES,
-    Chunk,
-    DeliveryHub,
-    Item,
-    Listener,
-    MatchBlock,
-    OpMatches,
-)
+from hotjoin.server.delivery import Chunk, DeliveryHub, Listener, OpMatches
+from hotjoin.server.durability import Durability
 from hotjoin.server.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -91,86 +65,13 @@ from hotjoin.server.errors import (
     Unavailable,
     Unimplemented,
 )
-from hotjoin.server.log import (
-    LogCorruptError,
-    OpLog,
-    _fsync_dir,
-    frame,
-    read_batches,
-    read_log,
-    write_all,
-)
-from hotjoin.server.match_log import RETENTION_BYTES, RETENTION_MS, SEGMENT_BYTES, MatchLog
-from hotjoin.server.match_log import encode as encode_match_columns
+from hotjoin.server.messages import MessageBuilder
+from hotjoin.server.settings import DEFAULT_SETTINGS, TopicSettings
 
 log = logging.getLogger("hotjoin.topic")
 
-EngineFactory = Callable[..., Any]
-
 MAX_BATCH_EVENTS = 10_000
 MAX_SUBSCRIBE_BATCH = 1_000_000
-LIST_PAGE_MAX = 10_000
-COMPACT_MIN_BYTES = 64 << 20
-COMPACT_RATIO = 2.0
-CHECKPOINT_MIN_OPS = 200_000
-CHECKPOINT_IDLE_SECONDS = 5.0
-# While busy, a checkpoint is taken once the log's tail holds BUSY_FACTOR × min_ops operations
-# and half as many as the live state (subscriptions + stored tuples): a restart then replays at
-# most about half the state's worth of operations after loading the checkpoint, and the
-# background encode (O(state)) runs at most once per half-state of operations. (Not "as many as
-# the state": when every operation stores a tuple, the tail never catches up with the state.)
-# The capture under the lock is a few ms (columns).
-CHECKPOINT_BUSY_FACTOR = 2
-
-
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
-
-    A restart bulk-builds indexes through many temporaries; without this the process keeps
-    their pages (measured in process, 500,000 select joins + 1,000,000 tuples: 1,944 MiB after
-    the load, 1,692 MiB after the trim, 1,783 MiB for the engine before the restart)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryOptions:
-    """Delivery bounds of a topic (server/PERSISTENCE.md "Durable delivery"): the match log's
-    retention (``retention_bytes`` 0 turns the match log off: messages live in memory only;
-    ``retention_ms`` −1: no time limit), its segment size, the memory ring's and one listener
-    drain's bytes."""
-
-    retention_bytes: int = RETENTION_BYTES
-    retention_ms: int = RETENTION_MS
-    segment_bytes: int = SEGMENT_BYTES
-    buffer_bytes: int = BUFFER_BYTES
-    listener_bytes: int = LISTENER_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSettings:
-    """The server-wide options every topic opens with: one object from the command line through
-    ``HotjoinServer`` and ``TopicRegistry`` to ``Topic`` (a topic's own options — lateness,
-    retention, strategy, delivery retention — live in its ``topic.json``).
-
-    ``engine_factory`` builds the matcher (``matcher.Engine``, or a sharded one); ``sync``: fsync
-    the log (group commit); ``buffer_capacity`` / ``buffer_max_pairs``: per-subscription bounds
-    when messages live in memory only; ``compact_*`` and ``checkpoint_min_ops``: log compaction and
-    checkpoints (server/PERSISTENCE.md); ``delivery``: the match log's and buffers' bounds.
-    """
-
-    engine_factory: EngineFactory = Engine
-    buffer_capacity: int = 1024
-    buffer_max_pairs: int = 100_000
-    sync: bool = True
-    compact_min_bytes: int = COMPACT_MIN_BYTES
-    compact_ratio: float = COMPACT_RATIO
-    compact_all: bool = False
-    checkpoint_min_ops: int = CHECKPOINT_MIN_OPS
-    delivery: DeliveryOptions = DeliveryOptions()
-
-
-DEFAULT_SETTINGS = TopicSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,32 +103,6 @@ class ColumnsOutcome:
         return 0 if self.first_seq == 0 else self.last_seq - self.first_seq + 1
 
 
-class OpColumns:
-    """The operation table of a columnar chunk (``Chunk.op_table``) without a tuple per event:
-    entry k is ``("publish", sides[k], ids[k], received_ns)``, built on access."""
-
-    __slots__ = ("sides", "ids", "received_ns")
-
-    def __init__(self, sides: np.ndarray, ids: np.ndarray, received_ns: int) -> None:
-        self.sides, self.ids, self.received_ns = sides, ids, received_ns
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, k: int) -> tuple[str, str, str, int]:
-        return ("publish", self.sides[k], self.ids[k], self.received_ns)
-
-    def __iter__(self) -> Iterator[tuple[str, str, str, int]]:
-        return (self[k] for k in range(len(self)))
-
-    def received(self, ops: np.ndarray) -> np.ndarray:
-        """Receive times (Unix ns) of rows with operation indexes ``ops``."""
-        return np.full(len(ops), self.received_ns, dtype=np.int64)
-
-
-_SIDE_OF_CODE = np.array(["R", "S"], dtype=object)
-
-
 class Topic:
     """The state of one topic and the only path by which operations reach its engine."""
 
@@ -243,101 +118,38 @@ class Topic:
         self.name = name
         self.settings = settings
         self.delivery = settings.delivery
-        engine_factory = settings.engine_factory
-        sync = settings.sync
-        checkpoint_min_ops = settings.checkpoint_min_ops
         self.lateness = lateness
         self.retention = retention
         self.strategy = dict(strategy)
         self.directory = directory
-        self.engine = engine_factory(
-            lateness=lateness, retention=retention, strategy=self.strategy or "auto"
-        )
         self._lock = threading.Lock()
-        self._meta: dict[int, SubMeta] = {}
-        # Owner principal of each subscription (server/SECURITY.md); only non-empty owners are
-        # kept, so a server without --auth-file pays nothing per subscription.
-        self._owners: dict[int, str] = {}
-        self._owner_counts: collections.Counter[str] = collections.Counter()
-        self._affected = np.zeros(1024, dtype=bool)
-        self._n_pairs = 0
-        self._next_sid = 0
-        self._closed = False
         self._deleted = False
-        self._log: OpLog | None = None
-        self._sync = sync
-        self.compact_min_bytes = settings.compact_min_bytes
-        self.compact_ratio = settings.compact_ratio
-        # Automatic compaction only where the log would otherwise grow without bound (retention
-        # set) unless asked for every topic; a topic without retention keeps its full history.
-        self._compacts = retention is not None or settings.compact_all
-        self.compactions = 0
-        # chunks (and hub actions) waiting for their frame to be durable, in seq order
-        self._pending: collections.deque[tuple[int, Callable[[], None]]] = collections.deque()
-        self._release_lock = threading.Lock()
-        self._log_ops = 0  # operations (snapshot records included) in the current log file
-        self._compact_lock = threading.Lock()
-        self._compacting = False
-        # Checkpoints (server/checkpoint.py) bound the replay of topics whose log is never
-        # compacted; a compacted log starts with its own snapshot instead.
-        self.checkpoint_min_ops = checkpoint_min_ops
-        self._checkpoints = directory is not None and not self._compacts and checkpoint_min_ops > 0
-        self._ckpt_ops = 0  # log operations since the last checkpoint was started
-        self.checkpoint_idle_seconds = CHECKPOINT_IDLE_SECONDS
-        self._last_op = 0.0
-        self._ckpt_running = False
-        self.checkpoints = 0
-        self.checkpoint_capture_seconds = 0.0  # topic lock held by the last checkpoint's capture
-        self._engine_factory = engine_factory
-        if directory is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(directory / "log.compact")  # a compaction interrupted by a crash
-            self._log = OpLog(directory / "log", sync=sync)
-            if not self._restore_checkpoint(directory):
-                self._recover(directory / "log")
-                self._ckpt_ops = self._log_ops  # nothing checkpointed: the whole log is the tail
-            release_free_memory()  # the rebuild's temporaries: RSS back near the pre-crash level
+        self.book = SubscriptionBook(name)
+        self.durability = Durability(name, directory, settings, lateness, retention, self._lock, self.book)
+        self.engine = self.durability.restore(lambda: settings.engine_factory(
+            lateness=lateness, retention=retention, strategy=self.strategy or "auto"))
+        self.messages = MessageBuilder(name, self.book)
         self._m_published = metrics.EVENTS_PUBLISHED.labels(name)
         self._m_deleted = metrics.EVENTS_DELETED.labels(name)
-        self._m_matches = metrics.MATCHES.labels(name)
-        self._m_messages = metrics.MESSAGES.labels(name)
         self._m_to_match = metrics.PUBLISH_TO_MATCH.labels(name)
-        self._m_sync = metrics.LOG_SYNC.labels(name)
         self._m_duration = metrics.PUBLISH_DURATION.labels(name)
-        self._m_gaps = metrics.GAPS.labels(name)
-        self._m_deliveries = metrics.DELIVERIES.labels(name)
-        self._m_to_delivery = metrics.PUBLISH_TO_DELIVERY.labels(name)
-        # Durable delivery (server/match_log.py): every batch's messages are logged beside the
-        # event log, so listeners resume across restarts within the delivery retention; the
-        # committed cursors (server/cursors.py) are kept beside them.
-        opts = self.delivery
-        self.match_log: MatchLog | None = None
-        if directory is not None and opts.retention_bytes != 0:
-            self.match_log = MatchLog(directory / "matches", self.engine.seq,
-                                      retention_bytes=opts.retention_bytes,
-                                      retention_ms=opts.retention_ms,
-                                      segment_bytes=opts.segment_bytes, sync=sync)
-        self.cursors = CursorStore(directory, sync=sync)
-        self._retention_checked = time.monotonic()
+        # the committed cursors (server/cursors.py) are kept beside the logs
+        self.cursors = CursorStore(directory, sync=settings.sync)
+        match_log = self.durability.match_log
         self.hub = DeliveryHub(
             settings.buffer_capacity,
             settings.buffer_max_pairs,
             boot_seq=self.engine.seq,
-            on_gap=self._m_gaps.inc,
-            on_deliver=self._observe_delivery,
-            store=self.match_log,
-            buffer_bytes=opts.buffer_bytes,
-            listener_bytes=opts.listener_bytes,
+            on_gap=metrics.GAPS.labels(name).inc,
+            on_deliver=self.messages.observe_delivery,
+            store=match_log,
+            buffer_bytes=self.delivery.buffer_bytes,
+            listener_bytes=self.delivery.listener_bytes,
         )
-        if self.match_log is not None:
-            self.match_log.on_drop = self.hub.dropped
-        owners = self._owners
-        self.hub.add_subscriptions(
-            (sid, m.subscriber, m.registered_seq, owners.get(sid, "")) for sid, m in self._meta.items()
-        )
-        if self._checkpoints:
-            threading.Thread(target=self._checkpoint_when_idle, name=f"checkpointer-{name}",
-                             daemon=True).start()
+        if match_log is not None:
+            match_log.on_drop = self.hub.dropped
+        self.hub.add_subscriptions(self.book.hub_entries())
+        self.durability.start()
 
     # ---- events -----------------------------------------------------------------------------
 
@@ -365,26 +177,14 @@ class Topic:
         with self._lock:
             self._check_open()
             engine = self.engine
-            columnar = self._n_pairs > 0
-            publish = engine.publish_columnar if columnar else engine.publish_affected
+            publish = engine.publish_columnar if self.book.wants_pairs else engine.publish_affected
             for e in events:
                 try:
-                    side = _SIDES[e.side]
-                    eid = e.id
-                    if not eid or len(eid) > MAX_ID_LEN:
-                        eid = decode_id(eid, allow_empty=True) or self._auto_id(side)
-                    payload = e.payload
-                    if len(payload) > MAX_PAYLOAD:
-                        raise ValueError(f"payload larger than {MAX_PAYLOAD} bytes")
-                    # the model validates key, value (finite) and time, with the same messages
-                    ev = Event(side, eid, e.key, e.value,
-                               check_event_time(e.time) if e.HasField("time") else now_ms, payload)
-                except KeyError:
-                    statuses.append(Status("invalid", e.id, 0, "side must be R or S"))
-                    continue
+                    ev = decode_event(e, now_ms, self._auto_id)
                 except ValueError as x:
                     statuses.append(Status("invalid", e.id, 0, str(x)))
                     continue
+                side, eid = ev.side, ev.id
                 try:
                     out = publish(ev)
                 except DuplicateEventError as x:
@@ -406,11 +206,11 @@ class Topic:
                     logged.id, logged.time = eid, ev.time
                 ops.append(pb.LogOp(seq=seq, publish=logged, received_unix_nanos=received_ns))
                 if len(out):
-                    self._messages(out, seq, 1, "publish", side, eid, received_ns, parts)
+                    self.messages.of_operation(out, seq, 1, "publish", side, eid, received_ns, parts)
             token = 0
             if ops:
                 self._m_to_match.observe_many(np.full(len(ops), (time.time_ns() - received_ns) / 1e9))
-                token = self._append(ops, self._deliver_action(parts))
+                token = self._write(ops, _chunk(parts))
                 self._m_published.inc(len(ops))
         _count_rejections(self.name, statuses)
         return statuses, token
@@ -433,7 +233,7 @@ class Topic:
         now_ms = received_ns // 1_000_000
         status = np.zeros(n, dtype=np.int8)
         reasons: dict[int, str] = {}
-        side_code = batch.sides.astype(np.int16) - 1  # wire R=1, S=2 -> engine 0, 1
+        side_code = batch.side_codes()
         bad = (side_code < 0) | (side_code > 1)
         for i in np.flatnonzero(bad).tolist():
             status[i], reasons[i] = EventStatus.INVALID, "side must be R or S"
@@ -465,7 +265,7 @@ class Topic:
                         eid = f"auto-{seq0 + 1 + i}.{k}"
                     ids[i] = eid
                     assigned[i] = eid
-            output = "pairs" if self._n_pairs > 0 else "affected"
+            output = "pairs" if self.book.wants_pairs else "affected"
             whole = take.size == n
             sub = (lambda c: c) if whole else (lambda c: c[take])  # noqa: E731
             res = apply_publish_batch(
@@ -483,55 +283,18 @@ class Topic:
             if ok.size:
                 first, last = int(res.seq[ok_local[0]]), int(res.seq[ok_local[-1]])
                 if last - first + 1 != ok.size or first != engine.seq - ok.size + 1:
-                    self._closed = True
-                    raise Unavailable("engine sequence diverged from the topic's log; topic closed")
+                    self.durability.fail("engine sequence diverged from the topic's log; topic closed")
                 cols = encode_columns(side_code[ok] + 1, ids[ok], batch.keys[ok], batch.values[ok],
                                       times[ok], None if payloads is None else [payloads[i] for i in ok.tolist()])
                 op = pb.LogOp(seq=first, publish_columns=cols, received_unix_nanos=received_ns)
-                chunk = self._column_chunk(res.output, take, seq, side_code, ids, received_ns)
+                chunk = self.messages.of_batch(res.output, take, seq, side_code, ids, received_ns)
                 self._m_to_match.observe_many(np.full(ok.size, (time.time_ns() - received_ns) / 1e9))
-                action = (_nothing if chunk is None
-                          else self._deliver_chunk(chunk.seal(first, last)))
-                token = self._append([op], action, n_ops=int(ok.size))
+                token = self._write([op], None if chunk is None else chunk.seal(first, last),
+                                    n_ops=int(ok.size))
                 self._m_published.inc(int(ok.size))
         assigned = {i: e for i, e in assigned.items() if status[i] == EventStatus.OK}
         _count_rejection_codes(self.name, status)
         return ColumnsOutcome(status, seq, ids, reasons, assigned, first, last), token
-
-    def _column_chunk(self, out: BatchOutput, take: np.ndarray, seq: np.ndarray, side_code: np.ndarray,
-                      ids: np.ndarray, received_ns: int) -> Chunk | None:
-        """The delivery chunk of a batch's columnar output: one row per (event, subscription),
-        rows in seq order; PAIRS rows carry their pairs, AFFECTED rows only the signed count."""
-        m = len(out.event)
-        if m == 0:
-            return None
-        ev = take[out.event]  # batch index of each output row's event
-        sids = np.asarray(out.subscription, dtype=np.int64)
-        if out.r_id is None:  # affected output: one row per (event, subscription) already
-            counts = np.asarray(out.count, dtype=np.int64)
-            self._m_matches.inc(int(np.abs(counts).sum()))
-            pairs = None
-        else:
-            self._m_matches.inc(m)
-            order = np.lexsort((sids, ev))
-            ev, sids = ev[order], sids[order]
-            starts = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sids[1:] != sids[:-1])])
-            lens = np.diff(np.r_[starts, m])
-            sign = np.asarray(out.sign, dtype=np.int64)[order][starts]
-            ev, sids, counts = ev[starts], sids[starts], lens * sign
-            pairs = {}
-            want = np.flatnonzero(~self._affected[sids])
-            if want.size:
-                r_ids, s_ids = out.r_id[order], out.s_id[order]
-                for row in want.tolist():
-                    st, ln = int(starts[row]), int(lens[row])
-                    pairs[row] = (r_ids[st:st + ln], s_ids[st:st + ln])
-        used, op_index = np.unique(ev, return_inverse=True)
-        signs = np.where(counts < 0, -1, 1).astype(np.int8)
-        table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
-        self._m_messages.inc(len(sids))
-        return Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table,  # type: ignore[arg-type]
-                     pairs or None)
 
     def delete(self, refs: Sequence[pb.EventRef], received_ns: int) -> list[Status]:
         """Delete events in order (SPEC §3 Delete); each gets its own status."""
@@ -543,7 +306,7 @@ class Topic:
         with self._lock:
             self._check_open()
             engine = self.engine
-            columnar = self._n_pairs > 0
+            columnar = self.book.wants_pairs
             for ref in refs:
                 try:
                     side = decode_side(ref.side)
@@ -563,13 +326,15 @@ class Topic:
                 statuses.append(Status("ok", eid, seq))
                 ops.append(pb.LogOp(seq=seq, delete=ref, received_unix_nanos=received_ns))
                 if len(out):
-                    self._messages(out, seq, -1, "delete", side, eid, received_ns, parts)
+                    self.messages.of_operation(out, seq, -1, "delete", side, eid, received_ns, parts)
             if ops:
-                token = self._append(ops, self._deliver_action(parts))
+                token = self._write(ops, _chunk(parts))
                 self._m_deleted.inc(len(ops))
         self.commit(token)
         _count_rejections(self.name, statuses)
         return statuses
+
+    # ---- subscriptions ----------------------------------------------------------------------
 
     # ---- subscriptions ----------------------------------------------------------------------
 
@@ -603,21 +368,20 @@ class Topic:
                 except Exception as x:  # noqa: BLE001 - any failed index build: roll back
                     error = x
                     n_applied = engine.seq - seq0 - len(ids)
-                    first = self._next_sid + len(ids)
+                    first = self.book.next_sid + len(ids)
                     ids.extend(range(first, first + n_applied))
                 start = end
             if error is not None and ids and hasattr(engine, "undo_subscribe"):
                 engine.undo_subscribe(np.array(ids, dtype=np.int64), seq0)  # all or nothing
                 ids = []
             if engine.seq - seq0 != len(ids):
-                self._closed = True
-                raise Unavailable("engine sequence diverged from the topic's log; topic closed")
+                self.durability.fail("engine sequence diverged from the topic's log; topic closed")
             ops: list[pb.LogOp] = []
             out: list[tuple[int, int]] = []
             for k, sid in enumerate(ids):
                 sub, affected, snap, subscriber = decoded[k]
                 reg = seq0 + 1 + k
-                self._register_meta(sid, SubMeta(affected, snap, subscriber, reg), owner)
+                self.book.register(sid, SubMeta(affected, snap, subscriber, reg), owner)
                 ops.append(
                     pb.LogOp(
                         seq=reg,
@@ -628,18 +392,12 @@ class Topic:
                 out.append((sid, reg))
             token = 0
             if ops:
-                adds = [(sid, self._meta[sid].subscriber, reg, owner) for sid, reg in out]
+                adds = [(sid, self.book.meta[sid].subscriber, reg, owner) for sid, reg in out]
                 parts: list[OpMatches] = []
                 for sid, reg in out:
-                    if self._meta[sid].snapshot:
-                        self._snapshot_message(sid, reg, received_ns, parts)
-                deliver = self._deliver_action(parts)
-
-                def action(adds: Any = adds, deliver: Any = deliver) -> None:
-                    self.hub.add_subscriptions(adds)
-                    deliver()
-
-                token = self._append(ops, action)
+                    if self.book.meta[sid].snapshot:
+                        self.messages.of_snapshot(engine.result_columnar(sid), sid, reg, received_ns, parts)
+                token = self._write(ops, _chunk(parts), lambda: self.hub.add_subscriptions(adds))
                 metrics.SUBSCRIBE_OPS.labels(self.name, "subscribe").inc(len(ops))
         self.commit(token)
         if error is not None:
@@ -659,16 +417,16 @@ class Topic:
         subscription of that owner may be removed (``PermissionDenied`` otherwise)."""
         with self._lock:
             self._check_open()
-            if owner is not None and sid in self._meta:
-                self._check_owner(sid, owner, "cancel")
+            if owner is not None and sid in self.book:
+                self.book.check_owner(sid, owner, "cancel")
             try:
                 self.engine.unsubscribe(sid)
             except UnknownSubscriptionError:
                 raise NotFound(f"topic {self.name!r} has no subscription {sid}") from None
             seq = self.engine.seq
-            self._unregister_meta(sid)
-            token = self._append([pb.LogOp(seq=seq, unsubscribe=sid, received_unix_nanos=time.time_ns())],
-                                 lambda: self.hub.remove_subscription(sid, seq))
+            self.book.unregister(sid)
+            token = self._write([pb.LogOp(seq=seq, unsubscribe=sid, received_unix_nanos=time.time_ns())],
+                                None, lambda: self.hub.remove_subscription(sid, seq))
         self.commit(token)
         self.cursors.forget([sid])
         metrics.SUBSCRIBE_OPS.labels(self.name, "unsubscribe").inc()
@@ -679,46 +437,14 @@ class Topic:
     ) -> tuple[list[tuple[int, pb.SubscriptionSpec, int]], bool]:
         """A page of live subscriptions with id > after_id: ``[(id, spec, registered_seq)], more``;
         with ``owner`` set only that owner's subscriptions."""
-        size = min(page_size or LIST_PAGE_MAX, LIST_PAGE_MAX)
-        owners = self._owners
-
-        def wanted(sid: int) -> bool:
-            return ((not subscriber or self._meta[sid].subscriber == subscriber)
-                    and (owner is None or owners.get(sid, "") == owner))
-
         with self._lock:
             self._check_open()
-            ids = list(self._meta)
-            i = 0 if after_id is None else bisect.bisect_right(ids, after_id)
-            page: list[tuple[int, pb.SubscriptionSpec, int]] = []
-            while i < len(ids) and len(page) < size:
-                sid = ids[i]
-                if wanted(sid):
-                    meta = self._meta[sid]
-                    spec = encode_spec(self.engine.subscription(sid), meta)
-                    page.append((sid, spec, meta.registered_seq))
-                i += 1
-            more = any(wanted(s) for s in ids[i:])
-        return page, more
+            return self.book.page(subscriber, after_id, page_size, owner,
+                                  lambda sid, meta: encode_spec(self.engine.subscription(sid), meta))
 
     def owned(self, owner: str) -> int:
         """Live subscriptions of ``owner`` on this topic (O(1); for the subscriptions quota)."""
-        return self._owner_counts[owner]
-
-    def owner_of(self, sid: int) -> str | None:
-        """The owner of live subscription ``sid`` ("" without auth), None when it does not exist."""
-        if sid not in self._meta:
-            return None
-        return self._owners.get(sid, "")
-
-    def _check_owner(self, sid: int, owner: str, action: str) -> None:
-        if self._owners.get(sid, "") != owner:
-            self._deny(sid, action)
-
-    def _deny(self, sid: int, action: str) -> None:
-        raise PermissionDenied(
-            f"subscription {sid} of topic {self.name!r} belongs to another principal; "
-            f"to {action} it needs the 'admin' right on the topic", "admin")
+        return self.book.owned(owner)
 
     # ---- listening ----------------------------------------------------------------------------
 
@@ -741,12 +467,12 @@ class Topic:
         with self._lock:
             self._check_open()
             for sid in (*subscription_ids, *cursors):
-                if sid not in self._meta and not self.hub.has(sid):
+                if sid not in self.book and not self.hub.has(sid):
                     raise NotFound(f"topic {self.name!r} has no subscription {sid}")
                 if owner is not None:  # a live one, or one unsubscribed but still draining
-                    theirs = self.owner_of(sid)
+                    theirs = self.book.owner_of(sid)
                     if (self.hub.owner_of(sid) if theirs is None else theirs) != owner:
-                        self._deny(sid, "listen to")
+                        self.book.deny(sid, "listen to")
             # committed positions come before the request's defaults (default_after_seq,
             # from_latest), as Kafka's committed offsets before auto.offset.reset; explicit
             # cursors come first
@@ -774,15 +500,13 @@ class Topic:
             seq = self.engine.seq
             pairs: dict[int, int] = {}
             if subscriber and after_seq is not None:
-                for sid, meta in self._meta.items():
-                    if meta.subscriber == subscriber and (owner is None
-                                                          or self._owners.get(sid, "") == owner):
-                        pairs[sid] = after_seq
+                for sid, _ in self.book.select(subscriber, set(), owner):
+                    pairs[sid] = after_seq
             for sid, at in cursors.items():
-                if sid not in self._meta:
+                if sid not in self.book:
                     raise NotFound(f"topic {self.name!r} has no subscription {sid}")
                 if owner is not None:
-                    self._check_owner(sid, owner, "commit a cursor of")
+                    self.book.check_owner(sid, owner, "commit a cursor of")
                 pairs[sid] = at
             for sid, at in pairs.items():
                 if at > seq:
@@ -790,11 +514,11 @@ class Topic:
                                           f"topic's sequence {seq}")
             if not pairs and not subscriber:
                 raise InvalidArgument("commit needs cursors, or a subscriber and after_seq")
-            token = self._log.written if self._log is not None else 0
+            token = self.durability.written()
         out = sorted(pairs.items())
         try:
-            if token:  # the operations up to ``seq`` are durable before a cursor may point at them
-                self._log.sync_upto(token)  # type: ignore[union-attr]
+            # the operations up to ``seq`` are durable before a cursor may point at them
+            self.durability.sync(token)
             self.cursors.commit(out)
         except OSError as x:
             raise Unavailable(f"topic {self.name!r}: cannot make the cursors durable ({x})") from x
@@ -809,16 +533,10 @@ class Topic:
             seq = self.engine.seq
             wanted = set(subscription_ids)
             for sid in wanted:
-                if sid not in self._meta:
+                if sid not in self.book:
                     raise NotFound(f"topic {self.name!r} has no subscription {sid}")
-            out = []
-            for sid, meta in self._meta.items():
-                mine = bool(subscriber) and meta.subscriber == subscriber
-                if (wanted or subscriber) and sid not in wanted and not mine:
-                    continue
-                if owner is not None and self._owners.get(sid, "") != owner:
-                    continue
-                out.append((sid, meta.subscriber, self.cursors.get(sid)))
+            out = [(sid, meta.subscriber, self.cursors.get(sid))
+                   for sid, meta in self.book.select(subscriber, wanted, owner)]
         return seq, out
 
     # ---- info -------------------------------------------------------------------------------
@@ -847,7 +565,7 @@ class Topic:
         """Memory ring, match log and committed cursors in numbers (stats RPC and metrics)."""
         ring_bytes, ring_messages, _ = self.hub.buffer_stats()
         n, lag_sum, lag_max = self.cursors.summary(seq)
-        ml = self.match_log
+        ml = self.durability.match_log
         return {"buffer_bytes": ring_bytes, "buffer_limit_bytes": self.hub.buffer_bytes,
                 "buffer_messages": ring_messages,
                 "match_log_bytes": ml.bytes if ml is not None else 0,
@@ -855,310 +573,49 @@ class Topic:
                 "committed_cursors": n, "cursor_lag_sum": lag_sum, "cursor_lag_max": lag_max}
 
     def close(self, deleted: bool = False) -> None:
-        """Stop serving (topic deleted or server stopping): end listeners, close the log.
+        """Stop serving (topic deleted or server stopping): end listeners, close the logs.
 
         A clean stop first compacts the log when it holds anything but live records.
         """
-        if not deleted and self._log is not None and self.compact_ratio > 0 and self._compacts:
-            with self._lock:
-                worth = not self._closed and self._log_ops > self._live_records()
-            if worth:
-                try:
-                    self.compact()
-                except Exception:  # the old log is intact; never fail a shutdown on this
-                    log.exception("topic %r: compaction at shutdown failed", self.name)
+        if not deleted:
+            self.durability.compact_at_shutdown()
         with contextlib.suppress(Exception):
-            self._release()
+            self.durability.release()
         with self._lock:
-            self._closed = True
+            self.durability.stop()
             self._deleted = deleted
             if deleted:
                 self.hub.close("NOT_FOUND", f"topic {self.name!r} was deleted")
             else:
                 self.hub.close("UNAVAILABLE", "the server is shutting down")
-            if self._log is not None:
-                # every frame written is made durable first, so the batches whose commit is
-                # waiting are acknowledged; the close holds sync_lock so that no sync runs on a
-                # closed descriptor (the fdatasync traceback of issue 16). The match log's records
-                # precede their frames, so it is synced first.
-                if self.match_log is not None:
-                    with contextlib.suppress(OSError, ValueError):
-                        self.match_log.sync_upto(self.match_log.written)
-                with contextlib.suppress(OSError, ValueError):
-                    self._log.sync_upto(self._log.written)
-                with self._log.sync_lock:
-                    self._log.close()
-            if self.match_log is not None:
-                self.match_log.close()
+            self.durability.close()
             self.cursors.close()
 
-    # ---- internals --------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            if not self._deleted:  # shutting down or a failed log: retryable elsewhere/later
-                raise Unavailable(f"topic {self.name!r} is not available: the server is shutting "
-                                  "down or its log failed")
-            raise NotFound(f"topic {self.name!r} was deleted")
-
-    def _append(self, ops: list[pb.LogOp], action: Callable[[], None] | None = None,
-                n_ops: int | None = None) -> int:
-        """Write ``ops`` as one frame (no sync) and queue ``action`` (hub updates) behind it.
-
-        ``n_ops``: the operations the frame holds when not ``len(ops)`` (a columnar publish op
-        holds a whole batch). Call with the topic lock held; returns the token to pass to
-        ``commit``.
-        """
-        n_ops = len(ops) if n_ops is None else n_ops
-        token = 0
-        if self._log is not None:
-            try:
-                token = self._log.write(frame(pb.LogBatch(ops=ops).SerializeToString()))
-            except OSError as x:
-                self._closed = True
-                raise Unavailable(f"topic {self.name!r}: log write failed ({x}); topic closed") from x
-            self._log_ops += n_ops
-            self._ckpt_ops += n_ops
-            self._last_op = time.monotonic()
-            if self.match_log is not None and self._last_op - self._retention_checked > 1.0:
-                self._retention_checked = self._last_op
-                self.match_log.enforce_retention()  # retention.ms (bytes: at each segment roll)
-            if (self._checkpoints and not self._ckpt_running
-                    and self._ckpt_ops >= max(CHECKPOINT_BUSY_FACTOR * self.checkpoint_min_ops,
-                                              self._live_records() // 2)):
-                self._start_checkpoint()  # the replay tail would be long: even while busy
-            if (self.compact_ratio > 0 and self._compacts and not self._compacting
-                    and self._log.size >= self.compact_min_bytes
-                    and self._log_ops >= self.compact_ratio * max(self._live_records(), 1)):
-                self._compacting = True
-                threading.Thread(target=self._compact_in_background, name=f"compact-{self.name}",
-                                 daemon=True).start()
-        if action is not None:
-            self._pending.append((token, action))
-        return token
-
-    def _start_checkpoint(self) -> None:
-        """Copy the state as columns (topic lock held: it is the state at this seq; a few ms) and
-        encode and write it in the background (``server/checkpoint.py``)."""
-        assert self._log is not None and self.directory is not None
-        t0 = time.perf_counter()
-        try:
-            image = checkpoint.capture(self.engine, self._meta, self._owners, self._next_sid,
-                                       self._log_ops)
-        except Exception:
-            log.exception("topic %r: cannot capture the state as columns; checkpoints disabled",
-                          self.name)
-            self._checkpoints = False
-            return
-        offset = self._log.size
-        held = time.perf_counter() - t0
-        self.checkpoint_capture_seconds = held
-        self._ckpt_running = True
-        self._ckpt_ops = 0
-        directory, path = self.directory, self._log.path
-
-        def write() -> None:
-            try:
-                payload = checkpoint.encode(image)
-                checkpoint.write(directory, payload, image.seq, offset, path)
-                self.checkpoints += 1
-                metrics.CHECKPOINTS.labels(self.name).inc()
-                metrics.CHECKPOINT_DURATION.labels(self.name).observe(time.perf_counter() - t0)
-                log.info("topic %r: checkpoint at seq %d (%d MiB): captured in %.3fs under the lock, "
-                         "written in %.1fs", self.name, image.seq, len(payload) >> 20, held,
-                         time.perf_counter() - t0 - held)
-            except Exception:
-                log.exception("topic %r: checkpoint write failed", self.name)
-            finally:
-                self._ckpt_running = False
-
-        threading.Thread(target=write, name=f"checkpoint-{self.name}", daemon=True).start()
-
-    def checkpoint_now(self) -> bool:
-        """Start a checkpoint now (the capture holds the topic lock a few ms; the write runs in
-        the background). False when checkpoints are off for this topic or one is running."""
-        with self._lock:
-            if self._closed or not self._checkpoints or self._ckpt_running:
-                return False
-            self._start_checkpoint()
-            return self._ckpt_running
-
-    def _checkpoint_when_idle(self) -> None:
-        """Take a checkpoint once ``checkpoint_min_ops`` operations were logged since the last one
-        and the topic has been idle for ``checkpoint_idle_seconds`` (publishers wait while the
-        state is pickled, so a long quiet moment is the cheap time for it)."""
-        while not self._closed:
-            time.sleep(min(self.checkpoint_idle_seconds / 2, 1.0))
-            if (self._ckpt_running or self._ckpt_ops < self.checkpoint_min_ops
-                    or time.monotonic() - self._last_op < self.checkpoint_idle_seconds):
-                continue
-            with self._lock:
-                if (not self._closed and not self._ckpt_running
-                        and self._ckpt_ops >= self.checkpoint_min_ops):
-                    self._start_checkpoint()
-
-    def _restore_checkpoint(self, directory: Path) -> bool:
-        """Load ``directory/checkpoint`` and replay the log after it; False: replay everything.
-
-        The engine's indexes are bulk-built from the checkpoint's columns (not unpickled)."""
-        if not self._checkpoints:
-            checkpoint.remove(directory)
-            return False
-        t0 = time.perf_counter()
-        try:
-            got = checkpoint.read(directory)
-            if got is None:
-                return False
-            seq, offset, image = got
-            self.engine.load_state(checkpoint.engine_state(image))
-            for sid, meta in image.meta.items():
-                self._register_meta(sid, meta, image.owners.get(sid, ""))
-            self._next_sid = max(self._next_sid, image.next_sid)
-            self._log_ops = image.log_ops
-            loaded = time.perf_counter() - t0
-            self._recover(directory / "log", start=(offset, seq))
-            self._ckpt_ops = self._log_ops - image.log_ops  # the tail a restart would replay again
-        except Exception:
-            log.exception("topic %r: checkpoint unusable; replaying the whole log", self.name)
-            self.engine = self._engine_factory(lateness=self.lateness, retention=self.retention,
-                                               strategy=self.strategy or "auto")
-            self._meta = {}
-            self._owners = {}
-            self._owner_counts = collections.Counter()
-            self._affected = np.zeros(1024, dtype=bool)
-            self._n_pairs = 0
-            self._next_sid = 0
-            self._log_ops = 0
-            return False
-        log.info("topic %r: restored checkpoint at seq %d in %.1fs, replayed the log to seq %d "
-                 "in %.1fs", self.name, seq, loaded, self.engine.seq, time.perf_counter() - t0 - loaded)
-        return True
+    # ---- durability ---------------------------------------------------------------------------
 
     def commit(self, token: int) -> None:
         """Wait until the frame of ``token`` is durable (group commit), then hand every queued
         chunk whose frame is durable to the delivery hub, in sequence order."""
-        log_ = self._log
-        if log_ is not None and token:
-            t0 = time.perf_counter()
-            try:
-                # the match log's records were written before the frame; both are synced (the
-                # match log first) before anything is acknowledged. Syncing them in parallel in a
-                # helper thread measured no better: under load the thread hand-offs wait for the GIL
-                ml = self.match_log
-                if ml is not None:
-                    ml.sync_upto(ml.written)
-                log_.sync_upto(token)
-            except (OSError, ValueError) as x:
-                if self._closed:
-                    raise Unavailable(f"topic {self.name!r}: the server is shutting down; the "
-                                      "batch may or may not be durable (a retry is safe)") from None
-                self._closed = True
-                raise Unavailable(f"topic {self.name!r}: log sync failed ({x}); topic closed") from x
-            self._m_sync.observe(time.perf_counter() - t0)
-        self._release()
-
-    def _release(self) -> None:
-        pending = self._pending
-        if not pending:
-            return
-        with self._release_lock:
-            log_ = self._log
-            ml = self.match_log
-            while pending:
-                token, action = pending[0]
-                if log_ is not None and token > log_.durable:
-                    break
-                if ml is not None and getattr(action, "mtoken", 0) > ml.durable:
-                    break
-                pending.popleft()
-                action()
-
-    def _deliver_action(self, parts: list[OpMatches]) -> Callable[[], None]:
-        """Build the batch's chunk and, with a match log, write it there (before the batch's
-        frame goes to the event log: call with the topic lock held, before ``_append``)."""
-        if not parts:
-            return _nothing
-        return self._deliver_chunk(Chunk.build(parts))
-
-    def _deliver_chunk(self, chunk: Chunk) -> Callable[[], None]:
-        """``_deliver_action`` for a chunk already built (the columnar publish path)."""
-        hub = self.hub
-        mtoken = 0
-        if self.match_log is not None:
-            try:
-                mtoken = self.match_log.append(chunk.first_seq, chunk.last_seq,
-                                               encode_match_columns(chunk.columns()))
-            except OSError as x:
-                self._closed = True
-                raise Unavailable(f"topic {self.name!r}: match log write failed ({x}); "
-                                  "topic closed") from x
-
-        def deliver() -> None:
-            hub.push(chunk)
-
-        deliver.mtoken = mtoken  # type: ignore[attr-defined]
-        return deliver
-
-    def _live_records(self) -> int:
-        """Live subscriptions plus stored tuples (what a snapshot would hold)."""
-        return len(self._meta) + snapshot.stored_count(self.engine)
-
-    def _compact_in_background(self) -> None:
-        try:
-            self.compact()
-        except Exception:
-            log.exception("topic %r: compaction failed; the old log stays in use", self.name)
-        finally:
-            self._compacting = False
+        self.durability.commit(token)
 
     def compact(self) -> bool:
-        """Rewrite the log as snapshot + appends since; atomic (temp file, fsync, rename, fsync dir).
+        """Rewrite the log as snapshot + appends since (``Durability.compact``); False when the
+        topic is closed or has no log."""
+        return self.durability.compact()
 
-        Publishers wait only while the state is copied and while the frames appended during the
-        encoding are copied behind the snapshot. Returns False when the topic is closed.
-        """
-        if self._log is None or self.directory is None:
-            return False
-        path, tmp = self.directory / "log", self.directory / "log.compact"
-        with self._compact_lock:
-            t0 = time.perf_counter()
-            with self._lock:
-                if self._closed:
-                    return False
-                state = snapshot.capture(self.engine, self._meta, self.lateness, self._owners)
-                offset, ops_at = self._log.size, self._log_ops
-            head = snapshot.snapshot_bytes(state)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                write_all(fd, head)
-                os.fsync(fd)
-                with self._lock:
-                    if self._closed:
-                        return False
-                    with open(path, "rb") as f:
-                        f.seek(offset)
-                        tail = f.read(self._log.size - offset)
-                    write_all(fd, tail)
-                    os.fsync(fd)
-                    os.close(fd)
-                    fd = -1
-                    with self._log.sync_lock:
-                        os.replace(tmp, path)
-                        _fsync_dir(self.directory)
-                        self._log.reopen(path, len(head) + len(tail))
-                    self._log_ops = state.n_ops + self._log_ops - ops_at
-            finally:
-                if fd >= 0:
-                    os.close(fd)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-            self.compactions += 1
-            metrics.COMPACTIONS.labels(self.name).inc()
-            metrics.COMPACTION_DURATION.labels(self.name).observe(time.perf_counter() - t0)
-            log.info("topic %r: compacted log to %d bytes (%d subscriptions, %d tuples) in %.2fs",
-                     self.name, len(head) + len(tail), len(state.subs),
-                     state.n_ops - len(state.subs), time.perf_counter() - t0)
-            return True
+    def checkpoint_now(self) -> bool:
+        """Start a checkpoint now (``Durability.checkpoint_now``); False when checkpoints are off
+        for this topic or one is running."""
+        return self.durability.checkpoint_now()
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.durability.closed:
+            if not self._deleted:  # shutting down or a failed log: retryable elsewhere/later
+                raise Unavailable(f"topic {self.name!r} is not available: the server is shutting "
+                                  "down or its log failed")
+            raise NotFound(f"topic {self.name!r} was deleted")
 
     def _auto_id(self, side: str) -> str:
         base = f"auto-{self.engine.seq + 1}"
@@ -1168,234 +625,26 @@ class Topic:
             eid = f"{base}.{k}"
         return eid
 
-    def _register_meta(self, sid: int, meta: SubMeta, owner: str = "") -> None:
-        self._meta[sid] = meta
-        if owner:
-            self._owners[sid] = owner
-        self._owner_counts[owner] += 1
-        self._next_sid = max(self._next_sid, sid + 1)
-        if sid >= len(self._affected):
-            grown = np.zeros(max(2 * len(self._affected), sid + 1), dtype=bool)
-            grown[: len(self._affected)] = self._affected
-            self._affected = grown
-        self._affected[sid] = meta.affected
-        if not meta.affected:
-            self._n_pairs += 1
+    def _write(self, ops: list[pb.LogOp], chunk: Chunk | None,
+               hub_update: Callable[[], None] | None = None, n_ops: int | None = None) -> int:
+        """Log ``chunk``'s messages, then ``ops`` as one frame, and queue what the hub gets once
+        both are durable: ``hub_update``, then the chunk. Call with the topic lock held; returns
+        the token to pass to ``commit``. ``n_ops``: as ``Durability.append``."""
+        mtoken = 0 if chunk is None else self.durability.log_matches(chunk)
+        hub = self.hub
 
-    def _unregister_meta(self, sid: int) -> None:
-        meta = self._meta.pop(sid)
-        owner = self._owners.pop(sid, "")
-        self._owner_counts[owner] -= 1
-        if self._owner_counts[owner] <= 0:
-            del self._owner_counts[owner]
-        if not meta.affected:
-            self._n_pairs -= 1
+        def release() -> None:
+            if hub_update is not None:
+                hub_update()
+            if chunk is not None:
+                hub.push(chunk)
 
-    def _messages(
-        self,
-        out: Matches | Affected,
-        seq: int,
-        sign: int,
-        op: str,
-        side: str,
-        eid: str,
-        received_ns: int,
-        sink: list[OpMatches],
-    ) -> None:
-        """One operation's engine output as one part of a chunk: a row per affected subscription."""
-        n = len(out)
-        if n == 0:
-            return
-        if isinstance(out, Affected):
-            counts = out.counts
-            self._m_matches.inc(int(np.abs(counts).sum()))
-            self._m_messages.inc(n)
-            sink.append(OpMatches(seq, sign, op, side, eid, received_ns, out.subscription_ids, counts))
-            return
-        self._m_matches.inc(n)
-        sids = out.subscription_ids
-        order = np.argsort(sids, kind="stable")
-        uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
-        pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        aff = self._affected
-        wanted = ~aff[uniq]
-        want = np.flatnonzero(wanted)
-        flat = None
-        if want.size:
-            r_ids, s_ids = out.r_ids[order], out.s_ids[order]
-            for row in want.tolist():
-                st, c = int(starts[row]), int(counts[row])
-                pairs[row] = (r_ids[st : st + c], s_ids[st : st + c])
-            if want.size == uniq.size:  # the same pairs as two arrays, for the match log
-                flat = (want, r_ids, s_ids)
-            else:
-                m = np.repeat(wanted, counts)
-                flat = (want, r_ids[m], s_ids[m])
-        sink.append(OpMatches(seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
-        self._m_messages.inc(len(uniq))
-
-    def _snapshot_message(self, sid: int, seq: int, received_ns: int, sink: list[OpMatches]) -> None:
-        res = self.engine.result_columnar(sid)
-        if len(res) == 0:
-            return
-        pairs = None if self._affected[sid] else {0: (res.r_ids, res.s_ids)}
-        sink.append(OpMatches(seq, 1, "snapshot", "", "", received_ns, np.array([sid], dtype=np.int64),
-                              np.array([len(res)], dtype=np.int64), pairs))
-
-    def _observe_delivery(self, items: list[Item]) -> None:
-        now = time.time_ns()
-        n = 0
-        for it in items:
-            if isinstance(it, MatchBlock):
-                n += len(it)
-                table = it.op_table
-                if isinstance(table, OpColumns):
-                    rns = table.received(it.ops)
-                else:
-                    rns = np.array([o[3] for o in table], dtype=np.int64)[it.ops]
-                self._m_to_delivery.observe_many((now - rns) / 1e9)
-        if n:
-            self._m_deliveries.inc(n)
-
-    def _recover(self, path: Path, start: tuple[int, int] | None = None) -> None:
-        """Rebuild engine state and subscription metadata by replaying the log (no matching)."""
-        engine = self.engine
-        events: list[Event] = []
-        subs: list[tuple[pb.LogOp, Subscription, SubMeta]] = []  # op.subscribe.owner: "" in old logs
-        last_seq = 0
-        # Without retention a run of logged publishes leaves exactly its tuples stored (each was
-        # accepted when logged: new id, not late), so the run is loaded as columns at once.
-        columnar = self.retention is None and hasattr(engine, "restore_event_columns")
-        # numbers go straight into typed arrays: no float/int object per replayed event outlives
-        # its frame (a million of them would fragment the heap around the ids that stay)
-        cols: dict[str, tuple[list[str], array, array, array, array, list[bytes]]] = {
-            side: ([], array("d"), array("d"), array("q"), array("q"), []) for side in ("R", "S")}
-        run = {"seq": 0, "max_time": None, "n": 0}
-
-        def flush_events() -> None:
-            if events:
-                engine.publish_many(events, match=False)
-                events.clear()
-            if run["n"]:
-                for side, (ids, keys, values, times, seqs, pays) in cols.items():
-                    if ids:
-                        engine.restore_event_columns(
-                            side, ids, np.frombuffer(keys, dtype=np.float64).copy(),
-                            np.frombuffer(values, dtype=np.float64).copy(),
-                            np.frombuffer(times, dtype=np.int64).copy(),
-                            np.frombuffer(seqs, dtype=np.int64).copy(), pays if any(pays) else None)
-                    ids.clear()
-                    pays.clear()
-                    for a in (keys, values, times, seqs):
-                        del a[:]
-                old = engine.watermark
-                old_max = None if old is None else old + engine.lateness
-                mt = run["max_time"] if old_max is None else max(old_max, run["max_time"])
-                engine.restore_clock(run["seq"], mt)
-                run.update(seq=0, max_time=None, n=0)
-
-        def flush_subs() -> None:
-            i = 0
-            while i < len(subs):
-                snap = subs[i][2].snapshot
-                j = i
-                while j < len(subs) and subs[j][2].snapshot == snap:
-                    j += 1
-                ids = engine.subscribe_many([s[1] for s in subs[i:j]], snapshot=snap)
-                for (op, _, meta), sid in zip(subs[i:j], ids, strict=True):
-                    if sid != op.subscribe.subscription_id:
-                        raise LogCorruptError(
-                            f"replay gave subscription id {sid}, log says {op.subscribe.subscription_id}"
-                        )
-                    self._register_meta(sid, meta, op.subscribe.owner)
-                i = j
-            subs.clear()
-
-        if start is not None:  # after a checkpoint: the frames from its offset on
-            header, batches = None, read_batches(path, start[0])
-            last_seq = start[1]
-        else:
-            header, batches = read_log(path)
-        if header is not None:
-            snapshot.restore(engine, header, batches, self._register_meta)
-            self._next_sid = max(self._next_sid, int(header["next_subscription_id"]))
-            last_seq = int(header["seq"])
-            self._log_ops = int(header["subscriptions"]) + int(header["tuples"])
-        for batch in batches:
-            self._log_ops += len(batch.ops)
-            for op in batch.ops:
-                kind = op.WhichOneof("op")
-                if kind != "publish":
-                    flush_events()
-                if kind != "subscribe":
-                    flush_subs()
-                if kind == "publish" and columnar:
-                    e = op.publish
-                    c = cols["R" if e.side == pb.SIDE_R else "S"]
-                    c[0].append(e.id)
-                    c[1].append(e.key)
-                    c[2].append(e.value)
-                    c[3].append(e.time)
-                    c[4].append(op.seq)
-                    c[5].append(e.payload)
-                    mt = run["max_time"]
-                    if mt is None or e.time > mt:
-                        run["max_time"] = e.time
-                    run["seq"] = op.seq
-                    run["n"] += 1
-                elif kind == "publish":
-                    e = op.publish
-                    events.append(decode_event(e, e.id, e.time))
-                elif kind == "subscribe":
-                    sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
-                    subs.append((op, sub, SubMeta(affected, snap, subscriber, op.seq)))
-                elif kind == "publish_columns":
-                    n_batch = self._replay_columns(op)
-                    self._log_ops += n_batch - 1
-                elif kind == "delete":
-                    engine.delete(decode_side(op.delete.side), op.delete.id, match=False)
-                elif kind == "unsubscribe":
-                    engine.unsubscribe(op.unsubscribe)
-                    self._unregister_meta(op.unsubscribe)
-                if start is not None and op.seq != last_seq + 1:
-                    raise LogCorruptError(f"log after the checkpoint: seq {op.seq} follows {last_seq}")
-                last_seq = engine.seq if kind == "publish_columns" else op.seq
-        flush_events()
-        flush_subs()
-        if engine.seq != last_seq:
-            raise LogCorruptError(
-                f"topic {self.name!r}: replay reached seq {engine.seq}, log ends at {last_seq}"
-            )
-
-    def _replay_columns(self, op: pb.LogOp) -> int:
-        """Re-apply a columnar publish frame (state only, ``output="none"``); every event was
-        accepted when logged, so each must be accepted again at seqs ``op.seq, op.seq + 1, ...``."""
-        b = decode_columns(op.publish_columns)
-        n = len(b)
-        if b.times is None:
-            raise LogCorruptError(f"columnar publish at seq {op.seq} without times")
-        if self.engine.seq != op.seq - 1:
-            raise LogCorruptError(f"columnar publish at seq {op.seq} follows seq {self.engine.seq}")
-        res = apply_publish_batch(self.engine, (b.sides.astype(np.int16) - 1).astype(np.int8), b.ids,
-                                  b.keys, b.values, b.times, b.payloads, "none")
-        bad = np.flatnonzero(res.status != EventStatus.OK)
-        if bad.size or self.engine.seq != op.seq + n - 1:
-            why = res.reasons.get(int(bad[0]), "") if bad.size else f"engine at seq {self.engine.seq}"
-            raise LogCorruptError(f"columnar publish at seq {op.seq} does not replay: {why}")
-        return n
-
-    def iter_log(self) -> Iterator[pb.LogBatch]:
-        """The durable log, frame by frame (for export)."""
-        if self.directory is None:
-            return iter(())
-        return read_batches(self.directory / "log")
+        return self.durability.append(ops, release, mtoken, n_ops)
 
 
-_SIDES = {pb.SIDE_R: "R", pb.SIDE_S: "S"}
-
-
-def _nothing() -> None:
-    pass
+def _chunk(parts: list[OpMatches]) -> Chunk | None:
+    """The chunk of a batch's messages, None when no subscription is affected."""
+    return Chunk.build(parts) if parts else None
 
 
 def _check_batch(n: int, limit: int, what: str) -> None:

@@ -138,7 +138,7 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     from hotjoin.server.app import HotjoinServer, TlsFiles
     from hotjoin.server.auth import AuthFileError
     from hotjoin.server.errors import InvalidArgument
-    from hotjoin.server.topic import DeliveryOptions
+    from hotjoin.server.settings import DeliveryOptions
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     kwargs: dict[str, Any] = {}

@@ -90,13 +90,13 @@ def _serve(data: str, ready: Any, go: Any, out: Any) -> None:
     try:
         go.wait()
         topic = srv.registry.get(TOPIC)
-        n0 = topic.checkpoints
+        n0 = topic.durability.checkpoints
         t0 = time.time()
         started = topic.checkpoint_now()
-        while started and topic.checkpoints == n0 and time.time() - t0 < 120:
+        while started and topic.durability.checkpoints == n0 and time.time() - t0 < 120:
             time.sleep(0.005)
         out.put({"started": started, "start_unix": t0, "end_unix": time.time(),
-                 "capture_s": round(topic.checkpoint_capture_seconds, 4)})
+                 "capture_s": round(topic.durability.checkpoint_capture_seconds, 4)})
         go.clear()
         time.sleep(3600)
     finally:

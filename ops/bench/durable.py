@@ -39,7 +39,7 @@ def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
     out = []
     for label, per, pp in (("AFFECTED", 10, 0), ("PAIRS, 1 pair", 10, 1), ("PAIRS, 10 pairs", 10, 10)):
         parts: list[OpMatches] = []
-        for k in range(100):  # the parts Topic._messages builds for 100 published S events
+        for k in range(100):  # the parts MessageBuilder.of_operation builds for 100 published S events
             sids = np.sort(rng.choice(100_000, per, replace=False)).astype(np.int64)
             pr = flat = None
             if pp:

@@ -86,7 +86,8 @@ def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
 def _front_end_alone(n_events: int, batch: int) -> float:
     """Seconds per event of Topic.publish (order, log, fsync, hub) with no subscriptions."""
     from hotjoin.proto import hotjoin_pb2 as pb
-    from hotjoin.server.topic import Topic, TopicSettings
+    from hotjoin.server.settings import TopicSettings
+    from hotjoin.server.topic import Topic
 
     with tempfile.TemporaryDirectory() as d:
         topic = Topic("bench", 0, None, {}, Path(d), TopicSettings(engine_factory=Engine))

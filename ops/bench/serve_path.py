@@ -31,12 +31,13 @@ def run(subscriptions: int = 100_000, stored: int = 100_000, events: int = 30_00
     from hotjoin.matcher.model import Event
     from hotjoin.server import topic as topic_mod
     from hotjoin.server.convert import decode_columns
+    from hotjoin.server.settings import TopicSettings
 
     w = Workload(kind="select", subscriptions=subscriptions, stored=stored, affected=10, delivery="affected",
                  subscriber="b")
     specs = subscription_specs(w)
     t = topic_mod.Topic("t", 0, None, {}, Path(tempfile.mkdtemp()),
-                        topic_mod.TopicSettings(engine_factory=Engine, checkpoint_min_ops=0))
+                        TopicSettings(engine_factory=Engine, checkpoint_min_ops=0))
     t.subscribe(specs, 0)
     ref = Engine()
     ref.subscribe_many([t.engine.subscription(i) for i in range(subscriptions)])

@@ -141,7 +141,7 @@ def test_concurrent_streams_share_syncs_and_stay_ordered(data_dir: Path) -> None
                 t.join()
             assert not errors
             topic = srv.registry.get("t")
-            log = topic._log
+            log = topic.durability.log
             assert log is not None and log.durable == log.written
             assert log.syncs < 200 + 3
             seqs: list[int] = []
@@ -224,14 +224,14 @@ def _replay_roundtrip(data_dir: Path, checkpoint_min_ops: int, damage: bool = Fa
     with HotjoinClient(srv.target) as c:
         c.create_topic("t", lateness=1000)
         topic = srv.registry.get("t")
-        topic.checkpoint_idle_seconds = 0.3
+        topic.durability.checkpoint_idle_seconds = 0.3
         half = len(ops) // 2
         drive(c, ops[:half])
         deadline = time.monotonic() + 30
-        while checkpoint_min_ops and topic.checkpoints < 1 and time.monotonic() < deadline:
+        while checkpoint_min_ops and topic.durability.checkpoints < 1 and time.monotonic() < deadline:
             time.sleep(0.05)  # a checkpoint once the topic is idle; the rest is the log's tail
         drive(c, ops[half:])
-    written = topic.checkpoints
+    written = topic.durability.checkpoints
     srv.stop(0)
     if damage:
         ck = data_dir / "topics" / "t" / "checkpoint"

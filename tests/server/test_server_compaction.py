@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _state(topic: Topic) -> tuple[Any, ...]:
     """Everything a restart must reproduce: clock, next id, subscriptions, tuples with seqs."""
     with topic._lock:
-        st = snapshot.capture(topic.engine, topic._meta, topic.lateness)
+        st = snapshot.capture(topic.engine, topic.book.meta, topic.lateness)
     tuples = sorted(
         (t.side, i, k, v, tm, s, p)
         for t in st.tuples
@@ -101,15 +101,15 @@ def test_compaction_triggers_on_ratio_and_at_clean_shutdown(data_dir: Path) -> N
             c.publish("t", [event("R", f"r{k}", 1.0, 0.0, time=k)])
     topic = srv.registry.get("t")
     deadline = time.monotonic() + 10
-    while topic.compactions == 0 and time.monotonic() < deadline:
+    while topic.durability.compactions == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert topic.compactions >= 1
-    assert topic._log_ops < 3.0 * (1 + 6) + 40
+    assert topic.durability.compactions >= 1
+    assert topic.durability.log_ops < 3.0 * (1 + 6) + 40
     with HotjoinClient(srv.target) as c:
         c.publish("t", [event("R", f"z{k}", 1.0, 0.0, time=100 + k) for k in range(20)])
     before = _state(topic)
     srv.stop(0)  # clean shutdown compacts: 20 ops appended, 6 tuples live
-    assert topic.compactions >= 2
+    assert topic.durability.compactions >= 2
     srv = _server(data_dir)
     try:
         assert _state(srv.registry.get("t")) == before
@@ -124,7 +124,7 @@ def test_crash_before_the_rename_leaves_the_old_log(data_dir: Path) -> None:
     topic = srv.registry.get("t")
     before = _state(topic)
     with topic._lock:
-        head = snapshot.snapshot_bytes(snapshot.capture(topic.engine, topic._meta, topic.lateness))
+        head = snapshot.snapshot_bytes(snapshot.capture(topic.engine, topic.book.meta, topic.lateness))
     srv.stop(0)
     tmp = data_dir / "topics" / "t" / "log.compact"
     tmp.write_bytes(head[: len(head) // 2])  # killed while writing the snapshot
@@ -212,7 +212,7 @@ def test_kill9_during_compactions_restarts_to_a_consistent_prefix(data_dir: Path
                                     match=False)
             i += 1
         with topic._lock:
-            ref_topic = type("T", (), {"engine": ref_engine, "_meta": topic._meta, "lateness": 0,
+            ref_topic = type("T", (), {"engine": ref_engine, "book": topic.book, "lateness": 0,
                                         "_lock": threading.Lock()})
             want = _state(ref_topic)  # type: ignore[arg-type]
         assert got[:2] == want[:2] and got[4:] == want[4:] and got[0] > 1800

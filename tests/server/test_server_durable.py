@@ -32,7 +32,7 @@ from hotjoin.server.delivery import (
     row_bytes,
 )
 from hotjoin.server.match_log import MatchLog, encode
-from hotjoin.server.topic import DeliveryOptions
+from hotjoin.server.settings import DeliveryOptions
 
 
 def _cols(seq: int, sid: int = 0, n_pairs: int = 0) -> tuple:

@@ -327,13 +327,13 @@ def test_split_checkpoint_restores(tmp_path: Path, caplog: pytest.LogCaptureFixt
     with HotjoinClient(srv.target) as c:
         c.create_topic("t")
         topic = srv.registry.get("t")
-        topic.checkpoint_idle_seconds = 0.3
+        topic.durability.checkpoint_idle_seconds = 0.3
         c.subscribe_many("t", [band((0, i), subscriber=f"s{i % 3}") for i in range(15)])
         c.publish("t", [event("RS"[i % 2], f"e{i}", float(i), 0.0, time=i) for i in range(10)])
         deadline = time.monotonic() + 30
-        while topic.checkpoints < 1 and time.monotonic() < deadline:
+        while topic.durability.checkpoints < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert topic.checkpoints >= 1
+        assert topic.durability.checkpoints >= 1
         c.unsubscribe("t", 3)  # the log's tail after the checkpoint
         before = state(c, "t")
     srv.stop(0)

@@ -18,7 +18,7 @@ from server_harness import engine_factory
 
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.server.app import HotjoinServer
-from hotjoin.server.topic import DeliveryOptions
+from hotjoin.server.settings import DeliveryOptions
 
 TOPIC = "m"
 

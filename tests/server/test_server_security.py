@@ -263,19 +263,18 @@ def test_ownership_survives_restart(tmp_path: Path, how: str, caplog: pytest.Log
             a, b = _owned_setup(env)
         if how == "checkpoint":
             topic = env.srv.registry.get("t")
-            with topic._lock:
-                topic._start_checkpoint()
+            topic.checkpoint_now()
             deadline = time.monotonic() + 20
-            while topic.checkpoints < 1 and time.monotonic() < deadline:
+            while topic.durability.checkpoints < 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert topic.checkpoints == 1
+            assert topic.durability.checkpoints == 1
         env.restart()
         topic = env.srv.registry.get("t")
-        assert topic._owners == {a: "alice", b: "bob"}
+        assert topic.book.owners == {a: "alice", b: "bob"}
         if how == "checkpoint":
             assert "restored checkpoint at seq" in caplog.text
         elif how == "compacted log":
-            assert env.srv.registry.get("t")._log_ops == 2  # restored from the snapshot's two records
+            assert env.srv.registry.get("t").durability.log_ops == 2  # restored from the snapshot's two records
         _check_isolation(env, a, b)
         assert topic.owned("alice") == 1 and topic.owned("bob") == 1
         env.client("alice").unsubscribe("t", a)
@@ -292,10 +291,9 @@ def test_data_without_owners_still_loads(tmp_path: Path) -> None:
         c.create_topic("t")
         old = c.subscribe("t", band((-1, 1), subscriber="legacy"))
     topic = srv.registry.get("t")
-    with topic._lock:
-        topic._start_checkpoint()
+    topic.checkpoint_now()
     deadline = time.monotonic() + 20
-    while topic.checkpoints < 1 and time.monotonic() < deadline:
+    while topic.durability.checkpoints < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     srv.stop(0)
     seq, offset, image = checkpoint.read(data / "topics" / "t")  # type: ignore[misc]

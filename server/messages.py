@@ -1,0 +1,162 @@
+"""What each subscription is owed: the engine's output of an operation or batch as delivery records.
+
+The engine answers an operation with who is affected (``Matches``: pairs; ``Affected``: signed
+counts) and a columnar batch with ``BatchOutput``; the delivery hub takes one ``Chunk`` per
+durable batch, built from one ``OpMatches`` per operation (``server/delivery.py``). This module
+is the translation between the two, one row per (operation, affected subscription): PAIRS rows
+carry their pairs, AFFECTED rows (``SubscriptionBook.affected``) only the signed count. It also
+counts what it builds and what listeners receive (matches, messages, deliveries and the
+publish-to-delivery latency, ``server/metrics.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from hotjoin.matcher.batch import BatchOutput
+from hotjoin.matcher.model import Affected, Matches
+from hotjoin.server import metrics
+from hotjoin.server.book import SubscriptionBook
+from hotjoin.server.delivery import Chunk, Item, MatchBlock, OpMatches
+
+_SIDE_OF_CODE = np.array(["R", "S"], dtype=object)
+
+
+class OpColumns:
+    """The operation table of a columnar chunk (``Chunk.op_table``) without a tuple per event:
+    entry k is ``("publish", sides[k], ids[k], received_ns)``, built on access."""
+
+    __slots__ = ("sides", "ids", "received_ns")
+
+    def __init__(self, sides: np.ndarray, ids: np.ndarray, received_ns: int) -> None:
+        self.sides, self.ids, self.received_ns = sides, ids, received_ns
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: int) -> tuple[str, str, str, int]:
+        return ("publish", self.sides[k], self.ids[k], self.received_ns)
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, int]]:
+        return (self[k] for k in range(len(self)))
+
+    def received(self, ops: np.ndarray) -> np.ndarray:
+        """Receive times (Unix ns) of rows with operation indexes ``ops``."""
+        return np.full(len(ops), self.received_ns, dtype=np.int64)
+
+
+class MessageBuilder:
+    """Builds a topic's delivery records from engine output and counts them (topic lock held,
+    except ``observe_delivery``, which the hub calls as listeners drain)."""
+
+    def __init__(self, topic: str, book: SubscriptionBook) -> None:
+        self._book = book
+        self._m_matches = metrics.MATCHES.labels(topic)
+        self._m_messages = metrics.MESSAGES.labels(topic)
+        self._m_deliveries = metrics.DELIVERIES.labels(topic)
+        self._m_to_delivery = metrics.PUBLISH_TO_DELIVERY.labels(topic)
+
+    def of_operation(self, out: Matches | Affected, seq: int, sign: int, op: str, side: str, eid: str,
+                     received_ns: int, sink: list[OpMatches]) -> None:
+        """One operation's engine output as one part of a chunk: a row per affected subscription."""
+        n = len(out)
+        if n == 0:
+            return
+        if isinstance(out, Affected):
+            counts = out.counts
+            self._m_matches.inc(int(np.abs(counts).sum()))
+            self._m_messages.inc(n)
+            sink.append(OpMatches(seq, sign, op, side, eid, received_ns, out.subscription_ids, counts))
+            return
+        self._m_matches.inc(n)
+        sids = out.subscription_ids
+        order = np.argsort(sids, kind="stable")
+        uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
+        pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        wanted = ~self._book.affected[uniq]
+        want = np.flatnonzero(wanted)
+        flat = None
+        if want.size:
+            r_ids, s_ids = out.r_ids[order], out.s_ids[order]
+            pairs = _pairs_of_rows(want, starts, counts, r_ids, s_ids)
+            if want.size == uniq.size:  # the same pairs as two arrays, for the match log
+                flat = (want, r_ids, s_ids)
+            else:
+                m = np.repeat(wanted, counts)
+                flat = (want, r_ids[m], s_ids[m])
+        sink.append(OpMatches(seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
+        self._m_messages.inc(len(uniq))
+
+    def of_snapshot(self, result: Matches, sid: int, seq: int, received_ns: int,
+                    sink: list[OpMatches]) -> None:
+        """The snapshot message of subscription ``sid`` registered at ``seq``: its whole current
+        ``result`` (``Engine.result_columnar``) with sign +1, as one part of a chunk."""
+        if len(result) == 0:
+            return
+        pairs = None if self._book.affected[sid] else {0: (result.r_ids, result.s_ids)}
+        sink.append(OpMatches(seq, 1, "snapshot", "", "", received_ns, np.array([sid], dtype=np.int64),
+                              np.array([len(result)], dtype=np.int64), pairs))
+
+    def of_batch(self, out: BatchOutput, take: np.ndarray, seq: np.ndarray, side_code: np.ndarray,
+                 ids: np.ndarray, received_ns: int) -> Chunk | None:
+        """The delivery chunk of a batch's columnar output: one row per (event, subscription),
+        rows in seq order; PAIRS rows carry their pairs, AFFECTED rows only the signed count.
+        ``take``: the batch index of each event the engine saw; ``seq``, ``side_code``, ``ids``:
+        by batch index."""
+        m = len(out.event)
+        if m == 0:
+            return None
+        ev = take[out.event]  # batch index of each output row's event
+        sids = np.asarray(out.subscription, dtype=np.int64)
+        if out.r_id is None:  # affected output: one row per (event, subscription) already
+            counts = np.asarray(out.count, dtype=np.int64)
+            self._m_matches.inc(int(np.abs(counts).sum()))
+            pairs = None
+        else:
+            self._m_matches.inc(m)
+            order = np.lexsort((sids, ev))
+            ev, sids = ev[order], sids[order]
+            starts = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sids[1:] != sids[:-1])])
+            lens = np.diff(np.r_[starts, m])
+            sign = np.asarray(out.sign, dtype=np.int64)[order][starts]
+            ev, sids, counts = ev[starts], sids[starts], lens * sign
+            pairs = {}
+            want = np.flatnonzero(~self._book.affected[sids])
+            if want.size:
+                pairs = _pairs_of_rows(want, starts, lens, out.r_id[order], out.s_id[order])
+        used, op_index = np.unique(ev, return_inverse=True)
+        signs = np.where(counts < 0, -1, 1).astype(np.int8)
+        table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
+        self._m_messages.inc(len(sids))
+        return Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table,  # type: ignore[arg-type]
+                     pairs or None)
+
+    def observe_delivery(self, items: list[Item]) -> None:
+        """Count the messages a listener received and their publish-to-delivery latency."""
+        now = time.time_ns()
+        n = 0
+        for it in items:
+            if isinstance(it, MatchBlock):
+                n += len(it)
+                table = it.op_table
+                if isinstance(table, OpColumns):
+                    rns = table.received(it.ops)
+                else:
+                    rns = np.array([o[3] for o in table], dtype=np.int64)[it.ops]
+                self._m_to_delivery.observe_many((now - rns) / 1e9)
+        if n:
+            self._m_deliveries.inc(n)
+
+
+def _pairs_of_rows(rows: np.ndarray, starts: np.ndarray, lens: np.ndarray, r_ids: np.ndarray,
+                   s_ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``row -> (r_ids, s_ids)`` of each PAIRS row in ``rows``: its run ``starts[row]`` of
+    ``lens[row]`` pairs in the id arrays (views, no copy)."""
+    out = {}
+    for row in rows.tolist():
+        st, ln = int(starts[row]), int(lens[row])
+        out[row] = (r_ids[st:st + ln], s_ids[st:st + ln])
+    return out
