@@ -31,9 +31,20 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-IDENTIFY = 0
-COUNT = 1
-PAIRS = 2
+from hotjoin.matcher.joins.protocol import (
+    B_HI,
+    B_LO,
+    COUNT,
+    IDENTIFY,
+    OVERFLOW,
+    PAIRS,
+    REG,
+    SNAP,
+    EventArrays,
+    KeyRun,
+    SubArrays,
+    TableArrays,
+)
 
 
 @njit(cache=True, inline="always")
@@ -112,12 +123,6 @@ def push(out_q: np.ndarray, out_s: np.ndarray, n_out: int, q: int, s: int):
 def owed(q: int, slot: int, xseq: int, dseqs: np.ndarray, reg: np.ndarray, snap: np.ndarray) -> bool:
     """SPEC §3: q receives pair (x, y) iff it registered before the pair formed, or with snapshot."""
     return snap[q] or reg[q] < max(xseq, dseqs[slot])
-
-
-B_LO, B_HI, A_LO, A_HI, C_LO, C_HI, REG, SNAP = 0, 1, 2, 3, 4, 5, 6, 7
-OVERFLOW = -1
-"""Returned (as count or n_out) when PAIRS output does not fit: the caller grows the buffers
-and runs the kernel again from the same start (PAIRS has no side effects)."""
 
 
 @njit(cache=True, inline="always")
@@ -523,38 +528,6 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
 
 
 # -- multi-event entry points (the batch path, issue 14) ---------------------------------------
-
-
-class KeyRun(NamedTuple):
-    """One sorted run of the other side's key order: keys, slots and the key sample."""
-
-    keys: np.ndarray
-    pays: np.ndarray
-    samp: np.ndarray
-
-
-class TableArrays(NamedTuple):
-    """The other side's per-slot columns a kernel reads: liveness, values, sequence numbers."""
-
-    alive: np.ndarray
-    values: np.ndarray
-    seqs: np.ndarray
-
-
-class SubArrays(NamedTuple):
-    """Subscription record rows and the per-operation dedupe mark / pair-count columns."""
-
-    rec: np.ndarray
-    mark: np.ndarray
-    acc: np.ndarray
-
-
-class EventArrays(NamedTuple):
-    """A run of incoming tuples of one side: keys, values and their sequence numbers."""
-
-    keys: np.ndarray
-    values: np.ndarray
-    seqs: np.ndarray
 
 
 class SSIArrays(NamedTuple):

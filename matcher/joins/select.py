@@ -47,7 +47,15 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import select_kernels as K
-from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
+from hotjoin.matcher.joins.protocol import (
+    A_LO,
+    C_LO,
+    REG,
+    BatchRows,
+    MatchBuffer,
+    Strategy,
+    each_event,
+)
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
 from hotjoin.matcher.structures.scan_runs import ScanRuns
@@ -262,7 +270,7 @@ class HotScanGroups(ScanGroups):
 
 def own_col(dirn: int) -> int:
     """Column of ``SubscriptionColumns.rec`` holding the selection on the incoming tuple."""
-    return K.A_LO if dirn > 0 else K.C_LO
+    return A_LO if dirn > 0 else C_LO
 
 
 def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -312,42 +320,22 @@ def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuf
     run_vanilla(qids, cols, buf, dirn, v, xseq, table, mode, pool, base, size)
 
 
-class SelectStrategy(MemberIndex):
-    """Common interface: maintain an index over select subscriptions and match one tuple."""
-
-    name = ""
+class SelectStrategy(Strategy):
+    """A select-join strategy (§3.2): an index over select subscriptions that matches one tuple
+    against the partners of its key, looked up once here."""
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        self.cols = cols
-        self.options = options
-        self.ids = DenseIds()
-        #: largest registration sequence number of any subscription ever added (a bound)
+        super().__init__(cols, options)
+        #: largest registration sequence number of any subscription ever indexed (a bound)
         self.reg_max = -np.inf
 
-    def __len__(self) -> int:
-        return len(self.ids)
+    def _track(self, q: int, delta: int) -> None:
+        if delta > 0:
+            self.reg_max = max(self.reg_max, float(self.cols.rec[q, REG]))
 
-    def add(self, q: int) -> None:
-        self.ids.add(q)
-        self.reg_max = max(self.reg_max, float(self.cols.rec[q, K.REG]))
-        self._add(q)
-
-    def add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self.ids.add(q)
+    def _track_many(self, qs: np.ndarray) -> None:
         if qs.shape[0]:
-            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, K.REG].max()))
-        self._add_many(qs)
-
-    def remove(self, q: int) -> None:
-        self.ids.remove(q)
-        self._remove(q)
-
-    def _add(self, q: int) -> None:
-        pass
-
-    def _remove(self, q: int) -> None:
-        pass
+            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, REG].max()))
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
@@ -366,12 +354,6 @@ class SelectStrategy(MemberIndex):
         appended to ``rows`` (event positions in the run)."""
         each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
                                         table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
-
-    def stats(self) -> dict[str, Any]:
-        return {"subscriptions": len(self)}
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes
 
 
 class JoinFirst(SelectStrategy):
@@ -409,6 +391,46 @@ class JoinFirst(SelectStrategy):
         return super().memory_bytes() + self.forest.memory_bytes()
 
 
+class SelectFirstIndex:
+    """The index of SJ-SelectFirst and WJ-SelectFirst (§3.2.1, §3.3.1, §4.1): an interval tree
+    on the own ranges per direction — A for incoming R tuples, C for S tuples — stabbed with
+    the incoming value v, O(log n + n') per probe; O(log n) per update, O(n log n) bulk build.
+    """
+
+    def __init__(self, cols: SubscriptionColumns) -> None:
+        self.cols = cols
+        self.trees = {1: IntervalTree(), -1: IntervalTree()}
+
+    def tree(self, dirn: int) -> IntervalTree:
+        """The tree an incoming tuple of direction ``dirn`` stabs."""
+        return self.trees[1 if dirn > 0 else -1]
+
+    def add(self, q: int) -> None:
+        """Index ``q``'s A and C ranges."""
+        c = self.cols
+        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
+        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+
+    def add_many(self, qs: np.ndarray) -> None:
+        """Index many subscriptions: one bulk build when the trees are empty."""
+        c = self.cols
+        if len(self.trees[1]) == 0:
+            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
+            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
+        else:
+            for q in qs.tolist():
+                self.add(q)
+
+    def remove(self, q: int) -> None:
+        """Drop ``q`` from both trees."""
+        self.trees[1].remove(q)
+        self.trees[-1].remove(q)
+
+    def memory_bytes(self) -> int:
+        """Bytes of both trees."""
+        return sum(t.memory_bytes() for t in self.trees.values())
+
+
 class SelectFirst(SelectStrategy):
     """SJ-SelectFirst (§4.1's improved version): interval tree on A (for R) and on C (for S)."""
 
@@ -416,32 +438,24 @@ class SelectFirst(SelectStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        self.trees = {1: IntervalTree(), -1: IntervalTree()}
+        self.own = SelectFirstIndex(cols)
 
     def _add(self, q: int) -> None:
-        c = self.cols
-        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
-        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+        self.own.add(q)
 
     def _add_many(self, qs: np.ndarray) -> None:
-        c = self.cols
-        if len(self.ids) == qs.shape[0]:
-            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
-            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
-        else:
-            super()._add_many(qs)
+        self.own.add_many(qs)
 
     def _remove(self, q: int) -> None:
-        self.trees[1].remove(q)
-        self.trees[-1].remove(q)
+        self.own.remove(q)
 
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
-        run_select_first(self.trees[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq,
-                         table, mode, pool, base, size)
+        run_select_first(self.own.tree(dirn), self.cols, buf, dirn, v, xseq, table, mode, pool,
+                         base, size)
 
     def memory_bytes(self) -> int:
-        return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
+        return super().memory_bytes() + self.own.memory_bytes()
 
 
 class Vanilla(SelectStrategy):

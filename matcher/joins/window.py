@@ -35,8 +35,8 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
-from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
-from hotjoin.matcher.joins.select import box_coords, own_other
+from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer, Strategy, each_event
+from hotjoin.matcher.joins.select import SelectFirstIndex, box_coords, own_other
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
 from hotjoin.matcher.model import Side
 from hotjoin.matcher.structures.interval_tree import IntervalTree
@@ -173,24 +173,17 @@ class HotWindowGroups(PointGroups):
         return self.d.memory_bytes() + self.scattered.memory_bytes()
 
 
-class WindowStrategy(MemberIndex):
-    """Common interface: index window subscriptions, track w_max, match one tuple."""
-
-    name = ""
+class WindowStrategy(Strategy):
+    """A window-join strategy (§3.3): index window subscriptions, track w_max, match one tuple."""
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
-        self.cols = cols
-        self.options = options
+        super().__init__(cols, options)
         self.tables = tables
-        self.ids = DenseIds()
         self._w_count: dict[int, int] = {}
         self.wmax = 0
 
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def _track_w(self, q: int, delta: int) -> None:
+    def _track(self, q: int, delta: int) -> None:
         w = int(self.cols.w[q])
         c = self._w_count.get(w, 0) + delta
         if c:
@@ -199,29 +192,10 @@ class WindowStrategy(MemberIndex):
             del self._w_count[w]
         self.wmax = max(self._w_count) if self._w_count else 0
 
-    def add(self, q: int) -> None:
-        self.ids.add(q)
-        self._track_w(q, 1)
-        self._add(q)
-
-    def add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self.ids.add(q)
-            w = int(self.cols.w[q])
+    def _track_many(self, qs: np.ndarray) -> None:
+        for w in self.cols.w[qs].tolist():
             self._w_count[w] = self._w_count.get(w, 0) + 1
         self.wmax = max(self._w_count) if self._w_count else 0
-        self._add_many(qs)
-
-    def remove(self, q: int) -> None:
-        self.ids.remove(q)
-        self._track_w(q, -1)
-        self._remove(q)
-
-    def _add(self, q: int) -> None:
-        pass
-
-    def _remove(self, q: int) -> None:
-        pass
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
               table: BaseTable, mode: int, now: int) -> None:
@@ -245,10 +219,7 @@ class WindowStrategy(MemberIndex):
                    bs.shape[0], buf, rows, mode, self.cols.acc)
 
     def stats(self) -> dict[str, Any]:
-        return {"subscriptions": len(self), "w_max": self.wmax}
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes
+        return {**super().stats(), "w_max": self.wmax}
 
 
 class JoinFirst(WindowStrategy):
@@ -295,32 +266,24 @@ class SelectFirst(WindowStrategy):
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         super().__init__(cols, options, tables)
-        self.trees = {1: IntervalTree(), -1: IntervalTree()}
+        self.own = SelectFirstIndex(cols)
 
     def _add(self, q: int) -> None:
-        c = self.cols
-        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
-        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+        self.own.add(q)
 
     def _add_many(self, qs: np.ndarray) -> None:
-        c = self.cols
-        if len(self.ids) == qs.shape[0]:
-            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
-            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
-        else:
-            super()._add_many(qs)
+        self.own.add_many(qs)
 
     def _remove(self, q: int) -> None:
-        self.trees[1].remove(q)
-        self.trees[-1].remove(q)
+        self.own.remove(q)
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
-                                self.trees[1 if dirn > 0 else -1], p)
+                                self.own.tree(dirn), p)
 
     def memory_bytes(self) -> int:
-        return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
+        return super().memory_bytes() + self.own.memory_bytes()
 
 
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,

@@ -45,14 +45,8 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
-from hotjoin.matcher.joins.band import (
-    BAND_STRATEGIES,
-    BandStrategy,
-    BatchRows,
-    DenseIds,
-    MatchBuffer,
-    make_band_strategy,
-)
+from hotjoin.matcher.joins.band import BAND_STRATEGIES, BandStrategy, make_band_strategy
+from hotjoin.matcher.joins.protocol import BatchRows, DenseIds, MatchBuffer
 from hotjoin.matcher.joins.select import (
     SCATTERED_SF_COST,
     SELECT_STRATEGIES,
@@ -655,9 +649,7 @@ class WindowDynamic(_Routing, WindowStrategy):
         self._est: dict[int, Any] = {1: None, -1: None}
 
     def _sync_w(self) -> None:
-        self._countdown = {1: 0, -1: 0}
-        for m in self.members:
-            m.wmax = self.wmax
+        self._countdown = {1: 0, -1: 0}  # w_max may have moved (each member tracks its own)
 
     def _add(self, q: int) -> None:
         self._sync_w()

@@ -441,3 +441,18 @@ def test_a_far_off_member_is_explored_only_a_few_times(monkeypatch: pytest.Monke
     v = ix.member_names.index("SJ-Vanilla")
     assert 1 <= choices.count(v) <= 2, Counter(choices)
     assert ix.routing_stats()["corrections"]["R"]["SJ-Vanilla"] > 1.8
+
+
+@pytest.mark.parametrize("member", ["SJ-SSI", "SJ-Hotspot"])
+def test_router_members_know_the_registrations(member: str) -> None:
+    """A member of SJ-Dynamic tracks its own registration bound (``reg_max``): deleting a tuple
+    whose pairs formed before the subscription registered owes it nothing. Before the shared
+    strategy base, members indexed through the router kept ``reg_max = −inf`` and COUNT
+    reported the pair (−1) under ``"auto"`` though the static strategy did not."""
+    for strategy in ("auto", {"select": member}):
+        e = Engine(strategy=strategy, options={"router_members": {"select": (member,)},
+                                               "alpha": 0.5})
+        e.publish(Event("S", "s0", 1.0, 5.0, 0))
+        e.publish(Event("R", "r0", 1.0, 5.0, 1))
+        e.subscribe(SelectJoin(a=Range(0, 10), c=Range(0, 10)))
+        assert e.delete_affected("S", "s0").subscription_ids.tolist() == [], strategy
