@@ -431,14 +431,11 @@ class SelectFirstIndex:
         return sum(t.memory_bytes() for t in self.trees.values())
 
 
-class SelectFirst(SelectStrategy):
-    """SJ-SelectFirst (§4.1's improved version): interval tree on A (for R) and on C (for S)."""
+class SelectFirstHooks(Strategy):
+    """The index hooks of a strategy whose whole index is a :class:`SelectFirstIndex` ``own``
+    (SJ-SelectFirst, WJ-SelectFirst); put it before the kind's base."""
 
-    name = "SJ-SelectFirst"
-
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
-        self.own = SelectFirstIndex(cols)
+    own: SelectFirstIndex
 
     def _add(self, q: int) -> None:
         self.own.add(q)
@@ -449,13 +446,23 @@ class SelectFirst(SelectStrategy):
     def _remove(self, q: int) -> None:
         self.own.remove(q)
 
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.own.memory_bytes()
+
+
+class SelectFirst(SelectFirstHooks, SelectStrategy):
+    """SJ-SelectFirst (§4.1's improved version): interval tree on A (for R) and on C (for S)."""
+
+    name = "SJ-SelectFirst"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        self.own = SelectFirstIndex(cols)
+
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         run_select_first(self.own.tree(dirn), self.cols, buf, dirn, v, xseq, table, mode, pool,
                          base, size)
-
-    def memory_bytes(self) -> int:
-        return super().memory_bytes() + self.own.memory_bytes()
 
 
 class Vanilla(SelectStrategy):

@@ -36,7 +36,7 @@ import numpy as np
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
 from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer, Strategy, each_event
-from hotjoin.matcher.joins.select import SelectFirstIndex, box_coords, own_other
+from hotjoin.matcher.joins.select import SelectFirstHooks, SelectFirstIndex, box_coords, own_other
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
 from hotjoin.matcher.model import Side
 from hotjoin.matcher.structures.interval_tree import IntervalTree
@@ -258,32 +258,21 @@ class JoinFirst(WindowStrategy):
         return super().memory_bytes() + self.d.memory_bytes()
 
 
-class SelectFirst(WindowStrategy):
-    """WJ-SelectFirst (§3.3.1): interval tree on the own ranges, then B → (C, T) per query."""
+class SelectFirst(SelectFirstHooks, WindowStrategy):
+    """WJ-SelectFirst (§3.3.1): interval tree on the own ranges (SJ-SelectFirst's index), then
+    B → (C, T) per query."""
 
     name = "WJ-SelectFirst"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
-        super().__init__(cols, options, tables)
+        super().__init__(cols, options, tables)  # type: ignore[call-arg]
         self.own = SelectFirstIndex(cols)
-
-    def _add(self, q: int) -> None:
-        self.own.add(q)
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        self.own.add_many(qs)
-
-    def _remove(self, q: int) -> None:
-        self.own.remove(q)
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 self.own.tree(dirn), p)
-
-    def memory_bytes(self) -> int:
-        return super().memory_bytes() + self.own.memory_bytes()
 
 
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
