@@ -546,8 +546,12 @@ class SSI(BandStrategy):
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         self.groups.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
 
+    def tau(self) -> int:
+        """The stabbing number τ: groups probed per tuple (the cost model's input)."""
+        return len(self.groups)
+
     def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "tau": len(self.groups),
+        return {**super().stats(), "tau": self.tau(),
                 "reconstructions": self.partition.reconstructions}
 
     def check_invariants(self) -> None:
@@ -653,6 +657,14 @@ class Hotspot(BandStrategy):
                                                 float(vs[j]), int(xseqs[j]), table, mode),
                        n, buf, rows, mode, cols.acc)
         rows.sort_by_event(n0)  # each event's hot rows, then its scattered ones
+
+    def hot_groups(self) -> int:
+        """The number of α-hotspots H (groups probed as in BJ-SSI; the cost model's input)."""
+        return len(self.listener)
+
+    def n_scattered(self) -> int:
+        """n_s, the scattered subscriptions (the cost model's input)."""
+        return len(self.listener.scattered_ids)
 
     def check_invariants(self) -> None:
         """Theorem 1's I1–I3, hot groups mirrored in the SSI arrays, scattered in both indexes."""

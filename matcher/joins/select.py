@@ -41,6 +41,7 @@ SSI constructed on {rangeA_i}"). A topic without select subscriptions never buil
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -511,8 +512,12 @@ class SSI(SelectStrategy):
         run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
                 pool, base, size, len(self), self.reg_max)
 
+    def tau(self, d: int) -> int:
+        """The stabbing number of direction ``d``'s partition (the cost model's input)."""
+        return len(self.groups[d])
+
     def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
+        return {**super().stats(), "tau": self.tau(1), "tau_s": self.tau(-1),
                 "reconstructions": sum(p.reconstructions for p in self.parts.values())}
 
     def check_invariants(self) -> None:
@@ -541,9 +546,34 @@ class Hotspot(SelectStrategy):
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
                                            epsilon=float(options.get("epsilon", 1.0)),
                                            listener=self.groups[d]) for d in (1, -1)}
+        self._hot_sqrt: dict[int, float] = {}  # cleared on every subscription change
 
     def _other(self, dirn: int) -> tuple[np.ndarray, np.ndarray]:
         return own_other(self.cols, dirn)[2:]
+
+    def _track(self, q: int, delta: int) -> None:
+        super()._track(q, delta)
+        self._hot_sqrt.clear()
+
+    def _track_many(self, qs: np.ndarray) -> None:
+        super()._track_many(qs)
+        self._hot_sqrt.clear()
+
+    def hot_sqrt_sum(self, d: int) -> float:
+        """Σ_i √|Q_i^H| over direction ``d``'s hotspots (the cost model's R-tree term; hot sets
+        change only with subscriptions, so it is recomputed only after one changed: O(2/α))."""
+        s = self._hot_sqrt.get(d)
+        if s is None:
+            sizes = self.trackers[d].hotspot_sizes()
+            s = self._hot_sqrt[d] = float(sum(math.sqrt(n) for n in sizes))
+        return s
+
+    def scattered_sizes(self, d: int) -> tuple[float, float]:
+        """(|Q_S|, τ_S): direction ``d``'s scattered subscriptions and the stabbing number of
+        their partition (pending members flushed first; the cost model's inputs)."""
+        g = self.groups[d]
+        g.flush()
+        return float(len(g.scattered)), float(len(g.scat_groups))
 
     def _add(self, q: int) -> None:
         for d, tr in self.trackers.items():

@@ -351,9 +351,13 @@ class SSI(WindowStrategy):
                              dirn, b, v, t, xseq, table, mode, now, p)
         self.probes[how] += 1
 
+    def tau(self, d: int) -> int:
+        """The stabbing number of direction ``d``'s partition (the cost model's input)."""
+        return len(self.groups[d])
+
     def stats(self) -> dict[str, Any]:
         sk = self.skies[1]
-        return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
+        return {**super().stats(), "tau": self.tau(1), "tau_s": self.tau(-1),
                 "skyline_points": sk.size() + self.skies[-1].size(),
                 "skyline_recomputes": sk.recomputes + self.skies[-1].recomputes,
                 "skyline_trims": sk.trims + self.skies[-1].trims,
@@ -405,10 +409,17 @@ class Hotspot(WindowStrategy):
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 g.scattered, p)
 
+    def tau(self, d: int) -> int:
+        """The number of direction ``d``'s hotspots (the cost model's input)."""
+        return len(self.groups[d])
+
+    def n_scattered(self, d: int) -> int:
+        """Direction ``d``'s scattered subscriptions (the cost model's input)."""
+        return len(self.groups[d].scattered)
+
     def stats(self) -> dict[str, Any]:
-        g = self.groups[1]
-        return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
-                "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered),
+        return {**super().stats(), "hotspots": self.tau(1), "hotspots_s": self.tau(-1),
+                "scattered": self.n_scattered(1), "scattered_s": self.n_scattered(-1),
                 "skyline_points": self.skies[1].size() + self.skies[-1].size()}
 
     def memory_bytes(self) -> int:
