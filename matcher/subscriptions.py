@@ -8,6 +8,7 @@ subscription id is never reused, so an id indexes the same row for the engine's 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,6 +19,15 @@ KIND_CODE = {"select": 0, "band": 1, "window": 2}
 _FLOAT_COLS = ("a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi")
 _INT_COLS = ("w", "reg")
 _BOOL_COLS = ("snap", "active", "selective")  # selective: bounds A or C
+
+
+class SubArrays(NamedTuple):
+    """What a kernel reads and writes of the subscriptions: the 64-byte record rows ``rec``
+    and the per-operation dedupe ``mark`` and pair count ``acc`` columns."""
+
+    rec: np.ndarray
+    mark: np.ndarray
+    acc: np.ndarray
 
 
 class SubscriptionColumns:
@@ -54,6 +64,11 @@ class SubscriptionColumns:
     snap: np.ndarray
     active: np.ndarray
     selective: np.ndarray
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The columns as a kernel bundle: :class:`SubArrays`' fields as a plain tuple (see
+        ``matcher.joins.protocol``: kernels name it back)."""
+        return (self.rec, self.mark, self.acc)
 
     def reserve(self, capacity: int) -> None:
         """Make room for ids below ``capacity`` (amortised doubling)."""

@@ -36,12 +36,8 @@ from hotjoin.matcher.joins.protocol import (
     PAIRS,
     BatchRows,
     DenseIds,
-    EventArrays,
-    KeyRun,
     MatchBuffer,
     Strategy,
-    SubArrays,
-    TableArrays,
     each_event,
     run_kernel_many,
 )
@@ -53,11 +49,12 @@ from hotjoin.matcher.subscriptions import SubscriptionColumns
 BAND_STRATEGIES = ("BJ-QOuter", "BJ-DOuter", "BJ-MJ", "BJ-SSI", "BJ-Hotspot")
 
 
-def key_runs(table: BaseTable) -> tuple[KeyRun, KeyRun]:
-    """The main and delta runs of ``table``'s key order as kernel bundles (either may be empty)."""
+def key_runs(table: BaseTable) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """The main and delta runs of ``table``'s key order as kernel bundles (``KeyRun``'s fields
+    as plain tuples, see :mod:`~matcher.joins.protocol`; either may be empty)."""
     o = table.order
     mk, mp, dk, dp = o.runs()
-    return KeyRun(mk, mp, o.main_sample), KeyRun(dk, dp, _NO_SAMPLE)
+    return (mk, mp, o.main_sample), (dk, dp, _NO_SAMPLE)
 
 
 class RangeOrder:
@@ -151,6 +148,11 @@ class RangeOrder:
         self.runs.merge(self.ent_alive)
         self._after_update()
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries as a kernel bundle: ``band_kernels.RangeArrays``' fields as a plain
+        tuple (see :mod:`~matcher.joins.protocol`)."""
+        return (self.ent_q, self.ent_alive, self.ent_rec)
+
     def memory_bytes(self) -> int:
         r = self.runs
         return (r.main_keys.nbytes + r.main_pays.nbytes + r.delta_keys.nbytes
@@ -224,9 +226,8 @@ def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, di
     for keys, pays, samp in runs:
         if mode != PAIRS:
             buf.reserve(qids.shape[0])
-        buf.run(K.qouter, qids, keys, pays, samp, SAMPLE_EVERY, b, v, dirn, table.alive, table.values,
-                table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
-                cols.acc)
+        buf.run(K.qouter, qids, (keys, pays, samp), table.arrays(), cols.arrays(), SAMPLE_EVERY,
+                b, v, dirn, xseq, own, oth, mode, dedupe, buf.stamp)
 
 
 def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -235,15 +236,15 @@ def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffe
     ik1, ip1, ik2, ip2 = order.runs.runs()
     runs, dedupe = _data_runs(table)
     dedupe = dedupe or ik2.shape[0] > 0
+    ents, tab, sub = order.arrays(), table.arrays(), cols.arrays()
     for ikeys, ipays in ((ik1, ip1), (ik2, ip2)):
         if ikeys.shape[0] == 0:
             continue
-        for keys, pays, _ in runs:
+        for run in runs:
             if mode != PAIRS:
                 buf.reserve(len(order))
-            buf.run(K.merge_join, ikeys, ipays, order.ent_q, order.ent_alive, order.ent_rec,
-                    keys, pays, b, v, dirn, table.alive, table.values, table.seqs, xseq,
-                    cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc)
+            buf.run(K.merge_join, ikeys, ipays, ents, run, tab, sub, b, v, dirn, xseq, own,
+                    oth, mode, dedupe, buf.stamp)
 
 
 class MergeJoin(BandStrategy):
@@ -304,17 +305,13 @@ class DOuter(BandStrategy):
         t = self.tree
         if t.root < 0:
             return
-        cols = self.cols
         own, oth = _sides(dirn)
-        lp, rp = t.lpool, t.rpool
-        for keys, pays, _ in _data_runs(table)[0]:
+        tree, tab, sub = t.arrays(), table.arrays(), self.cols.arrays()
+        for run in _data_runs(table)[0]:
             if mode != PAIRS:
                 buf.reserve(len(self))
-            buf.run(K.douter, t.center, t.left, t.right, t.root, lp.start, lp.size, lp.cap,
-                    lp.dsize, lp.keys, lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys,
-                    rp.ids, DELTA, keys, pays, b, v, dirn,
-                    table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
-                    cols.mark, buf.stamp, cols.acc)
+            buf.run(K.douter, tree, run, tab, sub, DELTA, b, v, dirn, xseq, own, oth, mode,
+                    buf.stamp)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
@@ -353,6 +350,12 @@ class SSIGroups:
 
     def __len__(self) -> int:
         return len(self.local)
+
+    def arrays(self) -> tuple:
+        """The groups as a kernel bundle: ``band_kernels.SSIArrays``' fields as a plain tuple
+        (see :mod:`~matcher.joins.protocol`)."""
+        return (self.gids(), self.point, *self.lpool.arrays()[:6], *self.rpool.arrays(),
+                self.gsel, self.gminlo, self.gmaxhi)
 
     def gids(self) -> np.ndarray:
         """Local group ids in increasing order of their points, so a probe's searches for
@@ -470,21 +473,17 @@ class SSIGroups:
             return
         cols = self.cols
         own, oth = _sides(dirn)
-        lp, rp = self.lpool, self.rpool
-        gids = self.gids()
         runs, dedupe = _data_runs(table)
         clean = table.order.n_dead == 0
         # every pair is owed when x is newer than every registration (an insert, SPEC §3)
         fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
+        groups = self.arrays()
         for keys, pays, samp in runs:
             if mode != PAIRS:
                 buf.reserve(self.n_members)
-            buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
-                    lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
-                    self.gsel, self.gminlo, self.gmaxhi, keys, pays, samp, SAMPLE_EVERY,
-                    _NO_HINT, clean, fast_count, DELTA, b, v, dirn,
-                    table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
-                    dedupe, cols.mark, buf.stamp, cols.acc)
+            buf.run(K.ssi, *groups, keys, pays, samp, SAMPLE_EVERY, _NO_HINT, clean, fast_count,
+                    DELTA, b, v, dirn, table.alive, table.values, table.seqs, xseq, cols.rec,
+                    own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc)
 
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
@@ -493,10 +492,6 @@ class SSIGroups:
             return
         cols = self.cols
         own, oth = _sides(dirn)
-        lp, rp = self.lpool, self.rpool
-        g = K.SSIArrays(self.gids(), self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
-                        lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
-                        self.gsel, self.gminlo, self.gmaxhi)
         main, dlt = key_runs(table)
         clean = table.order.n_dead == 0
         fast_count = bool(clean and cols.n > 0 and int(xseqs.min()) > cols.reg[cols.n - 1])
@@ -505,9 +500,8 @@ class SSIGroups:
         hints = np.zeros((2, self.point.shape[0]), dtype=np.int64)
         n0 = rows.n
         run_kernel_many(K.ssi_many,
-                        (g, main, dlt, TableArrays(table.alive, table.values, table.seqs),
-                         SubArrays(cols.rec, cols.mark, cols.acc),
-                         EventArrays(bs, vs, xseqs), order, hints),
+                        (self.arrays(), main, dlt, table.arrays(), cols.arrays(), (bs, vs, xseqs),
+                         order, hints),
                         (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY),
                         bs.shape[0], buf, rows, room)
         rows.sort_by_event(n0)
@@ -645,10 +639,8 @@ class Hotspot(BandStrategy):
             main, dlt = key_runs(table)
             room = 0 if mode == PAIRS else 2 * n_s + 16
             run_kernel_many(K.qouter_many,
-                            (lis.scattered_ids.view(), main, dlt,
-                             TableArrays(table.alive, table.values, table.seqs),
-                             SubArrays(cols.rec, cols.mark, cols.acc),
-                             EventArrays(bs, vs, xseqs)),
+                            (lis.scattered_ids.view(), main, dlt, table.arrays(), cols.arrays(),
+                             (bs, vs, xseqs)),
                             (dirn, own, oth, mode, SAMPLE_EVERY), n, buf, rows, room)
         else:
             self.scattered_by["BJ-MJ"] += n

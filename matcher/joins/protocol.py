@@ -16,10 +16,16 @@ incoming tuple, runs ``@njit`` kernels over flat arrays that append to one outpu
 * **record rows**: a subscription is one 64-byte row ``rec[q] = (b_lo, b_hi, a_lo, a_hi, c_lo,
   c_hi, reg, snap)`` (``SubscriptionColumns.rec``; select and window joins hold ``(0, w)`` in
   the B columns), so a kernel touching q misses the cache once;
-* **bundles**: kernels take a few small NamedTuples of arrays (as pynndescent's ``FlatTree``)
-  instead of dozens of positional arrays: :class:`KeyRun`, :class:`TableArrays`,
-  :class:`SubArrays`, :class:`EventArrays` here, and each structure's own bundle
-  (``IntervalTree.arrays()``, ``GappedGroupPool.arrays()``, ``BoxForest.arrays()``, ...);
+* **bundles**: kernels take a few small bundles of arrays (as pynndescent's ``FlatTree``)
+  instead of dozens of positional arrays, each named by a NamedTuple: :class:`KeyRun`,
+  :class:`EventArrays` here, ``TableArrays`` / ``SubArrays`` beside the table and the
+  subscription columns, and each structure's own (``GappedGroupPool.arrays()`` →
+  ``GappedPoolArrays``, ``IntervalTree.arrays()`` → ``TreeArrays``, ...). A bundle crosses
+  into a kernel as a *plain tuple* in its fields' order and the kernel names it back first
+  (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
+  Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
+  positional array). A per-event kernel whose call is that short keeps positional arrays at
+  its entry (BJ-SSI's ``ssi``; ``docs/benchmarks.md``, issue 12);
 * **the base**: :class:`Strategy` keeps the id list and per-kind bookkeeping; a router (§4)
   whose members share its id list calls only :meth:`Strategy.index` / :meth:`Strategy.unindex`.
 
@@ -35,6 +41,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from hotjoin.matcher.base_table import TableArrays
+from hotjoin.matcher.subscriptions import SubArrays
+
+__all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
+           "PAIRS", "REG", "SNAP", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
+           "MatchBuffer", "Strategy", "SubArrays", "TableArrays", "each_event",
+           "run_kernel_many"]
 
 IDENTIFY = 0
 COUNT = 1
@@ -55,22 +69,6 @@ class KeyRun(NamedTuple):
     keys: np.ndarray
     pays: np.ndarray
     samp: np.ndarray
-
-
-class TableArrays(NamedTuple):
-    """The other side's per-slot columns a kernel reads: liveness, values, sequence numbers."""
-
-    alive: np.ndarray
-    values: np.ndarray
-    seqs: np.ndarray
-
-
-class SubArrays(NamedTuple):
-    """Subscription record rows and the per-operation dedupe mark / pair-count columns."""
-
-    rec: np.ndarray
-    mark: np.ndarray
-    acc: np.ndarray
 
 
 class EventArrays(NamedTuple):
