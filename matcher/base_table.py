@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +30,15 @@ def _empty_payloads(n: int) -> np.ndarray:
     out = np.empty(n, dtype=object)
     out.fill(b"")
     return out
+
+
+class TableArrays(NamedTuple):
+    """The per-slot columns a kernel reads of the other side's table: liveness, values (A or
+    C) and sequence numbers (SPEC §3's owed test)."""
+
+    alive: np.ndarray
+    values: np.ndarray
+    seqs: np.ndarray
 
 
 class BaseTable:
@@ -56,6 +66,11 @@ class BaseTable:
         self.key_index: KeyIndex | None = None
 
     # -- size and lookup -------------------------------------------------------------------
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The table as a kernel bundle: :class:`TableArrays`' fields as a plain tuple (see
+        ``matcher.joins.protocol``: kernels name it back)."""
+        return (self.alive, self.values, self.seqs)
+
     def __len__(self) -> int:
         return len(self.slot_of)
 

@@ -38,14 +38,8 @@ from hotjoin.matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from hotjoin.matcher.joins import band_kernels as K
-from hotjoin.matcher.joins.band import (
-    BAND_STRATEGIES,
-    BandStrategy,
-    BatchRows,
-    MatchBuffer,
-    make_band_strategy,
-)
+from hotjoin.matcher.joins.band import BAND_STRATEGIES, BandStrategy, make_band_strategy, run_qouter
+from hotjoin.matcher.joins.protocol import COUNT, IDENTIFY, PAIRS, BatchRows, MatchBuffer
 from hotjoin.matcher.joins.select import (
     SELECT_STRATEGIES,
     SelectStrategy,
@@ -85,7 +79,7 @@ STRATEGIES = {
 }
 _OTHER: dict[str, Side] = {"R": "S", "S": "R"}
 _SIDE_NAMES: tuple[Side, Side] = ("R", "S")
-_BATCH_MODES = {"pairs": K.PAIRS, "affected": K.COUNT, "none": -1}
+_BATCH_MODES = {"pairs": PAIRS, "affected": COUNT, "none": -1}
 _NO_FILTER_SEQ = np.iinfo(np.int64).max
 
 
@@ -317,21 +311,21 @@ class Engine:
 
     def publish(self, ev: Event) -> list[Delivery]:
         """Insert ``ev``; returns the +1 deliveries of the pairs it forms (SPEC §3, Insert)."""
-        self._publish(ev, K.PAIRS)
+        self._publish(ev, PAIRS)
         return self._matches(ev.side, ev.id, 1).deliveries()
 
     def publish_columnar(self, ev: Event) -> Matches:
-        self._publish(ev, K.PAIRS)
+        self._publish(ev, PAIRS)
         return self._matches(ev.side, ev.id, 1)
 
     def publish_affected(self, ev: Event) -> Affected:
         """Insert ``ev``; returns each affected subscription with its number of new pairs."""
-        self._publish(ev, K.COUNT)
+        self._publish(ev, COUNT)
         return self._affected(1)
 
     def publish_identify(self, ev: Event) -> np.ndarray:
         """Insert ``ev``; returns only the ids of affected subscriptions (benchmarks, §5)."""
-        self._publish(ev, K.IDENTIFY)
+        self._publish(ev, IDENTIFY)
         return self._buf.out_q[: self._buf.n].copy()
 
     def publish_many(self, events: Iterable[Event], match: bool = True) -> list[Delivery]:
@@ -343,7 +337,7 @@ class Engine:
         for i, ev in enumerate(events):
             try:
                 if match:
-                    self._publish(ev, K.PAIRS)
+                    self._publish(ev, PAIRS)
                     out += self._matches(ev.side, ev.id, 1).deliveries()
                 else:
                     self._publish(ev, -1)
@@ -368,15 +362,15 @@ class Engine:
 
     def delete(self, side: Side, event_id: str, match: bool = True) -> list[Delivery]:
         """Remove a stored tuple; returns −1 for each pair a subscription had received."""
-        self._delete(side, event_id, K.PAIRS if match else -1)
+        self._delete(side, event_id, PAIRS if match else -1)
         return self._matches(side, event_id, -1).deliveries() if match else []
 
     def delete_columnar(self, side: Side, event_id: str) -> Matches:
-        self._delete(side, event_id, K.PAIRS)
+        self._delete(side, event_id, PAIRS)
         return self._matches(side, event_id, -1)
 
     def delete_affected(self, side: Side, event_id: str) -> Affected:
-        self._delete(side, event_id, K.COUNT)
+        self._delete(side, event_id, COUNT)
         return self._affected(-1)
 
     def get_event(self, side: Side, event_id: str) -> Event | None:
@@ -392,20 +386,18 @@ class Engine:
         qs: list[np.ndarray] = []
         rs: list[np.ndarray] = []
         ss: list[np.ndarray] = []
-        from hotjoin.matcher.joins.band import run_qouter
-
         for r_slot in r_table.live_slots().tolist():
             buf.start()
             key, value = float(r_table.keys[r_slot]), float(r_table.values[r_slot])
             if isinstance(sub, BandJoin):
-                run_qouter(qids, self.cols, buf, 1, key, value, _NO_FILTER_SEQ, s_table, K.PAIRS)
+                run_qouter(qids, self.cols, buf, 1, key, value, _NO_FILTER_SEQ, s_table, PAIRS)
             elif isinstance(sub, SelectJoin):
                 run_select_subset(qids, self.cols, buf, 1, key, value, _NO_FILTER_SEQ, s_table,
-                                  K.PAIRS)
+                                  PAIRS)
             else:
                 run_window_select_first(qids, self.cols, buf, 1, key, value,
                                         int(r_table.times[r_slot]), _NO_FILTER_SEQ, s_table,
-                                        K.PAIRS)
+                                        PAIRS)
             if buf.n:
                 qs.append(buf.out_q[: buf.n].copy())
                 ss.append(buf.out_s[: buf.n].copy())
@@ -426,7 +418,7 @@ class Engine:
         (returns the number of result pairs). ``time`` (window joins) defaults to the largest
         event time published so far. Nothing in the engine changes.
         """
-        m = {"identify": K.IDENTIFY, "pairs": K.PAIRS, "count": K.COUNT}[mode]
+        m = {"identify": IDENTIFY, "pairs": PAIRS, "count": COUNT}[mode]
         if time is None:
             time = 0 if self._max_time is None else self._max_time
         self._match(check_side(side), float(key), float(value), self._seq + 1, m, int(time))
@@ -781,7 +773,7 @@ class Engine:
             q = np.concatenate([g[1] for g in got])[order]
             x = np.concatenate([g[2] for g in got])[order]
         ev = events[e]
-        if mode == K.PAIRS:
+        if mode == PAIRS:
             partner = other.ids_of(x)
             mine = np.empty(ev.shape[0], dtype=object)
             id_list = cols.ids
@@ -797,7 +789,7 @@ class Engine:
         n = buf.n
         q = buf.out_q[:n].copy()
         ev = np.full(n, event, dtype=np.int64)
-        if mode == K.PAIRS:
+        if mode == PAIRS:
             partner = other.ids_of(buf.out_s[:n])
             mine = np.empty(n, dtype=object)
             mine[:] = x_id

@@ -8,7 +8,7 @@ subscription id is never reused, so an id indexes the same row for the engine's 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +27,15 @@ def bounds_of(ranges: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     hi = np.array([r.hi for r in ranges], dtype=object)
     return (np.where(lo == None, -np.inf, lo).astype(np.float64),  # noqa: E711
             np.where(hi == None, np.inf, hi).astype(np.float64))  # noqa: E711
+
+
+class SubArrays(NamedTuple):
+    """What a kernel reads and writes of the subscriptions: the 64-byte record rows ``rec``
+    and the per-operation dedupe ``mark`` and pair count ``acc`` columns."""
+
+    rec: np.ndarray
+    mark: np.ndarray
+    acc: np.ndarray
 
 
 class SubscriptionColumns:
@@ -63,6 +72,11 @@ class SubscriptionColumns:
     snap: np.ndarray
     active: np.ndarray
     selective: np.ndarray
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The columns as a kernel bundle: :class:`SubArrays`' fields as a plain tuple (see
+        ``matcher.joins.protocol``: kernels name it back)."""
+        return (self.rec, self.mark, self.acc)
 
     def reserve(self, capacity: int) -> None:
         """Make room for ids below ``capacity`` (amortised doubling)."""

@@ -1,9 +1,11 @@
 """The join strategies of paper 004 §3, one module per join kind plus its numba kernels.
 
+- :mod:`~hotjoin.matcher.joins.protocol`: what every kind shares — modes, output buffers, emit
+  conventions, the kernels' common array bundles and the strategy base;
 - :mod:`~hotjoin.matcher.joins.band`: band joins (§3.1): BJ-QOuter, BJ-DOuter, BJ-MJ, BJ-SSI,
-  BJ-Hotspot, and the shared output buffer and emit conventions of every kernel;
+  BJ-Hotspot;
 - :mod:`~hotjoin.matcher.joins.select`: select joins (§3.2): SJ-JoinFirst, SJ-SelectFirst,
-  SJ-Vanilla, SJ-SSI, SJ-Hotspot;
+  SJ-Vanilla, SJ-SSI, SJ-Hotspot, and the SelectFirst index window joins share;
 - :mod:`~hotjoin.matcher.joins.window`: window joins (§3.3): WJ-JoinFirst, WJ-SelectFirst, WJ-SSI,
   WJ-Hotspot;
 - :mod:`~hotjoin.matcher.joins.skyline`: the skylines that answer a hotspot group's probe;

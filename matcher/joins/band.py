@@ -28,6 +28,21 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import band_kernels as K
+from hotjoin.matcher.joins.protocol import (
+    A_HI,
+    A_LO,
+    C_HI,
+    C_LO,
+    PAIRS,
+    BatchRows,
+    DenseIds,
+    MatchBuffer,
+    Strategy,
+    each_event,
+    run_kernel_many,
+)
+from hotjoin.matcher.partition.hotspot import HotspotTracker
+from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 from hotjoin.matcher.structures.gapped_pool import DELTA, GappedGroupPool, insert_pair, remove_pair
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY, SortedRuns
@@ -36,155 +51,12 @@ from hotjoin.matcher.subscriptions import SubscriptionColumns
 BAND_STRATEGIES = ("BJ-QOuter", "BJ-DOuter", "BJ-MJ", "BJ-SSI", "BJ-Hotspot")
 
 
-class MatchBuffer:
-    """Growable output of one operation's kernels plus the IDENTIFY/COUNT dedupe stamp."""
-
-    def __init__(self) -> None:
-        self.out_q = np.empty(4096, dtype=np.int64)
-        self.out_s = np.empty(4096, dtype=np.int64)
-        self.n = 0
-        self.stamp = 0
-
-    def start(self) -> None:
-        self.n = 0
-        self.stamp += 1
-
-    def run(self, kernel: Any, *args: Any) -> None:
-        """Call ``kernel(*args, out_q, out_s, n)``; on ``OVERFLOW`` grow and run it again.
-
-        Only PAIRS can overflow (IDENTIFY/COUNT reserve first) and PAIRS has no side effects,
-        so rerunning from the same ``n`` is exact; the buffers persist, so this is rare.
-        """
-        while True:
-            n = kernel(*args, self.out_q, self.out_s, self.n)
-            if n != K.OVERFLOW:
-                self.n = n
-                return
-            self.reserve(self.out_q.shape[0])
-
-    def reserve(self, extra: int) -> None:
-        """Room for ``extra`` more outputs (IDENTIFY/COUNT kernels never grow the buffers)."""
-        need = self.n + extra + 16
-        if need > self.out_q.shape[0]:
-            cap = max(need, 2 * self.out_q.shape[0])
-            q = np.empty(cap, dtype=np.int64)
-            s = np.empty(cap, dtype=np.int64)
-            q[: self.n] = self.out_q[: self.n]
-            s[: self.n] = self.out_s[: self.n]
-            self.out_q, self.out_s = q, s
-
-
-class BatchRows:
-    """Growable rows ``(event position, q, x)`` of a multi-event match (the batch path): ``x`` is
-    the partner slot (PAIRS) or the pair count (COUNT). Kernels fill the arrays in place."""
-
-    def __init__(self) -> None:
-        self.e = np.empty(4096, dtype=np.int64)
-        self.q = np.empty(4096, dtype=np.int64)
-        self.x = np.empty(4096, dtype=np.int64)
-        self.n = 0
-
-    def reserve(self, extra: int) -> None:
-        """Room for ``extra`` more rows."""
-        need = self.n + extra
-        if need > self.e.shape[0]:
-            cap = max(need, 2 * self.e.shape[0])
-            for name in ("e", "q", "x"):
-                a = np.empty(cap, dtype=np.int64)
-                a[: self.n] = getattr(self, name)[: self.n]
-                setattr(self, name, a)
-
-    def grow(self) -> None:
-        """Double the capacity (a kernel stopped for want of room)."""
-        self.reserve(self.e.shape[0])
-
-    def append(self, e: int, q: np.ndarray, x: np.ndarray) -> None:
-        k = q.shape[0]
-        self.reserve(k)
-        n = self.n
-        self.e[n: n + k] = e
-        self.q[n: n + k] = q
-        self.x[n: n + k] = x
-        self.n = n + k
-
-    def sort_by_event(self, start: int = 0) -> None:
-        """Order rows ``start …`` by event, stably (a kernel visited the events out of order)."""
-        e = self.e[start: self.n]
-        if e.shape[0] > 1 and (e[1:] < e[:-1]).any():
-            o = np.argsort(e, kind="stable")
-            for a in (self.e, self.q, self.x):
-                a[start: self.n] = a[start: self.n][o]
-
-    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows so far (copies) in the order they were written; empties the buffer."""
-        n = self.n
-        self.n = 0
-        return self.e[:n].copy(), self.q[:n].copy(), self.x[:n].copy()
-
-
-def each_event(match_one: Any, n: int, buf: MatchBuffer, rows: BatchRows, mode: int,
-               acc: np.ndarray) -> None:
-    """The multi-event fallback: ``match_one(j)`` fills ``buf`` for event ``j``; its output is
-    appended to ``rows`` as event ``j``'s rows (strategies without a compiled ``match_many``)."""
-    for j in range(n):
-        buf.start()
-        match_one(j)
-        k = buf.n
-        if k:
-            q = buf.out_q[:k]
-            rows.append(j, q, buf.out_s[:k] if mode == K.PAIRS else acc[q])
-
-
-def key_runs(table: BaseTable) -> tuple[K.KeyRun, K.KeyRun]:
-    """The main and delta runs of ``table``'s key order as kernel bundles (either may be empty)."""
+def key_runs(table: BaseTable) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """The main and delta runs of ``table``'s key order as kernel bundles (``KeyRun``'s fields
+    as plain tuples, see :mod:`~matcher.joins.protocol`; either may be empty)."""
     o = table.order
     mk, mp, dk, dp = o.runs()
-    return K.KeyRun(mk, mp, o.main_sample), K.KeyRun(dk, dp, _NO_SAMPLE)
-
-
-def run_kernel_many(kernel: Any, head: tuple[Any, ...], tail: tuple[Any, ...], n_events: int,
-                    buf: MatchBuffer, rows: BatchRows, room: int) -> None:
-    """Call a ``*_many`` kernel (``kernel(*head, e0, *tail, stamp, room, e, q, x, n)``) until
-    every event is done, growing ``rows`` whenever it stops for room; ``buf.stamp`` advances by
-    one per event."""
-    e = 0
-    rows.reserve(room + 16)
-    while True:
-        e, rows.n, buf.stamp = kernel(*head, e, *tail, buf.stamp, room, rows.e, rows.q, rows.x,
-                                      rows.n)
-        if e >= n_events:
-            return
-        rows.grow()
-
-
-class DenseIds:
-    """Set of ids as a dense numpy array with O(1) add / swap-remove."""
-
-    def __init__(self) -> None:
-        self.arr = np.empty(64, dtype=np.int64)
-        self.n = 0
-        self.pos: dict[int, int] = {}
-
-    def __len__(self) -> int:
-        return self.n
-
-    def add(self, q: int) -> None:
-        if self.n == self.arr.shape[0]:
-            self.arr = np.resize(self.arr, 2 * self.n)
-        self.pos[q] = self.n
-        self.arr[self.n] = q
-        self.n += 1
-
-    def remove(self, q: int) -> None:
-        i = self.pos.pop(q)
-        last = int(self.arr[self.n - 1])
-        self.n -= 1
-        if i != self.n:
-            self.arr[i] = last
-            self.pos[last] = i
-
-    def view(self) -> np.ndarray:
-        return self.arr[: self.n]
+    return (mk, mp, o.main_sample), (dk, dp, _NO_SAMPLE)
 
 
 class RangeOrder:
@@ -278,6 +150,11 @@ class RangeOrder:
         self.runs.merge(self.ent_alive)
         self._after_update()
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries as a kernel bundle: ``band_kernels.RangeArrays``' fields as a plain
+        tuple (see :mod:`~matcher.joins.protocol`)."""
+        return (self.ent_q, self.ent_alive, self.ent_rec)
+
     def memory_bytes(self) -> int:
         r = self.runs
         return (r.main_keys.nbytes + r.main_pays.nbytes + r.delta_keys.nbytes
@@ -287,62 +164,10 @@ class RangeOrder:
 
 def _sides(dirn: int) -> tuple[int, int]:
     """Record columns (own, oth): the selection on the incoming tuple, then on its partner."""
-    return (K.A_LO, K.C_LO) if dirn > 0 else (K.C_LO, K.A_LO)
+    return (A_LO, C_LO) if dirn > 0 else (C_LO, A_LO)
 
-
-class MemberIndex:
-    """The public face of a strategy's index hooks (``_add``/``_add_many``/``_remove``) for a
-    router whose members share its id list (§4): the router keeps the ids, each member only
-    updates its own index."""
-
-    def _add(self, q: int) -> None:
-        raise NotImplementedError
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self._add(q)
-
-    def _remove(self, q: int) -> None:
-        raise NotImplementedError
-
-    def index(self, q: int) -> None:
-        """Index subscription ``q`` (already in the shared id list)."""
-        self._add(q)
-
-    def index_many(self, qs: np.ndarray) -> None:
-        """Index many subscriptions at once (bulk build)."""
-        self._add_many(qs)
-
-    def unindex(self, q: int) -> None:
-        """Drop subscription ``q`` from the index (the id list is the caller's)."""
-        self._remove(q)
-
-
-class BandStrategy(MemberIndex):
-    """Common interface: maintain an index over band subscriptions and match one tuple."""
-
-    name = ""
-
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        self.cols = cols
-        self.options = options
-        self.ids = DenseIds()
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def add(self, q: int) -> None:
-        self.ids.add(q)
-        self._add(q)
-
-    def add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self.ids.add(q)
-        self._add_many(qs)
-
-    def remove(self, q: int) -> None:
-        self.ids.remove(q)
-        self._remove(q)
+class BandStrategy(Strategy):
+    """A band-join strategy: an index over band subscriptions that matches one tuple (§3.1)."""
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
@@ -356,15 +181,6 @@ class BandStrategy(MemberIndex):
         default loops; strategies with a multi-event kernel override it."""
         each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
                                         table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
-
-    def stats(self) -> dict[str, Any]:
-        return {"subscriptions": len(self)}
-
-    def check_invariants(self) -> None:
-        """Assert the index is consistent with the live subscriptions (used by the tests)."""
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes
 
 
 _NO_SAMPLE = np.empty(0, dtype=np.float64)
@@ -385,8 +201,8 @@ def _data_runs(
 
 def has_selection(rec: np.ndarray) -> bool:
     """Whether a record row bounds A or C (band joins' optional local selections)."""
-    return bool(rec[K.A_LO] != -np.inf or rec[K.A_HI] != np.inf or rec[K.C_LO] != -np.inf
-                or rec[K.C_HI] != np.inf)
+    return bool(rec[A_LO] != -np.inf or rec[A_HI] != np.inf or rec[C_LO] != -np.inf
+                or rec[C_HI] != np.inf)
 
 
 class QOuter(BandStrategy):
@@ -410,11 +226,10 @@ def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, di
     own, oth = _sides(dirn)
     runs, dedupe = _data_runs(table)
     for keys, pays, samp in runs:
-        if mode != K.PAIRS:
+        if mode != PAIRS:
             buf.reserve(qids.shape[0])
-        buf.run(K.qouter, qids, keys, pays, samp, SAMPLE_EVERY, b, v, dirn, table.alive, table.values,
-                table.seqs, xseq, cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp,
-                cols.acc)
+        buf.run(K.qouter, qids, (keys, pays, samp), table.arrays(), cols.arrays(), SAMPLE_EVERY,
+                b, v, dirn, xseq, own, oth, mode, dedupe, buf.stamp)
 
 
 def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -423,15 +238,15 @@ def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffe
     ik1, ip1, ik2, ip2 = order.runs.runs()
     runs, dedupe = _data_runs(table)
     dedupe = dedupe or ik2.shape[0] > 0
+    ents, tab, sub = order.arrays(), table.arrays(), cols.arrays()
     for ikeys, ipays in ((ik1, ip1), (ik2, ip2)):
         if ikeys.shape[0] == 0:
             continue
-        for keys, pays, _ in runs:
-            if mode != K.PAIRS:
+        for run in runs:
+            if mode != PAIRS:
                 buf.reserve(len(order))
-            buf.run(K.merge_join, ikeys, ipays, order.ent_q, order.ent_alive, order.ent_rec,
-                    keys, pays, b, v, dirn, table.alive, table.values, table.seqs, xseq,
-                    cols.rec, own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc)
+            buf.run(K.merge_join, ikeys, ipays, ents, run, tab, sub, b, v, dirn, xseq, own,
+                    oth, mode, dedupe, buf.stamp)
 
 
 class MergeJoin(BandStrategy):
@@ -492,17 +307,13 @@ class DOuter(BandStrategy):
         t = self.tree
         if t.root < 0:
             return
-        cols = self.cols
         own, oth = _sides(dirn)
-        lp, rp = t.lpool, t.rpool
-        for keys, pays, _ in _data_runs(table)[0]:
-            if mode != K.PAIRS:
+        tree, tab, sub = t.arrays(), table.arrays(), self.cols.arrays()
+        for run in _data_runs(table)[0]:
+            if mode != PAIRS:
                 buf.reserve(len(self))
-            buf.run(K.douter, t.center, t.left, t.right, t.root, lp.start, lp.size, lp.cap,
-                    lp.dsize, lp.keys, lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys,
-                    rp.ids, DELTA, keys, pays, b, v, dirn,
-                    table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
-                    cols.mark, buf.stamp, cols.acc)
+            buf.run(K.douter, tree, run, tab, sub, DELTA, b, v, dirn, xseq, own, oth, mode,
+                    buf.stamp)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
@@ -541,6 +352,12 @@ class SSIGroups:
 
     def __len__(self) -> int:
         return len(self.local)
+
+    def arrays(self) -> tuple:
+        """The groups as a kernel bundle: ``band_kernels.SSIArrays``' fields as a plain tuple
+        (see :mod:`~matcher.joins.protocol`)."""
+        return (self.gids(), self.point, *self.lpool.arrays()[:6], *self.rpool.arrays(),
+                self.gsel, self.gminlo, self.gmaxhi)
 
     def gids(self) -> np.ndarray:
         """Local group ids in increasing order of their points, so a probe's searches for
@@ -658,21 +475,17 @@ class SSIGroups:
             return
         cols = self.cols
         own, oth = _sides(dirn)
-        lp, rp = self.lpool, self.rpool
-        gids = self.gids()
         runs, dedupe = _data_runs(table)
         clean = table.order.n_dead == 0
         # every pair is owed when x is newer than every registration (an insert, SPEC §3)
         fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
+        groups = self.arrays()
         for keys, pays, samp in runs:
-            if mode != K.PAIRS:
+            if mode != PAIRS:
                 buf.reserve(self.n_members)
-            buf.run(K.ssi, gids, self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
-                    lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
-                    self.gsel, self.gminlo, self.gmaxhi, keys, pays, samp, SAMPLE_EVERY,
-                    _NO_HINT, clean, fast_count, DELTA, b, v, dirn,
-                    table.alive, table.values, table.seqs, xseq, cols.rec, own, oth, mode,
-                    dedupe, cols.mark, buf.stamp, cols.acc)
+            buf.run(K.ssi, *groups, keys, pays, samp, SAMPLE_EVERY, _NO_HINT, clean, fast_count,
+                    DELTA, b, v, dirn, table.alive, table.values, table.seqs, xseq, cols.rec,
+                    own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc)
 
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
@@ -681,21 +494,16 @@ class SSIGroups:
             return
         cols = self.cols
         own, oth = _sides(dirn)
-        lp, rp = self.lpool, self.rpool
-        g = K.SSIArrays(self.gids(), self.point, lp.start, lp.size, lp.cap, lp.dsize, lp.keys,
-                        lp.ids, rp.start, rp.size, rp.cap, rp.dsize, rp.keys, rp.ids, rp.aux,
-                        self.gsel, self.gminlo, self.gmaxhi)
         main, dlt = key_runs(table)
         clean = table.order.n_dead == 0
         fast_count = bool(clean and cols.n > 0 and int(xseqs.min()) > cols.reg[cols.n - 1])
-        room = 0 if mode == K.PAIRS else 2 * self.n_members + 16
+        room = 0 if mode == PAIRS else 2 * self.n_members + 16
         order = np.argsort(bs if dirn > 0 else -bs, kind="stable")
         hints = np.zeros((2, self.point.shape[0]), dtype=np.int64)
         n0 = rows.n
         run_kernel_many(K.ssi_many,
-                        (g, main, dlt, K.TableArrays(table.alive, table.values, table.seqs),
-                         K.SubArrays(cols.rec, cols.mark, cols.acc),
-                         K.EventArrays(bs, vs, xseqs), order, hints),
+                        (self.arrays(), main, dlt, table.arrays(), cols.arrays(), (bs, vs, xseqs),
+                         order, hints),
                         (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY),
                         bs.shape[0], buf, rows, room)
         rows.sort_by_event(n0)
@@ -711,8 +519,6 @@ class SSI(BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
-
         self.groups = SSIGroups(cols)
         self.partition = DynamicStabbingPartition(epsilon=float(options.get("epsilon", 1.0)),
                                                   listener=self.groups)
@@ -734,8 +540,12 @@ class SSI(BandStrategy):
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         self.groups.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
 
+    def tau(self) -> int:
+        """The stabbing number τ: groups probed per tuple (the cost model's input)."""
+        return len(self.groups)
+
     def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "tau": len(self.groups),
+        return {**super().stats(), "tau": self.tau(),
                 "reconstructions": self.partition.reconstructions}
 
     def check_invariants(self) -> None:
@@ -776,8 +586,6 @@ class Hotspot(BandStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from hotjoin.matcher.partition.hotspot import HotspotTracker
-
         self.listener = _HotspotListener(cols)
         self.tracker = HotspotTracker(alpha=float(options.get("alpha", 0.001)),
                                       epsilon=float(options.get("epsilon", 1.0)),
@@ -827,12 +635,10 @@ class Hotspot(BandStrategy):
             self.scattered_by["BJ-QOuter"] += n
             own, oth = _sides(dirn)
             main, dlt = key_runs(table)
-            room = 0 if mode == K.PAIRS else 2 * n_s + 16
+            room = 0 if mode == PAIRS else 2 * n_s + 16
             run_kernel_many(K.qouter_many,
-                            (lis.scattered_ids.view(), main, dlt,
-                             K.TableArrays(table.alive, table.values, table.seqs),
-                             K.SubArrays(cols.rec, cols.mark, cols.acc),
-                             K.EventArrays(bs, vs, xseqs)),
+                            (lis.scattered_ids.view(), main, dlt, table.arrays(), cols.arrays(),
+                             (bs, vs, xseqs)),
                             (dirn, own, oth, mode, SAMPLE_EVERY), n, buf, rows, room)
         else:
             self.scattered_by["BJ-MJ"] += n
@@ -841,6 +647,14 @@ class Hotspot(BandStrategy):
                                                 float(vs[j]), int(xseqs[j]), table, mode),
                        n, buf, rows, mode, cols.acc)
         rows.sort_by_event(n0)  # each event's hot rows, then its scattered ones
+
+    def hot_groups(self) -> int:
+        """The number of α-hotspots H (groups probed as in BJ-SSI; the cost model's input)."""
+        return len(self.listener)
+
+    def n_scattered(self) -> int:
+        """n_s, the scattered subscriptions (the cost model's input)."""
+        return len(self.listener.scattered_ids)
 
     def check_invariants(self) -> None:
         """Theorem 1's I1–I3, hot groups mirrored in the SSI arrays, scattered in both indexes."""

@@ -31,9 +31,22 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-IDENTIFY = 0
-COUNT = 1
-PAIRS = 2
+from hotjoin.matcher.joins.protocol import (
+    B_HI,
+    B_LO,
+    COUNT,
+    IDENTIFY,
+    OVERFLOW,
+    PAIRS,
+    REG,
+    SNAP,
+    EventArrays,
+    KeyRun,
+    SubArrays,
+    TableArrays,
+)
+from hotjoin.matcher.structures.gapped_pool import GappedPoolArrays
+from hotjoin.matcher.structures.interval_tree import TreeArrays
 
 
 @njit(cache=True, inline="always")
@@ -114,12 +127,6 @@ def owed(q: int, slot: int, xseq: int, dseqs: np.ndarray, reg: np.ndarray, snap:
     return snap[q] or reg[q] < max(xseq, dseqs[slot])
 
 
-B_LO, B_HI, A_LO, A_HI, C_LO, C_HI, REG, SNAP = 0, 1, 2, 3, 4, 5, 6, 7
-OVERFLOW = -1
-"""Returned (as count or n_out) when PAIRS output does not fit: the caller grows the buffers
-and runs the kernel again from the same start (PAIRS has no side effects)."""
-
-
 @njit(cache=True, inline="always")
 def owed_rec(rec: np.ndarray, q: int, slot: int, xseq: int, dseqs: np.ndarray) -> bool:
     """SPEC §3 for a record row: registered before the pair formed, or with snapshot."""
@@ -163,13 +170,17 @@ def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: f
 
 
 @njit(cache=True)
-def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int,
-           b: float, v: float, dirn: int,
-           alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-           rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
-           mark: np.ndarray, stamp: int, acc: np.ndarray,
+def qouter(qids: np.ndarray, run: tuple, tab: tuple, sub: tuple, step: int, b: float, v: float,
+           dirn: int, xseq: int, own: int, oth: int, mode: int, dedupe: bool, stamp: int,
            out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """BJ-QOuter: each subscription in turn searches the run for ``d ∈ rangeB`` — O(n log m + k)."""
+    """BJ-QOuter: each subscription in turn searches the run for ``d ∈ rangeB`` — O(n log m + k).
+
+    Bundles (plain tuples, named back here): ``run`` ``KeyRun``, ``tab`` ``TableArrays``,
+    ``sub`` ``SubArrays``.
+    """
+    keys, pays, samp = KeyRun(*run)
+    alive, dvals, dseqs = TableArrays(*tab)
+    rec, mark, acc = SubArrays(*sub)
     for i in range(qids.shape[0]):
         q = qids[i]
         if not (rec[q, own] <= v <= rec[q, own + 1]):
@@ -200,18 +211,23 @@ def qouter(qids: np.ndarray, keys: np.ndarray, pays: np.ndarray, samp: np.ndarra
 
 
 @njit(cache=True)
-def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ent_q: np.ndarray, ent_alive: np.ndarray,
-               ent_rec: np.ndarray, keys: np.ndarray, pays: np.ndarray, b: float, v: float,
-               dirn: int, alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-               rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
-               mark: np.ndarray, stamp: int, acc: np.ndarray,
+def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ents: tuple, run: tuple, tab: tuple,
+               sub: tuple, b: float, v: float, dirn: int, xseq: int, own: int, oth: int,
+               mode: int, dedupe: bool, stamp: int,
                out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-MJ: merge the ranges sorted by left end (shifted by ``b``) with the run — O(n + m + k).
 
     The range order holds entry ids: entry ``e`` is subscription ``ent_q[e]`` with a copy of its
     record in ``ent_rec[e]``, live iff ``ent_alive[e]``. Entries of the main run are numbered in
     key order, so the merge reads windows sequentially like the paper's sorted list.
+
+    Bundles (plain tuples, named back here): ``ents`` :class:`RangeArrays`, ``run`` ``KeyRun``,
+    ``tab`` ``TableArrays``, ``sub`` ``SubArrays``.
     """
+    ent_q, ent_alive, ent_rec = RangeArrays(*ents)
+    keys, pays, _ = KeyRun(*run)
+    alive, dvals, dseqs = TableArrays(*tab)
+    rec, mark, acc = SubArrays(*sub)
     n = keys.shape[0]
     j = 0
     for t in range(ikeys.shape[0]):
@@ -310,6 +326,11 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
     group's own sequential arrays. A non-empty ``hint`` (per local group id) holds each
     group's position for the previous incoming tuple and is updated: when tuples come in
     order of their key (``ssi_many``), each group gallops a short, cached step from there.
+
+    Positional arrays, not bundles, on purpose: this per-event entry is dispatched from Python
+    once per tuple and run, and numba unboxes arrays inside tuple arguments ~25 ns slower each
+    than top-level ones (0.6 µs of a 6 µs call here; ``docs/benchmarks.md``, issue 12);
+    :func:`ssi_many` passes the fields of its bundles.
     """
     use_hint = hint.shape[0] > 0
     n = keys.shape[0]
@@ -445,15 +466,8 @@ def ssi(gids: np.ndarray, gpoint: np.ndarray,
 
 
 @njit(cache=True)
-def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
-           lstart: np.ndarray, lsize: np.ndarray, lcap: np.ndarray, ldsize: np.ndarray,
-           lkeys: np.ndarray, lids: np.ndarray,
-           rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
-           rkeys: np.ndarray, rids: np.ndarray, delta: int,
-           keys: np.ndarray, pays: np.ndarray, b: float, v: float, dirn: int,
-           alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-           rec: np.ndarray, own: int, oth: int, mode: int,
-           mark: np.ndarray, stamp: int, acc: np.ndarray,
+def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float, v: float,
+           dirn: int, xseq: int, own: int, oth: int, mode: int, stamp: int,
            out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """BJ-DOuter: every live partner probes an interval tree on the band ranges with its ``d``.
 
@@ -461,7 +475,20 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
     sorted by ascending lo (I^l) and descending hi (I^r). A probe walks one root-to-leaf path,
     O(log n + output) per partner, O(m log n + k) per event (Theorem 2). A subscription is met
     once per partner, so IDENTIFY and COUNT always deduplicate with ``mark``.
+
+    Bundles (plain tuples, named back here): ``tree`` ``TreeArrays`` over gapped pools,
+    ``run`` ``(keys, pays, samp)``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``.
     """
+    t = TreeArrays(*tree)
+    center, left, right, root = t.center, t.left, t.right, t.root
+    lp = GappedPoolArrays(*t.lpool)
+    rp = GappedPoolArrays(*t.rpool)
+    kr = KeyRun(*run)
+    keys, pays = kr.keys, kr.pays
+    t_ = TableArrays(*tab)
+    alive, dvals, dseqs = t_.alive, t_.values, t_.seqs
+    s_ = SubArrays(*sub)
+    rec, mark, acc = s_.rec, s_.mark, s_.acc
     n = keys.shape[0]
     for pos in range(n):
         s = _pay(pays, n, pos, dirn)
@@ -476,20 +503,20 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
             nxt = left[u] if x < c else (right[u] if x > c else -1)
             for part in range(2):  # the node list's main run, then its delta run
                 if use_left:
-                    base = lstart[u] if part == 0 else lstart[u] + lcap[u] - delta
-                    size = lsize[u] if part == 0 else ldsize[u]
+                    base = lp.start[u] if part == 0 else lp.start[u] + lp.cap[u] - delta
+                    size = lp.size[u] if part == 0 else lp.dsize[u]
                 else:
-                    base = rstart[u] if part == 0 else rstart[u] + rcap[u] - delta
-                    size = rsize[u] if part == 0 else rdsize[u]
+                    base = rp.start[u] if part == 0 else rp.start[u] + rp.cap[u] - delta
+                    size = rp.size[u] if part == 0 else rp.dsize[u]
                 for k in range(base, base + size):
                     if use_left:
-                        if lkeys[k] > x:
+                        if lp.keys[k] > x:
                             break
-                        q = lids[k]
+                        q = lp.ids[k]
                     else:
-                        if -rkeys[k] < x:
+                        if -rp.keys[k] < x:
                             break
-                        q = rids[k]
+                        q = rp.ids[k]
                     if q < 0:
                         continue  # tombstone
                     if not (rec[q, own] <= v <= rec[q, own + 1]) or \
@@ -525,40 +552,10 @@ def douter(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
 # -- multi-event entry points (the batch path, issue 14) ---------------------------------------
 
 
-class KeyRun(NamedTuple):
-    """One sorted run of the other side's key order: keys, slots and the key sample."""
-
-    keys: np.ndarray
-    pays: np.ndarray
-    samp: np.ndarray
-
-
-class TableArrays(NamedTuple):
-    """The other side's per-slot columns a kernel reads: liveness, values, sequence numbers."""
-
-    alive: np.ndarray
-    values: np.ndarray
-    seqs: np.ndarray
-
-
-class SubArrays(NamedTuple):
-    """Subscription record rows and the per-operation dedupe mark / pair-count columns."""
-
-    rec: np.ndarray
-    mark: np.ndarray
-    acc: np.ndarray
-
-
-class EventArrays(NamedTuple):
-    """A run of incoming tuples of one side: keys, values and their sequence numbers."""
-
-    keys: np.ndarray
-    values: np.ndarray
-    seqs: np.ndarray
-
-
 class SSIArrays(NamedTuple):
-    """BJ-SSI's flat group arrays (``SSIGroups``): points, I^l / I^r pools and group bounds."""
+    """BJ-SSI's flat group arrays (``SSIGroups.arrays()``): group ids in increasing order of
+    their points, the points, the I^l / I^r pools (``GappedPoolArrays`` fields; I^r keyed by
+    −hi with aux = lo), and per group the members with an A/C selection and bounds of lo / hi."""
 
     gids: np.ndarray
     point: np.ndarray
@@ -580,6 +577,15 @@ class SSIArrays(NamedTuple):
     gmaxhi: np.ndarray
 
 
+class RangeArrays(NamedTuple):
+    """BJ-MJ's entries (``RangeOrder.arrays()``): entry ``e`` is subscription ``ent_q[e]``,
+    live iff ``ent_alive[e]``, with a copy of its record row in ``ent_rec[e]``."""
+
+    ent_q: np.ndarray
+    ent_alive: np.ndarray
+    ent_rec: np.ndarray
+
+
 @njit(cache=True, inline="always")
 def _rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e: np.ndarray,
                    out_q: np.ndarray, out_x: np.ndarray) -> None:
@@ -591,13 +597,12 @@ def _rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_
 
 
 @njit(cache=True)
-def ssi_many(g: SSIArrays, main: KeyRun, dlt: KeyRun, tab: TableArrays, sub: SubArrays,
-             ev: EventArrays, order: np.ndarray, hints: np.ndarray, e0: int, dirn: int,
-             own: int, oth: int, mode: int, clean: bool, fast_count: bool, delta: int,
-             step: int, stamp: int, room: int,
-             out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
-    """:func:`ssi` for the incoming tuples ``ev[order[e0:]]``, one after the other, over both
-    runs.
+def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
+             order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int, oth: int,
+             mode: int, clean: bool, fast_count: bool, delta: int, step: int, stamp: int,
+             room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+    """:func:`ssi` for the incoming tuples ``ev[order[e0:]]`` (an ``EventArrays`` bundle), one
+    after the other, over both runs ``main`` and ``dlt`` (``KeyRun`` bundles).
 
     ``order`` visits the tuples by key (ascending for R, descending for S), so that every
     group's position in the other side's key order only moves forward, by a short galloped
@@ -608,10 +613,16 @@ def ssi_many(g: SSIArrays, main: KeyRun, dlt: KeyRun, tab: TableArrays, sub: Sub
     not fit — IDENTIFY/COUNT need ``room`` free rows; PAIRS is rerun from the event it
     overflowed in — and returns ``(next index into order, n_out, stamp)``, so the caller
     grows the buffers and calls again. One call per run of events replaces one dispatch of
-    :func:`ssi` (44 arguments) per event and run.
+    :func:`ssi` per event and run.
     """
     n_ev = order.shape[0]
-    dedupe = main.keys.shape[0] > 0 and dlt.keys.shape[0] > 0
+    g = SSIArrays(*groups)
+    kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
+    evs = EventArrays(*ev)
+    t = TableArrays(*tab)
+    sb = SubArrays(*sub)
+    acc = sb.acc
+    dedupe = kmain.keys.shape[0] > 0 and kdlt.keys.shape[0] > 0
     for oi in range(e0, n_ev):
         e = order[oi]
         if mode != PAIRS and n_out + room > out_q.shape[0]:
@@ -619,42 +630,44 @@ def ssi_many(g: SSIArrays, main: KeyRun, dlt: KeyRun, tab: TableArrays, sub: Sub
         stamp += 1
         n0 = n_out
         for r in range(2):
-            run = main if r == 0 else dlt
+            run = kmain if r == 0 else kdlt
             if run.keys.shape[0] == 0:
                 continue
             n_out = ssi(g.gids, g.point, g.lstart, g.lsize, g.lcap, g.ldsize, g.lkeys, g.lids,
                         g.rstart, g.rsize, g.rcap, g.rdsize, g.rkeys, g.rids, g.raux, g.gsel,
                         g.gminlo, g.gmaxhi, run.keys, run.pays, run.samp, step, hints[r],
-                        clean, fast_count, delta, ev.keys[e], ev.values[e], dirn, tab.alive,
-                        tab.values, tab.seqs, ev.seqs[e], sub.rec, own, oth, mode, dedupe,
-                        sub.mark, stamp, sub.acc, out_q, out_x, n_out)
+                        clean, fast_count, delta, evs.keys[e], evs.values[e], dirn, t.alive,
+                        t.values, t.seqs, evs.seqs[e], sb.rec, own, oth, mode, dedupe,
+                        sb.mark, stamp, acc, out_q, out_x, n_out)
             if n_out == OVERFLOW:
                 return oi, n0, stamp
-        _rows_of_event(e, n0, n_out, mode, sub.acc, out_e, out_q, out_x)
+        _rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
     return n_ev, n_out, stamp
 
 
 @njit(cache=True)
-def qouter_many(qids: np.ndarray, main: KeyRun, dlt: KeyRun, tab: TableArrays, sub: SubArrays,
-                ev: EventArrays, e0: int, dirn: int, own: int, oth: int, mode: int, step: int,
-                stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,
-                out_x: np.ndarray, n_out: int):
+def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
+                e0: int, dirn: int, own: int, oth: int, mode: int, step: int, stamp: int,
+                room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
+                n_out: int):
     """:func:`qouter` for the incoming tuples ``ev[e0:]``; conventions of :func:`ssi_many`."""
-    n_ev = ev.keys.shape[0]
-    dedupe = main.keys.shape[0] > 0 and dlt.keys.shape[0] > 0
+    evs = EventArrays(*ev)
+    n_ev = evs.keys.shape[0]
+    kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
+    acc = SubArrays(*sub).acc
+    dedupe = kmain.keys.shape[0] > 0 and kdlt.keys.shape[0] > 0
     for e in range(e0, n_ev):
         if mode != PAIRS and n_out + room > out_q.shape[0]:
             return e, n_out, stamp
         stamp += 1
         n0 = n_out
         for r in range(2):
-            run = main if r == 0 else dlt
-            if run.keys.shape[0] == 0:
+            if (kmain if r == 0 else kdlt).keys.shape[0] == 0:
                 continue
-            n_out = qouter(qids, run.keys, run.pays, run.samp, step, ev.keys[e], ev.values[e],
-                           dirn, tab.alive, tab.values, tab.seqs, ev.seqs[e], sub.rec, own,
-                           oth, mode, dedupe, sub.mark, stamp, sub.acc, out_q, out_x, n_out)
+            n_out = qouter(qids, main if r == 0 else dlt, tab, sub, step, evs.keys[e],
+                           evs.values[e], dirn, evs.seqs[e], own, oth, mode, dedupe, stamp,
+                           out_q, out_x, n_out)
             if n_out == OVERFLOW:
                 return e, n0, stamp
-        _rows_of_event(e, n0, n_out, mode, sub.acc, out_e, out_q, out_x)
+        _rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
     return n_ev, n_out, stamp

@@ -42,13 +42,25 @@ SSI constructed on {rangeA_i}"). A topic without select subscriptions never buil
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+from sortedcontainers import SortedList
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import select_kernels as K
-from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
+from hotjoin.matcher.joins.protocol import (
+    A_LO,
+    C_LO,
+    REG,
+    BatchRows,
+    MatchBuffer,
+    Strategy,
+    each_event,
+)
+from hotjoin.matcher.partition.hotspot import HotspotTracker
+from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.partner_buckets import new_buckets
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
@@ -228,10 +240,6 @@ class HotScanGroups(ScanGroups):
 
     def __init__(self, cols: SubscriptionColumns, dirn: int, epsilon: float = 1.0) -> None:
         super().__init__(cols, dirn)
-        from sortedcontainers import SortedList
-
-        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
-
         self.scattered = IntervalTree()
         self.scat_groups = ScanGroups(cols, dirn)
         self.scat_part = DynamicStabbingPartition(epsilon=epsilon, listener=self.scat_groups)
@@ -276,7 +284,7 @@ class HotScanGroups(ScanGroups):
 
 def own_col(dirn: int) -> int:
     """Column of ``SubscriptionColumns.rec`` holding the selection on the incoming tuple."""
-    return K.A_LO if dirn > 0 else K.C_LO
+    return A_LO if dirn > 0 else C_LO
 
 
 def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -358,42 +366,22 @@ def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuf
     run_vanilla(qids, cols, buf, dirn, v, xseq, table, mode, pool, base, size)
 
 
-class SelectStrategy(MemberIndex):
-    """Common interface: maintain an index over select subscriptions and match one tuple."""
-
-    name = ""
+class SelectStrategy(Strategy):
+    """A select-join strategy (§3.2): an index over select subscriptions that matches one tuple
+    against the partners of its key, looked up once here."""
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        self.cols = cols
-        self.options = options
-        self.ids = DenseIds()
-        #: largest registration sequence number of any subscription ever added (a bound)
+        super().__init__(cols, options)
+        #: largest registration sequence number of any subscription ever indexed (a bound)
         self.reg_max = -np.inf
 
-    def __len__(self) -> int:
-        return len(self.ids)
+    def _track(self, q: int, delta: int) -> None:
+        if delta > 0:
+            self.reg_max = max(self.reg_max, float(self.cols.rec[q, REG]))
 
-    def add(self, q: int) -> None:
-        self.ids.add(q)
-        self.reg_max = max(self.reg_max, float(self.cols.rec[q, K.REG]))
-        self._add(q)
-
-    def add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self.ids.add(q)
+    def _track_many(self, qs: np.ndarray) -> None:
         if qs.shape[0]:
-            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, K.REG].max()))
-        self._add_many(qs)
-
-    def remove(self, q: int) -> None:
-        self.ids.remove(q)
-        self._remove(q)
-
-    def _add(self, q: int) -> None:
-        pass
-
-    def _remove(self, q: int) -> None:
-        pass
+            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, REG].max()))
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
@@ -412,12 +400,6 @@ class SelectStrategy(MemberIndex):
         appended to ``rows`` (event positions in the run)."""
         each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
                                         table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
-
-    def stats(self) -> dict[str, Any]:
-        return {"subscriptions": len(self)}
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes
 
 
 class JoinFirst(SelectStrategy):
@@ -455,50 +437,78 @@ class JoinFirst(SelectStrategy):
         return super().memory_bytes() + self.forest.memory_bytes()
 
 
-class SelectFirst(SelectStrategy):
-    """SJ-SelectFirst (§3.2.1, §4.1's improved version): select on the own range first, then
-    test the join. The own ranges (A for R, C for S) are kept as stabbing groups in scan order
-    (the SSI layout of §3.2.2 applied to the selection), so a probe visits exactly the n′
-    selected subscriptions, and each one's join test is two loads from the key's partner bucket
-    table instead of a binary search: O(τ_own + m′ + n′ + k) per tuple."""
+class SelectFirstIndex:
+    """The interval-tree index of WJ-SelectFirst (§3.3.1, §4.1): an interval tree on the own
+    ranges per direction — A for incoming R tuples, C for S tuples — stabbed with the incoming
+    value v, O(log n + n') per probe; O(log n) per update, O(n log n) bulk build.
+    (SJ-SelectFirst uses :class:`OwnRangeIndex`, which visits the n' selected subscriptions in
+    scan order.)
+    """
 
-    name = "SJ-SelectFirst"
+    def __init__(self, cols: SubscriptionColumns) -> None:
+        self.cols = cols
+        self.trees = {1: IntervalTree(), -1: IntervalTree()}
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
-        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
+    def tree(self, dirn: int) -> IntervalTree:
+        """The tree an incoming tuple of direction ``dirn`` stabs."""
+        return self.trees[1 if dirn > 0 else -1]
 
-        eps = float(options.get("epsilon", 1.0))
+    def add(self, q: int) -> None:
+        """Index ``q``'s A and C ranges."""
+        c = self.cols
+        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
+        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
+
+    def add_many(self, qs: np.ndarray) -> None:
+        """Index many subscriptions: one bulk build when the trees are empty."""
+        c = self.cols
+        if len(self.trees[1]) == 0:
+            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
+            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
+        else:
+            for q in qs.tolist():
+                self.add(q)
+
+    def remove(self, q: int) -> None:
+        """Drop ``q`` from both trees."""
+        self.trees[1].remove(q)
+        self.trees[-1].remove(q)
+
+    def memory_bytes(self) -> int:
+        """Bytes of both trees."""
+        return sum(t.memory_bytes() for t in self.trees.values())
+
+
+class OwnRangeIndex:
+    """The index of SJ-SelectFirst (§3.2.1, §4.1; the SSI layout of §3.2.2 applied to the
+    selection): per direction a dynamic stabbing partition of the *own* ranges (A for incoming
+    R tuples, C for S tuples) whose groups are scan-ordered runs with the other range copied
+    in (:class:`ScanGroups` with ``own_first``). A probe scans exactly the n′ subscriptions
+    whose own range holds v: O(τ_own + n′); updates as SJ-SSI's."""
+
+    def __init__(self, cols: SubscriptionColumns, epsilon: float = 1.0) -> None:
+        self.cols = cols
         self.groups = {d: ScanGroups(cols, d, own_first=True) for d in (1, -1)}
-        self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
+        self.parts = {d: DynamicStabbingPartition(epsilon=epsilon, listener=self.groups[d])
                       for d in (1, -1)}
-        self.scratch = OwnScanScratch()
 
-    def _own(self, dirn: int) -> tuple[np.ndarray, np.ndarray]:
-        return own_other(self.cols, dirn)[:2]
+    def of(self, dirn: int) -> ScanGroups:
+        """The groups an incoming tuple of direction ``dirn`` scans."""
+        return self.groups[1 if dirn > 0 else -1]
 
-    def _add(self, q: int) -> None:
+    def add(self, q: int) -> None:
         for d, part in self.parts.items():
-            lo, hi = self._own(d)
+            lo, hi = own_other(self.cols, d)[:2]
             part.insert(q, float(lo[q]), float(hi[q]))
 
-    def _add_many(self, qs: np.ndarray) -> None:
+    def add_many(self, qs: np.ndarray) -> None:
         for d, part in self.parts.items():
-            lo, hi = self._own(d)
+            lo, hi = own_other(self.cols, d)[:2]
             part.insert_many(qs, lo[qs], hi[qs])
 
-    def _remove(self, q: int) -> None:
+    def remove(self, q: int) -> None:
         for part in self.parts.values():
             part.delete(q)
-
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
-        run_own_scan(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table,
-                     mode, pool, base, size, self.scratch, self.reg_max)
-
-    def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "tau_own": len(self.groups[1]),
-                "tau_own_s": len(self.groups[-1])}
 
     def check_invariants(self) -> None:
         """Every own-range group's runs hold exactly its members (tests)."""
@@ -507,8 +517,58 @@ class SelectFirst(SelectStrategy):
             assert sum(len(m) for _, _, m in self.parts[d].groups()) == g.runs.n_members
 
     def memory_bytes(self) -> int:
-        return (super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
-                + self.scratch.memory_bytes())
+        return sum(g.memory_bytes() for g in self.groups.values())
+
+
+class SelectFirstHooks(Strategy):
+    """The index hooks of a strategy whose whole index is its ``own`` index (a
+    :class:`SelectFirstIndex` or an :class:`OwnRangeIndex`: SJ-SelectFirst, WJ-SelectFirst);
+    put it before the kind's base."""
+
+    own: SelectFirstIndex | OwnRangeIndex
+
+    def _add(self, q: int) -> None:
+        self.own.add(q)
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        self.own.add_many(qs)
+
+    def _remove(self, q: int) -> None:
+        self.own.remove(q)
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.own.memory_bytes()
+
+
+class SelectFirst(SelectFirstHooks, SelectStrategy):
+    """SJ-SelectFirst (§3.2.1, §4.1's improved version): select on the own range first, then
+    test the join. The own ranges are an :class:`OwnRangeIndex`, so a probe visits exactly the
+    n′ selected subscriptions in scan order, and each one's join test is two loads from the
+    key's partner bucket table instead of a binary search: O(τ_own + m′ + n′ + k) per tuple."""
+
+    name = "SJ-SelectFirst"
+    own: OwnRangeIndex
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
+        super().__init__(cols, options)
+        self.own = OwnRangeIndex(cols, float(options.get("epsilon", 1.0)))
+        self.scratch = OwnScanScratch()
+
+    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
+               mode: int, pool: Any, base: int, size: int) -> None:
+        run_own_scan(self.own.of(dirn), self.cols, buf, dirn, v, xseq, table, mode, pool, base,
+                     size, self.scratch, self.reg_max)
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "tau_own": len(self.own.groups[1]),
+                "tau_own_s": len(self.own.groups[-1])}
+
+    def check_invariants(self) -> None:
+        """Every own-range group's runs hold exactly its members (tests)."""
+        self.own.check_invariants()
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.scratch.memory_bytes()
 
 
 class Vanilla(SelectStrategy):
@@ -528,8 +588,6 @@ class SSI(SelectStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
-
         eps = float(options.get("epsilon", 1.0))
         self.groups = {d: ScanGroups(cols, d) for d in (1, -1)}
         self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
@@ -557,8 +615,12 @@ class SSI(SelectStrategy):
         run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
                 pool, base, size, len(self), self.reg_max)
 
+    def tau(self, d: int) -> int:
+        """The stabbing number of direction ``d``'s partition (the cost model's input)."""
+        return len(self.groups[d])
+
     def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
+        return {**super().stats(), "tau": self.tau(1), "tau_s": self.tau(-1),
                 "reconstructions": sum(p.reconstructions for p in self.parts.values())}
 
     def check_invariants(self) -> None:
@@ -578,8 +640,6 @@ class Hotspot(SelectStrategy):
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
         super().__init__(cols, options)
-        from hotjoin.matcher.partition.hotspot import HotspotTracker
-
         eps = float(options.get("epsilon", 1.0))
         self.groups = {d: HotScanGroups(cols, d, epsilon=eps) for d in (1, -1)}
         self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
@@ -587,9 +647,34 @@ class Hotspot(SelectStrategy):
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
                                            epsilon=float(options.get("epsilon", 1.0)),
                                            listener=self.groups[d]) for d in (1, -1)}
+        self._hot_sqrt: dict[int, float] = {}  # cleared on every subscription change
 
     def _other(self, dirn: int) -> tuple[np.ndarray, np.ndarray]:
         return own_other(self.cols, dirn)[2:]
+
+    def _track(self, q: int, delta: int) -> None:
+        super()._track(q, delta)
+        self._hot_sqrt.clear()
+
+    def _track_many(self, qs: np.ndarray) -> None:
+        super()._track_many(qs)
+        self._hot_sqrt.clear()
+
+    def hot_sqrt_sum(self, d: int) -> float:
+        """Σ_i √|Q_i^H| over direction ``d``'s hotspots (the cost model's R-tree term; hot sets
+        change only with subscriptions, so it is recomputed only after one changed: O(2/α))."""
+        s = self._hot_sqrt.get(d)
+        if s is None:
+            sizes = self.trackers[d].hotspot_sizes()
+            s = self._hot_sqrt[d] = float(sum(math.sqrt(n) for n in sizes))
+        return s
+
+    def scattered_sizes(self, d: int) -> tuple[float, float]:
+        """(|Q_S|, τ_S): direction ``d``'s scattered subscriptions and the stabbing number of
+        their partition (pending members flushed first; the cost model's inputs)."""
+        g = self.groups[d]
+        g.flush()
+        return float(len(g.scattered)), float(len(g.scat_groups))
 
     def _add(self, q: int) -> None:
         for d, tr in self.trackers.items():

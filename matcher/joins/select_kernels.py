@@ -33,19 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import (
-    A_LO,
-    C_LO,
-    COUNT,
-    IDENTIFY,
-    OVERFLOW,
-    PAIRS,
-    REG,
-    SNAP,
-    owed,
-    owed_rec,
-    push,
-)
+from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push
+from hotjoin.matcher.joins.protocol import A_LO, C_LO, COUNT, IDENTIFY, OVERFLOW, PAIRS, REG, SNAP
 from hotjoin.matcher.structures.partner_buckets import (
     PartnerBuckets,
     bucket,

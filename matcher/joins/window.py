@@ -35,10 +35,12 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
-from hotjoin.matcher.joins.band import BatchRows, DenseIds, MatchBuffer, MemberIndex, each_event
-from hotjoin.matcher.joins.select import box_coords, own_other
+from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer, Strategy, each_event
+from hotjoin.matcher.joins.select import SelectFirstHooks, SelectFirstIndex, box_coords, own_other
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
 from hotjoin.matcher.model import Side
+from hotjoin.matcher.partition.hotspot import HotspotTracker
+from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 from hotjoin.matcher.structures.interval_tree import IntervalTree
 from hotjoin.matcher.structures.rect_index import BoxForest, forest_arrays
 from hotjoin.matcher.subscriptions import SubscriptionColumns
@@ -173,24 +175,17 @@ class HotWindowGroups(PointGroups):
         return self.d.memory_bytes() + self.scattered.memory_bytes()
 
 
-class WindowStrategy(MemberIndex):
-    """Common interface: index window subscriptions, track w_max, match one tuple."""
-
-    name = ""
+class WindowStrategy(Strategy):
+    """A window-join strategy (§3.3): index window subscriptions, track w_max, match one tuple."""
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
-        self.cols = cols
-        self.options = options
+        super().__init__(cols, options)
         self.tables = tables
-        self.ids = DenseIds()
         self._w_count: dict[int, int] = {}
         self.wmax = 0
 
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def _track_w(self, q: int, delta: int) -> None:
+    def _track(self, q: int, delta: int) -> None:
         w = int(self.cols.w[q])
         c = self._w_count.get(w, 0) + delta
         if c:
@@ -199,29 +194,10 @@ class WindowStrategy(MemberIndex):
             del self._w_count[w]
         self.wmax = max(self._w_count) if self._w_count else 0
 
-    def add(self, q: int) -> None:
-        self.ids.add(q)
-        self._track_w(q, 1)
-        self._add(q)
-
-    def add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self.ids.add(q)
-            w = int(self.cols.w[q])
+    def _track_many(self, qs: np.ndarray) -> None:
+        for w in self.cols.w[qs].tolist():
             self._w_count[w] = self._w_count.get(w, 0) + 1
         self.wmax = max(self._w_count) if self._w_count else 0
-        self._add_many(qs)
-
-    def remove(self, q: int) -> None:
-        self.ids.remove(q)
-        self._track_w(q, -1)
-        self._remove(q)
-
-    def _add(self, q: int) -> None:
-        pass
-
-    def _remove(self, q: int) -> None:
-        pass
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
               table: BaseTable, mode: int, now: int) -> None:
@@ -245,10 +221,7 @@ class WindowStrategy(MemberIndex):
                    bs.shape[0], buf, rows, mode, self.cols.acc)
 
     def stats(self) -> dict[str, Any]:
-        return {"subscriptions": len(self), "w_max": self.wmax}
-
-    def memory_bytes(self) -> int:
-        return self.ids.arr.nbytes
+        return {**super().stats(), "w_max": self.wmax}
 
 
 class JoinFirst(WindowStrategy):
@@ -287,40 +260,21 @@ class JoinFirst(WindowStrategy):
         return super().memory_bytes() + self.d.memory_bytes()
 
 
-class SelectFirst(WindowStrategy):
-    """WJ-SelectFirst (§3.3.1): interval tree on the own ranges, then B → (C, T) per query."""
+class SelectFirst(SelectFirstHooks, WindowStrategy):
+    """WJ-SelectFirst (§3.3.1): interval tree on the own ranges (SJ-SelectFirst's index), then
+    B → (C, T) per query."""
 
     name = "WJ-SelectFirst"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
-        super().__init__(cols, options, tables)
-        self.trees = {1: IntervalTree(), -1: IntervalTree()}
-
-    def _add(self, q: int) -> None:
-        c = self.cols
-        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
-        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        c = self.cols
-        if len(self.ids) == qs.shape[0]:
-            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
-            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
-        else:
-            super()._add_many(qs)
-
-    def _remove(self, q: int) -> None:
-        self.trees[1].remove(q)
-        self.trees[-1].remove(q)
+        super().__init__(cols, options, tables)  # type: ignore[call-arg]
+        self.own = SelectFirstIndex(cols)
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
-                                self.trees[1 if dirn > 0 else -1], p)
-
-    def memory_bytes(self) -> int:
-        return super().memory_bytes() + sum(t.memory_bytes() for t in self.trees.values())
+                                self.own.tree(dirn), p)
 
 
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
@@ -359,8 +313,6 @@ class SSI(WindowStrategy):
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         super().__init__(cols, options, tables)
-        from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
-
         self.coords = box_coords(cols, 0, window=True)
         self.d = BoxForest(3)
         self.d.add_group(0)
@@ -399,9 +351,13 @@ class SSI(WindowStrategy):
                              dirn, b, v, t, xseq, table, mode, now, p)
         self.probes[how] += 1
 
+    def tau(self, d: int) -> int:
+        """The stabbing number of direction ``d``'s partition (the cost model's input)."""
+        return len(self.groups[d])
+
     def stats(self) -> dict[str, Any]:
         sk = self.skies[1]
-        return {**super().stats(), "tau": len(self.groups[1]), "tau_s": len(self.groups[-1]),
+        return {**super().stats(), "tau": self.tau(1), "tau_s": self.tau(-1),
                 "skyline_points": sk.size() + self.skies[-1].size(),
                 "skyline_recomputes": sk.recomputes + self.skies[-1].recomputes,
                 "skyline_trims": sk.trims + self.skies[-1].trims,
@@ -421,8 +377,6 @@ class Hotspot(WindowStrategy):
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         super().__init__(cols, options, tables)
-        from hotjoin.matcher.partition.hotspot import HotspotTracker
-
         self.groups = {d: HotWindowGroups(cols, d) for d in (1, -1)}
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
                                            epsilon=float(options.get("epsilon", 1.0)),
@@ -453,10 +407,17 @@ class Hotspot(WindowStrategy):
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 g.scattered, p)
 
+    def tau(self, d: int) -> int:
+        """The number of direction ``d``'s hotspots (the cost model's input)."""
+        return len(self.groups[d])
+
+    def n_scattered(self, d: int) -> int:
+        """Direction ``d``'s scattered subscriptions (the cost model's input)."""
+        return len(self.groups[d].scattered)
+
     def stats(self) -> dict[str, Any]:
-        g = self.groups[1]
-        return {**super().stats(), "hotspots": len(g), "hotspots_s": len(self.groups[-1]),
-                "scattered": len(g.scattered), "scattered_s": len(self.groups[-1].scattered),
+        return {**super().stats(), "hotspots": self.tau(1), "hotspots_s": self.tau(-1),
+                "scattered": self.n_scattered(1), "scattered_s": self.n_scattered(-1),
                 "skyline_points": self.skies[1].size() + self.skies[-1].size()}
 
     def memory_bytes(self) -> int:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import IDENTIFY, PAIRS, owed, push
+from hotjoin.matcher.joins.band_kernels import owed, push
+from hotjoin.matcher.joins.protocol import IDENTIFY, PAIRS
 from hotjoin.matcher.joins.select_kernels import emit_marked, lower_bound, record, upper_bound
 from hotjoin.matcher.structures.rect_index import stab_group
 

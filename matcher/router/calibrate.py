@@ -27,8 +27,6 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.engine import Engine
-from hotjoin.matcher.joins.select import partner_group
-from hotjoin.matcher.joins.window import partners_of
 from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
 from hotjoin.matcher.router.dynamic import DEFAULT_MEMBERS
@@ -59,16 +57,9 @@ def _strategy(e: Engine, kind: str) -> Any:
 
 def _features(e: Engine, kind: str, side: str, key: float, value: float,
               t: int) -> list[list[float]] | None:
-    ix = _strategy(e, kind)
-    table = e.tables["S" if side == "R" else "R"]
-    dirn = 1 if side == "R" else -1
-    if kind == "band":
-        return ix.features(table) if len(table) else None
-    if kind == "select":
-        size = partner_group(table, key)[2]
-        return ix.features(dirn, value, table, size) if size else None
-    p = partners_of(table, key)
-    return None if p is None else ix.features(dirn, key, value, t, table, p)
+    """Every member's features for one tuple of ``side`` (the router's own cost models)."""
+    return _strategy(e, kind).features(1 if side == "R" else -1, key, value, t,
+                                       e.tables["S" if side == "R" else "R"])
 
 
 def warm_up(e: Engine, kind: str, keys: np.ndarray, values: np.ndarray, n: int = 10) -> None:

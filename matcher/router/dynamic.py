@@ -45,16 +45,9 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
-from hotjoin.matcher.joins.band import (
-    BAND_STRATEGIES,
-    BandStrategy,
-    BatchRows,
-    DenseIds,
-    MatchBuffer,
-    make_band_strategy,
-)
+from hotjoin.matcher.joins.band import BAND_STRATEGIES, BandStrategy, make_band_strategy
+from hotjoin.matcher.joins.protocol import BatchRows, DenseIds, MatchBuffer
 from hotjoin.matcher.joins.select import (
-    SCATTERED_SF_COST,
     SELECT_STRATEGIES,
     SelectStrategy,
     make_select_strategy,
@@ -66,17 +59,25 @@ from hotjoin.matcher.joins.window import (
     Partners,
     WindowStrategy,
     make_window_strategy,
+    partners_of,
 )
 from hotjoin.matcher.joins.window_kernels import count_within
 from hotjoin.matcher.model import Side
 from hotjoin.matcher.partition.histogram import IntervalHistogramChooser, count_stabbed
-from hotjoin.matcher.router.cost_model import CostProfile, g2, g3, lg, load_profile
+from hotjoin.matcher.router.cost_model import (
+    MODELS,
+    BandQuantities,
+    CostProfile,
+    SelectQuantities,
+    WindowQuantities,
+    fresh_skyline,
+    load_profile,
+    skyline_sizes,
+)
 from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 BAND_REFRESH = 64
 """Band joins re-evaluate Theorem 2's costs every this many tuples (|S| moves by at most that)."""
-LG_ONE = lg(1.0)
-"""lg m′ for the least m′ a routed tuple can have (one partner): lower bounds use it."""
 PLAN_REFRESH = 64
 """Select and window joins refold the slowly moving quantities (|S|, |Q|, τ, hotspot sizes) into
 per-member constants every this many tuples; per tuple only m′, n′, m_b, m̄_b are read."""
@@ -150,6 +151,7 @@ class _Routing:
         for m in self.members:
             m.ids = self.ids  # type: ignore[attr-defined]
         prof = _profile(options)
+        self.models = [MODELS[n] for n in self.member_names]
         self.coef = [prof.constants(n) for n in self.member_names]
         self.counts = [0] * len(self.member_names)  # routed tuples per member
         self.forced: int | None = None
@@ -163,6 +165,31 @@ class _Routing:
         self.explorations = 0
         self.clock = time.perf_counter_ns
         self._unmeasured = {1: set(range(nm)), -1: set(range(nm))}  # never timed yet
+
+    def quantities(self, dirn: int, b: float, v: float, t: int, table: BaseTable) -> Any:
+        """The inputs of the kind's cost models for an incoming tuple (direction ``dirn``, key
+        ``b``, value ``v``, time ``t``) against ``table``; None when no member would work."""
+        raise NotImplementedError
+
+    def features(self, dirn: int, b: float, v: float, t: int,
+                 table: BaseTable) -> list[list[float]] | None:
+        """Each member's feature vector (its ``cost_model.MODELS`` entry) for one incoming
+        tuple; None when no member would do any work (e.g. no partner of its key)."""
+        x = self.quantities(dirn, b, v, t, table)
+        if x is None:
+            return None
+        return [model.features(m, x) for model, m in zip(self.models, self.members, strict=True)]
+
+    def costs(self, dirn: int, b: float, v: float, t: int,
+              table: BaseTable) -> list[float] | None:
+        """Each member's modelled cost (ns) for one incoming tuple, without the learned
+        corrections (tests, calibration); None as :meth:`features`."""
+        x = self.quantities(dirn, b, v, t, table)
+        return None if x is None else self._costs(x)
+
+    def _costs(self, x: Any) -> list[float]:
+        return [model.cost(c, m, x) for model, c, m in zip(self.models, self.coef, self.members,
+                                                            strict=True)]
 
     def _learn(self, d: int, i: int, predicted: float, elapsed: float) -> None:
         """Online calibration: one step of member ``i``'s correction toward the measured /
@@ -334,12 +361,8 @@ class SelectDynamic(_Routing, SelectStrategy):
                            lambda n: make_select_strategy(n, cols, options))
         self.own = _OwnRanges(cols, self.ids)
         self.hot = next((m for m in self.members if m.name == "SJ-Hotspot"), None)
-        self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
-        self._hot_sqrt: dict[int, float] = {}  # cleared on every subscription change
-        self._plans: dict[int, list[tuple[float, int, float, float, int]]] = {1: [], -1: []}
+        self._plans: dict[int, list[tuple[float, int, float, float, int, Any]]] = {1: [], -1: []}
         self._est: dict[int, Any] = {1: None, -1: None}  # n′ estimators bound at plan time
-        self._scat: dict[int, tuple[float, float, float, float]] = {
-            1: (0.0, 0.0, 0.0, 0.0), -1: (0.0, 0.0, 0.0, 0.0)}
 
     def _add(self, q: int) -> None:
         for m in self.members:
@@ -360,98 +383,37 @@ class SelectDynamic(_Routing, SelectStrategy):
         self._changed()
 
     def _changed(self) -> None:
-        self._hot_sqrt.clear()
         self._countdown = {1: 0, -1: 0}
 
-    def _hot_sum(self, d: int) -> float:
-        """Σ_i √|Q_i^H| over the hotspots for direction ``d`` (hot sets change only with
-        subscriptions, so it is recomputed only after one changed: O(2/α))."""
-        s = self._hot_sqrt.get(d)
-        if s is None:
-            assert self.hot is not None
-            tr = self.hot.trackers[d]
-            s = self._hot_sqrt[d] = float(sum(math.sqrt(n) for n in tr.hotspot_sizes()))
-        return s
+    def quantities(self, dirn: int, b: float, v: float, t: int,
+                   table: BaseTable) -> SelectQuantities | None:
+        """§4.1's inputs for an incoming tuple (None: its key has no partner, nobody works)."""
+        size = partner_group(table, b)[2]
+        return self._quantities(dirn, v, table, size) if size else None
 
-    def features(self, dirn: int, v: float, table: BaseTable, size: int) -> list[list[float]]:
-        """Each member's feature vector (``cost_model.FEATURES``) for one incoming tuple."""
+    def _quantities(self, dirn: int, v: float, table: BaseTable, size: int) -> SelectQuantities:
         d = 1 if dirn > 0 else -1
-        S = float(len(table))
-        Q = float(len(self.ids))
-        lgS, lgm = lg(S), lg(size)
-        n1 = self.own.estimate(d, v)
-        out: list[list[float]] = []
-        for name in self.member_names:
-            if name == "SJ-JoinFirst":
-                out.append([1.0, lgS, size * math.sqrt(Q)])
-            elif name == "SJ-SelectFirst":
-                out.append([1.0, lgS, lg(Q), n1 * lgm])
-            elif name == "SJ-Vanilla":
-                out.append([1.0, lgS, Q * lgm])
-            elif name == "SJ-Hotspot":
-                assert self.hot is not None
-                g = self.hot.groups[d]
-                g.flush()
-                ns = float(len(g.scattered))
-                n2 = n1 * ns / Q if Q else 0.0  # n″ ≈ n′ · |Q_S| / |Q|
-                scat = min(float(len(g.scat_groups)), self.sf_cost * n2) if ns else 0.0
-                out.append([1.0, lgS, lg(ns), scat, scat * lgm, self._hot_sum(d)])
-            else:  # SJ-SSI
-                tau = float(len(self.members[self.member_names.index(name)].groups[d]))
-                out.append([1.0, lgS, tau * lgm, math.sqrt(Q * max(tau, 1.0))])
-        return out
-
-    def costs(self, dirn: int, v: float, table: BaseTable, size: int) -> list[float]:
-        """Each member's modelled cost (ns) from the full feature vectors (tests, calibration)."""
-        return [sum(c * f for c, f in zip(cs, fs, strict=True))
-                for cs, fs in zip(self.coef, self.features(dirn, v, table, size), strict=True)]
+        return SelectQuantities(d, float(len(table)), float(len(self.ids)), float(size),
+                                self.own.estimate(d, v))
 
     def _plan(self, d: int, table: BaseTable, v: float) -> list[tuple[float, int, float, float,
-                                                                      int]]:
-        """Per member ``(L, code, A, K, j)``: cost = A + K · (its per-tuple term), the slowly
+                                                                      int, Any]]:
+        """Per member ``(L, code, A, K, j, extra)`` (``cost_model.SelectPlan``): the slowly
         moving parts (|S|, |Q|, τ, hotspot sizes) and the learned correction folded into A and
-        K; ``L`` is a lower bound of the cost over every tuple (m′ ≥ 1, n′ ≥ the histogram's
-        least value). Refreshed every ``PLAN_REFRESH`` tuples, after any subscription change
-        and when a correction drifted."""
-        lgS = lg(float(len(table)))
-        Q = float(len(self.ids))
-        plan: list[tuple[float, int, float, float, int]] = []
+        K by the member's cost model; ``L`` is a lower bound of the cost over every tuple (m′ ≥
+        1, n′ ≥ the histogram's least value). Refreshed every ``PLAN_REFRESH`` tuples, after
+        any subscription change and when a correction drifted."""
         corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
         self._folded[d] = list(corr)
         own = self.own
         own.tick(d, v, PLAN_REFRESH + 1)
         self._est[d] = own.estimator(d)
-        n1_min = own.minimum(d)
-        lg_min = LG_ONE
-        for j, (name, c0, x) in enumerate(zip(self.member_names, self.coef, corr, strict=True)):
-            c = [ci * x for ci in c0]
-            if name == "SJ-JoinFirst":
-                a, k = c[0] + c[1] * lgS, c[2] * math.sqrt(Q)
-                plan.append((a + k, 0, a, k, j))
-            elif name == "SJ-SelectFirst":
-                a, k = c[0] + c[1] * lgS + c[2] * lg(Q), c[3]
-                plan.append((a + k * n1_min * lg_min, 1, a, k, j))
-            elif name == "SJ-Vanilla":
-                a, k = c[0] + c[1] * lgS, c[2] * Q
-                plan.append((a + k * lg_min, 2, a, k, j))
-            elif name == "SJ-Hotspot":
-                assert self.hot is not None
-                g = self.hot.groups[d]
-                g.flush()
-                ns = float(len(g.scattered))
-                a = c[0] + c[1] * lgS + c[2] * lg(ns) + c[5] * self._hot_sum(d)
-                # per tuple: min(τ_S, sf · n′ · |Q_S| / |Q|) · (c3 + c4 lg m′)
-                tau_s, f = float(len(g.scat_groups)), self.sf_cost * ns / Q if Q else 0.0
-                self._scat[d] = (tau_s, f, c[3], c[4])
-                if ns and (c[3] or c[4]):
-                    plan.append((a + min(tau_s, f * n1_min) * (c[3] + c[4] * lg_min), 3, a,
-                                 1.0, j))
-                else:
-                    plan.append((a, 2, a, 0.0, j))
-            else:  # SJ-SSI: cost = A + K · lg m'
-                tau = float(len(self.members[j].groups[d]))  # type: ignore[attr-defined]
-                a, k = c[0] + c[1] * lgS + c[3] * math.sqrt(Q * max(tau, 1.0)), c[2] * tau
-                plan.append((a + k * lg_min, 2, a, k, j))
+        x = SelectQuantities(d, float(len(table)), float(len(self.ids)), 1.0, own.minimum(d))
+        plan = []
+        for j, (model, mem, c0, k) in enumerate(zip(self.models, self.members, self.coef, corr,
+                                                    strict=True)):
+            low, code, a, kk, extra = model.plan([ci * k for ci in c0], mem, x)
+            plan.append((low, code, a, kk, j, extra))
         # by lower bound: once a member's bound reaches the best cost so far, no later member
         # can win, and members needing the n′ estimate are often never reached
         return sorted(plan, key=lambda t: t[0])
@@ -472,7 +434,7 @@ class SelectDynamic(_Routing, SelectStrategy):
         lgm = n1 = -1.0  # computed when a member needs them
         best = math.inf
         i = 0
-        for low, code, a, k, j in self._plans[d]:
+        for low, code, a, k, j, extra in self._plans[d]:
             if low >= best:  # neither this member nor any later one can win
                 break
             if code == 0:
@@ -491,7 +453,7 @@ class SelectDynamic(_Routing, SelectStrategy):
             else:  # 3: SJ-Hotspot's scattered part
                 if n1 < 0.0:
                     n1 = self._est[d](v)
-                tau_s, f, c3, c4 = self._scat[d]
+                tau_s, f, c3, c4 = extra
                 cost = a + min(tau_s, f * n1) * (c3 + c4 * lgm)
             if cost < best:
                 best, i = cost, j
@@ -502,7 +464,8 @@ class SelectDynamic(_Routing, SelectStrategy):
             return
         # a timed run: learn the chosen member's correction (now and then another's)
         i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
-                                     lambda: self.costs(dirn, v, table, size))
+                                     lambda: self._costs(self._quantities(dirn, v, table,
+                                                                          size)))
         t0 = self.clock()
         self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
         self._learn(d, i, best, self.clock() - t0)
@@ -550,31 +513,10 @@ class BandDynamic(_Routing, BandStrategy):
             m.unindex(q)
         self._countdown = {1: 0, -1: 0}
 
-    def features(self, table: BaseTable) -> list[list[float]]:
-        """Each member's Theorem 2 feature vector (they do not depend on the tuple)."""
-        n = float(len(self.ids))
-        m = float(len(table))
-        lgm = lg(m)
-        out: list[list[float]] = []
-        for name, mem in zip(self.member_names, self.members, strict=True):
-            if name == "BJ-QOuter":
-                out.append([1.0, n * lgm])
-            elif name == "BJ-DOuter":
-                out.append([1.0, m * lg(n)])
-            elif name == "BJ-MJ":
-                out.append([1.0, m + n])
-            elif name == "BJ-SSI":
-                out.append([1.0, len(mem.groups) * lgm])  # type: ignore[attr-defined]
-            else:  # BJ-Hotspot
-                lis = mem.listener  # type: ignore[attr-defined]
-                ns = float(len(lis.scattered_ids))
-                out.append([1.0, len(lis) * lgm, min(ns * lgm, ns + m) if ns else 0.0])
-        return out
-
-    def costs(self, table: BaseTable) -> list[float]:
-        """Each member's modelled cost (ns), without the learned corrections."""
-        return [sum(c * f for c, f in zip(cs, fs, strict=True))
-                for cs, fs in zip(self.coef, self.features(table), strict=True)]
+    def quantities(self, dirn: int, b: float, v: float, t: int,
+                   table: BaseTable) -> BandQuantities | None:
+        """Theorem 2's inputs: |Q| and |S|, the same for every tuple (None: empty table)."""
+        return BandQuantities(float(len(self.ids)), float(len(table))) if len(table) else None
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
@@ -603,7 +545,8 @@ class BandDynamic(_Routing, BandStrategy):
         cd = self._countdown[d] - 1
         timed = False
         if cd < 0:
-            raw = self._raw[d] = self.costs(table)
+            raw = self._raw[d] = self._costs(BandQuantities(float(len(self.ids)),
+                                                            float(len(table))))
             corr = self.corr[d] if self.feedback else [1.0] * len(raw)
             self._folded[d] = list(corr)
             cc = [c * x for c, x in zip(raw, corr, strict=True)]
@@ -655,9 +598,7 @@ class WindowDynamic(_Routing, WindowStrategy):
         self._est: dict[int, Any] = {1: None, -1: None}
 
     def _sync_w(self) -> None:
-        self._countdown = {1: 0, -1: 0}
-        for m in self.members:
-            m.wmax = self.wmax
+        self._countdown = {1: 0, -1: 0}  # w_max may have moved (each member tracks its own)
 
     def _add(self, q: int) -> None:
         self._sync_w()
@@ -677,80 +618,31 @@ class WindowDynamic(_Routing, WindowStrategy):
             m.unindex(q)
         self.own.remove(q)
 
-    def features(self, dirn: int, b: float, v: float, t: int, table: BaseTable,
-                 p: Any) -> list[list[float]]:
-        """Each member's Theorem 4 feature vector for one incoming tuple (§4.2's estimates)."""
-        d = 1 if dirn > 0 else -1
-        n = float(len(self.ids))
-        m = float(len(table))
-        mp = float(p.size)
-        mb = self._m_b(p, t)
-        n1 = self.own.estimate(d, v)
-        lgm = lg(m)
-        out: list[list[float]] = []
-        for name, mem in zip(self.member_names, self.members, strict=True):
-            if name == "WJ-JoinFirst":
-                out.append([1.0, lgm, mb * g3(n)])
-            elif name == "WJ-SelectFirst":
-                out.append([1.0, lg(n), lgm, n1 * g2(mp)])
-            else:
-                sky = mem.skies[d]  # type: ignore[attr-defined]
-                st = sky.keys.get(b)
-                if name == "WJ-SSI":
-                    tau = float(len(mem.groups[d]))  # type: ignore[attr-defined]
-                    nh = n
-                    scat = 0.0
-                else:
-                    g = mem.groups[d]  # type: ignore[attr-defined]
-                    tau = float(len(g))
-                    ns = float(len(g.scattered))
-                    nh = n - ns
-                    scat = (n1 * ns / n if n else 0.0) * g2(mp)
-                if st is not None and sky.is_fresh(st):
-                    mbar = float(st.n)
-                    mpb = 2.0 * mbar
-                else:  # a stale skyline is recomputed in one pass over the key's partners
-                    mbar = min(mb, 2.0 * tau)
-                    mpb = mp
-                if name == "WJ-SSI":
-                    out.append([1.0, lgm, mpb, mbar * g3(nh)])
-                else:
-                    out.append([1.0, lgm, mpb, mbar * g3(nh), scat])
-        return out
+    def quantities(self, dirn: int, b: float, v: float, t: int,
+                   table: BaseTable) -> WindowQuantities | None:
+        """§4.2's inputs for an incoming tuple (None: its key has no partner, nobody works)."""
+        p = partners_of(table, b)
+        return None if p is None else self._quantities(dirn, b, v, t, table, p)
 
-    def costs(self, dirn: int, b: float, v: float, t: int, table: BaseTable,
-              p: Any) -> list[float]:
-        """Each member's modelled cost (ns) from the full feature vectors (tests, calibration)."""
-        return [sum(c * f for c, f in zip(cs, fs, strict=True)) for cs, fs in
-                zip(self.coef, self.features(dirn, b, v, t, table, p), strict=True)]
+    def _quantities(self, dirn: int, b: float, v: float, t: int, table: BaseTable,
+                    p: Partners) -> WindowQuantities:
+        d = 1 if dirn > 0 else -1
+        return WindowQuantities(d, b, float(len(table)), float(len(self.ids)), float(p.size),
+                                self._m_b(p, t), self.own.estimate(d, v))
 
     def _plan(self, d: int, table: BaseTable, v: float) -> list[tuple[int, float, float, float,
                                                                       float, float, int]]:
-        """Per member ``(code, A, K, K2, K3, τ)`` with the slowly moving quantities and the
-        learned correction folded in (see ``SelectDynamic._plan``); per tuple only m′, m_b,
-        m̄_b, n′ are read."""
-        n = float(len(self.ids))
-        lgm = lg(float(len(table)))
+        """Per member ``(code, A, K, K2, K3, τ, j)`` (``cost_model.WindowPlan``) with the slowly
+        moving quantities and the learned correction folded in by the member's cost model (see
+        ``SelectDynamic._plan``); per tuple only m′, m_b, m̄_b, n′ are read."""
         plan = []
         corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
         self._folded[d] = list(corr)
         self.own.tick(d, v, PLAN_REFRESH + 1)
         self._est[d] = self.own.estimator(d)
-        for name, mem, c0, x in zip(self.member_names, self.members, self.coef, corr,
-                                    strict=True):
-            c = [ci * x for ci in c0]
-            if name == "WJ-JoinFirst":
-                plan.append((0, c[0] + c[1] * lgm, c[2] * g3(n), 0.0, 0.0, 0.0))
-            elif name == "WJ-SelectFirst":
-                plan.append((1, c[0] + c[1] * lg(n) + c[2] * lgm, c[3], 0.0, 0.0, 0.0))
-            elif name == "WJ-SSI":
-                tau = float(len(mem.groups[d]))  # type: ignore[attr-defined]
-                plan.append((2, c[0] + c[1] * lgm, c[2], c[3] * g3(n), 0.0, tau))
-            else:  # WJ-Hotspot
-                g = mem.groups[d]  # type: ignore[attr-defined]
-                ns = float(len(g.scattered))
-                plan.append((3, c[0] + c[1] * lgm, c[2], c[3] * g3(n - ns),
-                             c[4] * ns / n if n else 0.0, float(len(g))))
+        x = WindowQuantities(d, 0.0, float(len(table)), float(len(self.ids)), 0.0, 0.0, 0.0)
+        for model, mem, c0, k in zip(self.models, self.members, self.coef, corr, strict=True):
+            plan.append(model.plan([ci * k for ci in c0], mem, x))
         return sorted(((*t, j) for j, t in enumerate(plan)), key=lambda t: t[1])
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
@@ -783,16 +675,10 @@ class WindowDynamic(_Routing, WindowStrategy):
                     n1 = self._est[d](v)
                 cost = a + (k * n1 * math.sqrt(mp) if k != 0.0 else 0.0)
             else:
-                sky = self.members[j].skies[d]  # type: ignore[attr-defined]
-                st = sky.keys.get(b)
-                if st is not None and not st.stale and st.version == sky.version:
-                    mbar = float(st.n)
-                    mpb = 2.0 * mbar
-                else:
-                    if mb < 0.0:
-                        mb = self._m_b(p, t)
-                    mbar = min(mb, 2.0 * tau)
-                    mpb = mp
+                fresh = fresh_skyline(self.members[j].skies[d], b)  # type: ignore[attr-defined]
+                if fresh < 0.0 and mb < 0.0:
+                    mb = self._m_b(p, t)
+                mbar, mpb = skyline_sizes(fresh, mb, mp, tau)
                 cost = a + k * mpb + k2 * mbar
                 if k3 != 0.0:
                     if n1 < 0.0:
@@ -806,7 +692,8 @@ class WindowDynamic(_Routing, WindowStrategy):
             self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
             return
         i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
-                                     lambda: self.costs(dirn, b, v, t, table, p))
+                                     lambda: self._costs(self._quantities(dirn, b, v, t, table,
+                                                                          p)))
         t0 = self.clock()
         self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
         self._learn(d, i, best, self.clock() - t0)

@@ -33,11 +33,28 @@ when more than half of it is abandoned regions.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 DELTA = 32
 """Slots of each group's delta run."""
+
+
+class GappedPoolArrays(NamedTuple):
+    """A :class:`GappedGroupPool` as kernels read it: group ``g``'s main run is
+    ``keys/ids/aux[start[g] : start[g] + size[g]]`` (ids < 0: tombstones), its delta run
+    ``[start[g] + cap[g] − DELTA : … + dsize[g]]``. Per-group arrays have one entry per group
+    id, the entry arrays one per slot."""
+
+    start: np.ndarray
+    size: np.ndarray
+    cap: np.ndarray
+    dsize: np.ndarray
+    keys: np.ndarray
+    ids: np.ndarray
+    aux: np.ndarray
 
 
 @njit(cache=True)
@@ -199,6 +216,12 @@ class GappedGroupPool:
         self._tmp = (np.zeros(64), np.zeros(64, dtype=np.int64), np.zeros(64))
 
     # -- groups ----------------------------------------------------------------------------
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The pool as a kernel bundle: :class:`GappedPoolArrays`' fields as a plain tuple (the
+        kernel names it back, ``GappedPoolArrays(*t)``: numba types a plain tuple argument as
+        fast as positional arrays, a NamedTuple ~10× slower, ``matcher.joins.protocol``)."""
+        return (self.start, self.size, self.cap, self.dsize, self.keys, self.ids, self.aux)
+
     def add_group(self, gid: int) -> int:
         """Create empty group ``gid`` (ids are the caller's: small dense ints); returns it."""
         if gid >= self.start.shape[0]:

@@ -19,8 +19,21 @@ groups hold thousands of ranges, use :mod:`matcher.gapped_pool` instead.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
+
+
+class PoolArrays(NamedTuple):
+    """A :class:`GroupedSortedPool` as kernels read it: group ``g`` is the sorted run
+    ``keys/ids/aux[start[g] : start[g] + size[g]]``."""
+
+    start: np.ndarray
+    size: np.ndarray
+    keys: np.ndarray
+    ids: np.ndarray
+    aux: np.ndarray
 
 
 @njit(cache=True)
@@ -93,6 +106,11 @@ class GroupedSortedPool:
         self._garbage = 0
 
     # -- groups ----------------------------------------------------------------------------
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The pool as a kernel bundle: :class:`PoolArrays`' fields as a plain tuple (the
+        kernel names it back, ``PoolArrays(*t)``; see ``GappedGroupPool.arrays``)."""
+        return (self.start, self.size, self.keys, self.ids, self.aux)
+
     def add_group(self, gid: int) -> int:
         """Create empty group ``gid`` (ids are the caller's: small dense ints); returns it."""
         if gid >= self.start.shape[0]:

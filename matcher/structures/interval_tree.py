@@ -21,6 +21,7 @@ depth stays logarithmic and updates cost O(log n + node list) amortised.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,6 +47,20 @@ def _mid(lo: float, hi: float) -> float:
     return 0.0
 
 
+class TreeArrays(NamedTuple):
+    """An :class:`IntervalTree` as kernels read it: node ``u`` has centre ``center[u]`` and
+    children ``left[u]``, ``right[u]`` (−1: none; ``root`` < 0: empty tree); its ranges by
+    ascending lo are group ``u`` of ``lpool`` (keys lo), by descending hi group ``u`` of
+    ``rpool`` (keys −hi), each pool's ``arrays()`` (``PoolArrays`` or ``GappedPoolArrays``)."""
+
+    center: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    root: int
+    lpool: tuple
+    rpool: tuple
+
+
 class IntervalTree:
     """Centred interval tree with per-node sorted lists in flat pools (see module docstring)."""
 
@@ -69,6 +84,12 @@ class IntervalTree:
 
     def __len__(self) -> int:
         return len(self.node_of)
+
+    def arrays(self) -> tuple:
+        """The tree as a kernel bundle: :class:`TreeArrays`' fields as a plain tuple (the
+        kernel names it back, ``TreeArrays(*t)``; see ``GappedGroupPool.arrays``)."""
+        return (self.center, self.left, self.right, self.root, self.lpool.arrays(),
+                self.rpool.arrays())
 
     def _new_node(self, c: float) -> int:
         u = self.n_nodes

@@ -218,8 +218,6 @@ def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.Mon
     """The per-tuple fast path (constants folded every PLAN_REFRESH tuples) chooses exactly the
     argmin of the full cost formulas when the fold is fresh (refresh every tuple here)."""
     import hotjoin.matcher.router.dynamic as router
-    from hotjoin.matcher.joins.select import partner_group
-    from hotjoin.matcher.joins.window import partners_of
 
     monkeypatch.setattr(router, "PLAN_REFRESH", 0)
     monkeypatch.setattr(router, "SAMPLE_EVERY", 10**9)
@@ -243,17 +241,13 @@ def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.Mon
         key, val = float(rng.integers(0, 6)), float(rng.integers(0, 100))
         if side == "R":
             table = e.tables["S"]
-            size = partner_group(table, key)[2]
-            if size:
-                c = e.select.costs(1, val, table, size)  # type: ignore[union-attr]
-            p = partners_of(table, key)
-            if p is not None:
-                cw = e.window.costs(1, key, val, i, table, p)  # type: ignore[union-attr]
+            c = e.select.costs(1, key, val, i, table)  # type: ignore[union-attr]
+            cw = e.window.costs(1, key, val, i, table)  # type: ignore[union-attr]
         e.publish(Event(side, f"{side}{i}", key, val, i))  # type: ignore[arg-type]
-        if side == "R" and size:
+        if side == "R" and c is not None:
             assert c[e.select.last] <= min(c) * (1 + 1e-9) + 1e-9  # type: ignore[union-attr]
             checked["select"] += 1
-        if side == "R" and p is not None:
+        if side == "R" and cw is not None:
             assert cw[e.window.last] <= min(cw) * (1 + 1e-9) + 1e-9  # type: ignore[union-attr]
             checked["window"] += 1
     assert checked["select"] > 50 and checked["window"] > 50
@@ -441,3 +435,18 @@ def test_a_far_off_member_is_explored_only_a_few_times(monkeypatch: pytest.Monke
     v = ix.member_names.index("SJ-Vanilla")
     assert 1 <= choices.count(v) <= 2, Counter(choices)
     assert ix.routing_stats()["corrections"]["R"]["SJ-Vanilla"] > 1.8
+
+
+@pytest.mark.parametrize("member", ["SJ-SSI", "SJ-Hotspot"])
+def test_router_members_know_the_registrations(member: str) -> None:
+    """A member of SJ-Dynamic tracks its own registration bound (``reg_max``): deleting a tuple
+    whose pairs formed before the subscription registered owes it nothing. Before the shared
+    strategy base, members indexed through the router kept ``reg_max = −inf`` and COUNT
+    reported the pair (−1) under ``"auto"`` though the static strategy did not."""
+    for strategy in ("auto", {"select": member}):
+        e = Engine(strategy=strategy, options={"router_members": {"select": (member,)},
+                                               "alpha": 0.5})
+        e.publish(Event("S", "s0", 1.0, 5.0, 0))
+        e.publish(Event("R", "r0", 1.0, 5.0, 1))
+        e.subscribe(SelectJoin(a=Range(0, 10), c=Range(0, 10)))
+        assert e.delete_affected("S", "s0").subscription_ids.tolist() == [], strategy

@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hotjoin.matcher.joins import band_kernels as BK
+from hotjoin.matcher.joins import protocol as P
 from hotjoin.matcher.joins import select_kernels as K
 from hotjoin.matcher.structures.scan_runs import ScanRuns
 
@@ -24,7 +24,7 @@ POINTS = [2.0, 5.0]
 def make_rec(n: int) -> np.ndarray:
     rec = np.zeros((n, 8))
     rec[:, K.C_LO] = -np.inf
-    rec[:, BK.C_HI] = np.inf
+    rec[:, P.C_HI] = np.inf
     return rec
 
 
@@ -38,7 +38,7 @@ def probe(runs: ScanRuns, point: np.ndarray, rec: np.ndarray, pv: np.ndarray, v:
         out_q, out_s = np.zeros(n * max(1, pv.shape[0]), np.int64), np.zeros(n * max(1, pv.shape[0]), np.int64)
     ps = np.arange(pv.shape[0], dtype=np.int64)
     m = K.sj_scan(gids, point, runs.arrays(), runs.cand, runs.clo, runs.chi,
-                  float(rec[:, BK.REG].max()), pv, ps, 0, pv.shape[0], v, rec, K.A_LO,
+                  float(rec[:, P.REG].max()), pv, ps, 0, pv.shape[0], v, rec, K.A_LO,
                   np.zeros(pv.shape[0], np.int64), xseq, mode, acc, out_q, out_s, 0)
     return out_q[:m], out_s[:m], acc
 
@@ -46,8 +46,8 @@ def probe(runs: ScanRuns, point: np.ndarray, rec: np.ndarray, pv: np.ndarray, v:
 def brute(members: set[int], rec: np.ndarray, pv: np.ndarray, v: float) -> dict[int, int]:
     out = {}
     for q in members:
-        if rec[q, K.A_LO] <= v <= rec[q, BK.A_HI]:
-            c = int(((pv >= rec[q, K.C_LO]) & (pv <= rec[q, BK.C_HI])).sum())
+        if rec[q, K.A_LO] <= v <= rec[q, P.A_HI]:
+            c = int(((pv >= rec[q, K.C_LO]) & (pv <= rec[q, P.C_HI])).sum())
             if c:
                 out[q] = c
     return out
@@ -64,7 +64,7 @@ def check_all(runs: ScanRuns, point: np.ndarray, rec: np.ndarray, members: set[i
     gq, gs, _ = probe(runs, point, rec, pv, v, K.PAIRS)
     pairs = sorted(zip(gq.tolist(), gs.tolist(), strict=True))
     exp = sorted((q, i) for q in want for i in range(pv.shape[0])
-                 if rec[q, K.C_LO] <= pv[i] <= rec[q, BK.C_HI])
+                 if rec[q, K.C_LO] <= pv[i] <= rec[q, P.C_HI])
     assert pairs == exp
 
 
@@ -83,15 +83,15 @@ def test_scan_runs_churn_matches_brute_force(program: list) -> None:
     """Random inserts, deletes and settles between probes; every probe exact in all modes."""
     rec = make_rec(40)
     point = np.array(POINTS)
-    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, BK.A_HI], rec[qs, K.C_LO],
-                                rec[qs, BK.C_HI]))
+    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, P.A_HI], rec[qs, K.C_LO],
+                                rec[qs, P.C_HI]))
     runs.reset({0: np.empty(0, np.int64), 1: np.empty(0, np.int64)})
     where: dict[int, int] = {}
     for op, q, g, clo, chi, alo, ahi, pvals, v in program:
         if op == "add" and q not in where:
             p = POINTS[g]
-            rec[q, K.C_LO], rec[q, BK.C_HI] = min(clo, p), max(chi, p)  # holds the point
-            rec[q, K.A_LO], rec[q, BK.A_HI] = min(alo, ahi), max(alo, ahi)
+            rec[q, K.C_LO], rec[q, P.C_HI] = min(clo, p), max(chi, p)  # holds the point
+            rec[q, K.A_LO], rec[q, P.A_HI] = min(alo, ahi), max(alo, ahi)
             runs.add(g, q)
             where[q] = g
         elif op == "remove" and where:
@@ -115,13 +115,13 @@ def test_rebuilds_tombstones_and_compaction_stay_exact() -> None:
     g_of = rng.integers(0, 3, n)
     p = point[g_of]
     rec[:, K.C_LO] = p - rng.uniform(0, 150, n)
-    rec[:, BK.C_HI] = p + rng.uniform(0, 150, n)
+    rec[:, P.C_HI] = p + rng.uniform(0, 150, n)
     rec[::97, K.C_LO] = -np.inf
-    rec[::89, BK.C_HI] = np.inf
+    rec[::89, P.C_HI] = np.inf
     mid = rng.uniform(0, 1000, n)
-    rec[:, K.A_LO], rec[:, BK.A_HI] = mid - 100, mid + 100
-    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, BK.A_HI], rec[qs, K.C_LO],
-                                rec[qs, BK.C_HI]))
+    rec[:, K.A_LO], rec[:, P.A_HI] = mid - 100, mid + 100
+    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, P.A_HI], rec[qs, K.C_LO],
+                                rec[qs, P.C_HI]))
     half = np.arange(n // 2)
     runs.reset({g: half[g_of[half] == g] for g in range(3)})
     members = set(half.tolist())
@@ -146,10 +146,10 @@ def test_boundaries_are_closed() -> None:
     rows = [(0, 1, 1.0, 3.0), (0, 1, 2.0, 2.0), (1, 1, -np.inf, 2.0), (0, 0.5, 2.0, np.inf),
             (2, 3, 1.0, 3.0), (-np.inf, np.inf, -np.inf, np.inf)]
     for q, (alo, ahi, clo, chi) in enumerate(rows):
-        rec[q, K.A_LO], rec[q, BK.A_HI], rec[q, K.C_LO], rec[q, BK.C_HI] = alo, ahi, clo, chi
+        rec[q, K.A_LO], rec[q, P.A_HI], rec[q, K.C_LO], rec[q, P.C_HI] = alo, ahi, clo, chi
     point = np.array([2.0])
-    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, BK.A_HI], rec[qs, K.C_LO],
-                                rec[qs, BK.C_HI]))
+    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, P.A_HI], rec[qs, K.C_LO],
+                                rec[qs, P.C_HI]))
     runs.reset({0: np.arange(5, dtype=np.int64)})
     runs.add(0, 5)  # one member in the delta
     members = set(range(6))
@@ -161,10 +161,10 @@ def test_boundaries_are_closed() -> None:
 def test_count_checks_registration_for_late_subscriptions() -> None:
     """COUNT counts only owed pairs when q registered after the tuple's sequence number."""
     rec = make_rec(2)
-    rec[:, K.A_LO], rec[:, BK.A_HI], rec[:, K.C_LO], rec[:, BK.C_HI] = 0, 10, 0, 10
-    rec[1, BK.REG] = 50  # registered after xseq = 10 and after both partners (seqs 0)
-    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, BK.A_HI], rec[qs, K.C_LO],
-                                rec[qs, BK.C_HI]))
+    rec[:, K.A_LO], rec[:, P.A_HI], rec[:, K.C_LO], rec[:, P.C_HI] = 0, 10, 0, 10
+    rec[1, P.REG] = 50  # registered after xseq = 10 and after both partners (seqs 0)
+    runs = ScanRuns(lambda qs: (rec[qs, K.A_LO], rec[qs, P.A_HI], rec[qs, K.C_LO],
+                                rec[qs, P.C_HI]))
     runs.reset({0: np.array([0, 1])})
     got, _, acc = probe(runs, np.array([5.0]), rec, np.array([4.0, 6.0]), 5.0, K.COUNT)
     assert got.tolist() == [0] and acc[0] == 2

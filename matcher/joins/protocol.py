@@ -1,0 +1,319 @@
+"""The protocol every join strategy and kernel of paper 004 §3 shares: modes, outputs, the base.
+
+A strategy (one of §3.1–§3.3's) keeps an index over the subscriptions of one kind and, for an
+incoming tuple, runs ``@njit`` kernels over flat arrays that append to one output buffer:
+
+* **modes**: ``IDENTIFY`` appends each affected subscription once; ``COUNT`` appends it once
+  with its owed pair count in ``acc[q]``; ``PAIRS`` appends ``(q, partner slot)`` per owed pair
+  (SPEC §3: q is owed a pair iff it registered before the pair formed, or with snapshot);
+* **output**: :class:`MatchBuffer` (one tuple: ``out_q``/``out_s``, the dedupe ``stamp``) and
+  :class:`BatchRows` (a run of tuples: ``(event, q, x)`` rows); a kernel that runs out of room
+  in PAIRS returns ``OVERFLOW`` and is rerun on grown buffers (PAIRS has no side effects);
+* **emit**: a subscription met more than once per tuple is recognised by ``mark[q] == stamp``
+  and its count added to ``acc[q]``; the hot loops write this bookkeeping out instead of
+  calling a helper (an ``inline="always"`` call with array arguments cost ~15 ns per
+  subscription, ``band_kernels``' docstring);
+* **record rows**: a subscription is one 64-byte row ``rec[q] = (b_lo, b_hi, a_lo, a_hi, c_lo,
+  c_hi, reg, snap)`` (``SubscriptionColumns.rec``; select and window joins hold ``(0, w)`` in
+  the B columns), so a kernel touching q misses the cache once;
+* **bundles**: kernels take a few small bundles of arrays (as pynndescent's ``FlatTree``)
+  instead of dozens of positional arrays, each named by a NamedTuple: :class:`KeyRun`,
+  :class:`EventArrays` here, ``TableArrays`` / ``SubArrays`` beside the table and the
+  subscription columns, and each structure's own (``GappedGroupPool.arrays()`` →
+  ``GappedPoolArrays``, ``IntervalTree.arrays()`` → ``TreeArrays``, ...). A bundle crosses
+  into a kernel as a *plain tuple* in its fields' order and the kernel names it back first
+  (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
+  Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
+  positional array). A per-event kernel whose call is that short keeps positional arrays at
+  its entry (BJ-SSI's ``ssi``; ``docs/benchmarks.md``, issue 12);
+* **the base**: :class:`Strategy` keeps the id list and per-kind bookkeeping; a router (§4)
+  whose members share its id list calls only :meth:`Strategy.index` / :meth:`Strategy.unindex`.
+
+>>> buf = MatchBuffer(); buf.start(); buf.reserve(10000); buf.out_q.shape[0] >= 10016
+True
+>>> ids = DenseIds(); ids.add(7); ids.add(9); ids.remove(7); ids.view().tolist()
+[9]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hotjoin.matcher.base_table import TableArrays
+from hotjoin.matcher.subscriptions import SubArrays
+
+__all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
+           "PAIRS", "REG", "SNAP", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
+           "MatchBuffer", "Strategy", "SubArrays", "TableArrays", "each_event",
+           "run_kernel_many"]
+
+IDENTIFY = 0
+COUNT = 1
+PAIRS = 2
+OVERFLOW = -1
+"""Returned (as count or n_out) when PAIRS output does not fit: the caller grows the buffers
+and runs the kernel again from the same start (PAIRS has no side effects)."""
+B_LO, B_HI, A_LO, A_HI, C_LO, C_HI, REG, SNAP = 0, 1, 2, 3, 4, 5, 6, 7
+"""Columns of a record row ``SubscriptionColumns.rec[q]``."""
+
+
+# -- bundles shared by every kind's kernels ------------------------------------------------------
+
+
+class KeyRun(NamedTuple):
+    """One sorted run of the other side's key order: keys, slots and the key sample."""
+
+    keys: np.ndarray
+    pays: np.ndarray
+    samp: np.ndarray
+
+
+class EventArrays(NamedTuple):
+    """A run of incoming tuples of one side: keys, values and their sequence numbers."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    seqs: np.ndarray
+
+
+# -- outputs -------------------------------------------------------------------------------------
+
+
+class MatchBuffer:
+    """Growable output of one operation's kernels plus the IDENTIFY/COUNT dedupe stamp."""
+
+    def __init__(self) -> None:
+        self.out_q = np.empty(4096, dtype=np.int64)
+        self.out_s = np.empty(4096, dtype=np.int64)
+        self.n = 0
+        self.stamp = 0
+
+    def start(self) -> None:
+        """Empty the buffer for a new tuple and take a fresh dedupe stamp."""
+        self.n = 0
+        self.stamp += 1
+
+    def run(self, kernel: Callable[..., int], *args: Any) -> None:
+        """Call ``kernel(*args, out_q, out_s, n)``; on ``OVERFLOW`` grow and run it again.
+
+        Only PAIRS can overflow (IDENTIFY/COUNT reserve first) and PAIRS has no side effects,
+        so rerunning from the same ``n`` is exact; the buffers persist, so this is rare.
+        """
+        while True:
+            n = kernel(*args, self.out_q, self.out_s, self.n)
+            if n != OVERFLOW:
+                self.n = n
+                return
+            self.reserve(self.out_q.shape[0])
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more outputs (IDENTIFY/COUNT kernels never grow the buffers)."""
+        need = self.n + extra + 16
+        if need > self.out_q.shape[0]:
+            cap = max(need, 2 * self.out_q.shape[0])
+            q = np.empty(cap, dtype=np.int64)
+            s = np.empty(cap, dtype=np.int64)
+            q[: self.n] = self.out_q[: self.n]
+            s[: self.n] = self.out_s[: self.n]
+            self.out_q, self.out_s = q, s
+
+
+class BatchRows:
+    """Growable rows ``(event position, q, x)`` of a multi-event match (the batch path): ``x`` is
+    the partner slot (PAIRS) or the pair count (COUNT). Kernels fill the arrays in place."""
+
+    def __init__(self) -> None:
+        self.e = np.empty(4096, dtype=np.int64)
+        self.q = np.empty(4096, dtype=np.int64)
+        self.x = np.empty(4096, dtype=np.int64)
+        self.n = 0
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more rows."""
+        need = self.n + extra
+        if need > self.e.shape[0]:
+            cap = max(need, 2 * self.e.shape[0])
+            for name in ("e", "q", "x"):
+                a = np.empty(cap, dtype=np.int64)
+                a[: self.n] = getattr(self, name)[: self.n]
+                setattr(self, name, a)
+
+    def grow(self) -> None:
+        """Double the capacity (a kernel stopped for want of room)."""
+        self.reserve(self.e.shape[0])
+
+    def append(self, e: int, q: np.ndarray, x: np.ndarray) -> None:
+        """Rows ``(e, q[i], x[i])``."""
+        k = q.shape[0]
+        self.reserve(k)
+        n = self.n
+        self.e[n: n + k] = e
+        self.q[n: n + k] = q
+        self.x[n: n + k] = x
+        self.n = n + k
+
+    def sort_by_event(self, start: int = 0) -> None:
+        """Order rows ``start …`` by event, stably (a kernel visited the events out of order)."""
+        e = self.e[start: self.n]
+        if e.shape[0] > 1 and (e[1:] < e[:-1]).any():
+            o = np.argsort(e, kind="stable")
+            for a in (self.e, self.q, self.x):
+                a[start: self.n] = a[start: self.n][o]
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows so far (copies) in the order they were written; empties the buffer."""
+        n = self.n
+        self.n = 0
+        return self.e[:n].copy(), self.q[:n].copy(), self.x[:n].copy()
+
+
+def each_event(match_one: Callable[[int], None], n: int, buf: MatchBuffer, rows: BatchRows,
+               mode: int, acc: np.ndarray) -> None:
+    """The multi-event fallback: ``match_one(j)`` fills ``buf`` for event ``j``; its output is
+    appended to ``rows`` as event ``j``'s rows (strategies without a compiled ``match_many``)."""
+    for j in range(n):
+        buf.start()
+        match_one(j)
+        k = buf.n
+        if k:
+            q = buf.out_q[:k]
+            rows.append(j, q, buf.out_s[:k] if mode == PAIRS else acc[q])
+
+
+def run_kernel_many(kernel: Callable[..., tuple[int, int, int]], head: tuple[Any, ...],
+                    tail: tuple[Any, ...], n_events: int, buf: MatchBuffer, rows: BatchRows,
+                    room: int) -> None:
+    """Call a ``*_many`` kernel (``kernel(*head, e0, *tail, stamp, room, e, q, x, n)``) until
+    every event is done, growing ``rows`` whenever it stops for room; ``buf.stamp`` advances by
+    one per event."""
+    e = 0
+    rows.reserve(room + 16)
+    while True:
+        e, rows.n, buf.stamp = kernel(*head, e, *tail, buf.stamp, room, rows.e, rows.q, rows.x,
+                                      rows.n)
+        if e >= n_events:
+            return
+        rows.grow()
+
+
+# -- the strategy base ---------------------------------------------------------------------------
+
+
+class DenseIds:
+    """Set of ids as a dense numpy array with O(1) add / swap-remove."""
+
+    def __init__(self) -> None:
+        self.arr = np.empty(64, dtype=np.int64)
+        self.n = 0
+        self.pos: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, q: int) -> None:
+        """Append ``q``; O(1) amortised."""
+        if self.n == self.arr.shape[0]:
+            self.arr = np.resize(self.arr, 2 * self.n)
+        self.pos[q] = self.n
+        self.arr[self.n] = q
+        self.n += 1
+
+    def remove(self, q: int) -> None:
+        """Drop ``q`` (the last id takes its place); O(1)."""
+        i = self.pos.pop(q)
+        last = int(self.arr[self.n - 1])
+        self.n -= 1
+        if i != self.n:
+            self.arr[i] = last
+            self.pos[last] = i
+
+    def view(self) -> np.ndarray:
+        """The ids, in no particular order (a view: valid until the next change)."""
+        return self.arr[: self.n]
+
+
+class Strategy:
+    """What every strategy of §3 shares: the id list, the index hooks and the statistics.
+
+    A kind's base (``BandStrategy``, ``SelectStrategy``, ``WindowStrategy``) adds its ``match``
+    signature; a strategy overrides the hooks ``_add``/``_add_many``/``_remove`` (its index) and
+    ``_track``/``_track_many`` (bookkeeping over the live subscriptions of its kind, such as
+    w_max). :meth:`add` = the id list + :meth:`index`; a router (§4) whose members share its
+    id list calls the members' :meth:`index` / :meth:`unindex` only, so every member keeps its
+    own bookkeeping exact.
+    """
+
+    name = ""
+
+    def __init__(self, cols: Any, options: dict[str, Any]) -> None:
+        self.cols = cols
+        self.options = options
+        self.ids = DenseIds()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    # -- the id list and the index -------------------------------------------------------------
+    def add(self, q: int) -> None:
+        """Register subscription ``q``: the id list, then :meth:`index`."""
+        self.ids.add(q)
+        self.index(q)
+
+    def add_many(self, qs: np.ndarray) -> None:
+        """Register many subscriptions at once (bulk build)."""
+        for q in qs.tolist():
+            self.ids.add(q)
+        self.index_many(qs)
+
+    def remove(self, q: int) -> None:
+        """Unregister ``q``: the id list, then :meth:`unindex`."""
+        self.ids.remove(q)
+        self.unindex(q)
+
+    def index(self, q: int) -> None:
+        """Index subscription ``q`` (already in the shared id list)."""
+        self._track(q, 1)
+        self._add(q)
+
+    def index_many(self, qs: np.ndarray) -> None:
+        """Index many subscriptions at once (bulk build)."""
+        self._track_many(qs)
+        self._add_many(qs)
+
+    def unindex(self, q: int) -> None:
+        """Drop subscription ``q`` from the index (the id list is the caller's)."""
+        self._track(q, -1)
+        self._remove(q)
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _track(self, q: int, delta: int) -> None:
+        """Per-kind bookkeeping of ``q`` entering (``delta = 1``) or leaving (−1)."""
+
+    def _track_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self._track(q, 1)
+
+    def _add(self, q: int) -> None:
+        """Put ``q`` into the strategy's own index (none by default)."""
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        for q in qs.tolist():
+            self._add(q)
+
+    def _remove(self, q: int) -> None:
+        """Take ``q`` out of the strategy's own index."""
+
+    # -- introspection -------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Sizes and counters for ``Engine.stats()``."""
+        return {"subscriptions": len(self)}
+
+    def check_invariants(self) -> None:
+        """Assert the index is consistent with the live subscriptions (used by the tests)."""
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the id list; strategies add their index."""
+        return self.ids.arr.nbytes
