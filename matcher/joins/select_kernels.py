@@ -442,6 +442,21 @@ def _own_prefix(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray, run
     return n, nf
 
 
+@njit(cache=True, inline="always")
+def _drop_marked(dst: np.ndarray, n0: int, n: int, clo: np.ndarray, chi: np.ndarray,
+                 bounds: bool) -> int:
+    """Compact ``dst[n0:n]`` (and the candidates' bounds) without its −1 entries; new end."""
+    w = n0
+    for p in range(n0, n):
+        if dst[p] >= 0:
+            dst[w] = dst[p]
+            if bounds:
+                clo[w - n0] = clo[p - n0]
+                chi[w - n0] = chi[p - n0]
+            w += 1
+    return w
+
+
 @njit(cache=True)
 def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
                 clo: np.ndarray, chi: np.ndarray, fix: np.ndarray, bk: PartnerBuckets,
@@ -512,15 +527,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
             dst[p] = -1
             drop += 1
         if drop:
-            w = n0
-            for p in range(n0, n):
-                if dst[p] >= 0:
-                    dst[w] = dst[p]
-                    if bounds:
-                        clo[w - n0] = clo[p - n0]
-                        chi[w - n0] = chi[p - n0]
-                    w += 1
-            n = w
+            n = _drop_marked(dst, n0, n, clo, chi, bounds)
     if mode == IDENTIFY:
         return n
     if mode == COUNT:
@@ -567,12 +574,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
                     out_q[p] = -1
                     drop += 1
             if drop:
-                k = n0
-                for p in range(n0, w):
-                    if out_q[p] >= 0:
-                        out_q[k] = out_q[p]
-                        k += 1
-                w = k
+                w = _drop_marked(out_q, n0, w, clo, chi, False)
         return w
     for j in range(n):
         q = cand[j]

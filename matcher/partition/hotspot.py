@@ -18,7 +18,6 @@ SSI's group processing pays off only on such large groups, so the matcher indexe
 from __future__ import annotations
 
 import math
-import operator
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
@@ -36,7 +35,7 @@ from hotjoin.matcher.partition.stabbing import (
     _pick_point,
     stabbing_number,
 )
-from hotjoin.matcher.structures.member_lists import link, walk
+from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk
 
 __all__ = ["HotspotListener", "HotspotMirror", "HotspotTracker"]
 
@@ -317,11 +316,7 @@ class HotspotTracker:
         return self._is_hot(iid) or iid in self._s
 
     def _is_hot(self, iid: object) -> bool:
-        try:
-            i = operator.index(iid)  # type: ignore[arg-type]
-        except TypeError:
-            return False
-        return 0 <= i < len(self._hg) and self._hg[i] >= 0
+        return listed(self._hg, iid)
 
     def __repr__(self) -> str:
         return (
@@ -647,13 +642,9 @@ class HotspotTracker:
         if self._is_hot(iid):
             g = self._hg[iid]
             self._hg[iid] = -1
-            nx, pv = self._hnx[iid], self._hpv[iid]  # unlink iid from g's member list
-            if pv >= 0:
-                self._hnx[pv] = nx
-            else:
-                self._hhead[g] = nx
-            if nx >= 0:
-                self._hpv[nx] = pv
+            head = unlink(self._hnx, self._hpv, iid)
+            if head is not None:
+                self._hhead[g] = head
             self._hcount[g] -= 1
             self._n_hot -= 1
             self._hsizes.dec(g)

@@ -23,7 +23,6 @@ because every stabbing point is finite: for a group with common intersection ``[
 from __future__ import annotations
 
 import math
-import operator
 from array import array
 from collections.abc import Iterable, Iterator
 from typing import Literal, Protocol
@@ -32,7 +31,7 @@ import numpy as np
 from numba import njit
 from sortedcontainers import SortedList
 
-from hotjoin.matcher.structures.member_lists import link, walk
+from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk
 
 __all__ = [
     "DynamicStabbingPartition",
@@ -408,11 +407,7 @@ class DynamicStabbingPartition:
 
     def __contains__(self, iid: object) -> bool:
         """Whether ``iid`` is a live interval."""
-        try:
-            i = operator.index(iid)  # type: ignore[arg-type]
-        except TypeError:
-            return False
-        return 0 <= i < len(self._slot_of) and self._slot_of[i] >= 0
+        return listed(self._slot_of, iid)
 
     def __repr__(self) -> str:
         return (
@@ -648,13 +643,9 @@ class DynamicStabbingPartition:
         if not f & _FRESH:
             self._forget(1, 0, 1 if f & _WITNESS else 0)
         g = self._gof[s]
-        nx, pv = self._nx[s], self._pv[s]  # unlink s from g's member list
-        if pv >= 0:
-            self._nx[pv] = nx
-        else:
-            self._head[g] = nx
-        if nx >= 0:
-            self._pv[nx] = pv
+        head = unlink(self._nx, self._pv, s)
+        if head is not None:
+            self._head[g] = head
         self._count[g] -= 1
         lst = self._listener
         if lst is not None:

@@ -11,12 +11,39 @@ keeps only its head and count. A whole group is read or written by one compiled 
 >>> link(nx, pv, np.array([4, 1, 5, 0]), np.array([0, 3, 4]))   # groups [4, 1, 5] and [0]
 >>> walk(nx, 4, 3).tolist(), walk(nx, 0, 1).tolist(), int(pv[5])
 ([4, 1, 5], [0], 1)
+>>> unlink(nx, pv, 4), walk(nx, 1, 2).tolist()     # 4 was the head: the new head is 1
+(1, [1, 5])
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import MutableSequence, Sequence
+
 import numpy as np
 from numba import njit
+
+
+def listed(col: Sequence[int], iid: object) -> bool:
+    """Whether ``col[iid] >= 0`` for an id column indexed by non-negative integers (a missing
+    or non-integer id is not listed)."""
+    try:
+        i = operator.index(iid)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return 0 <= i < len(col) and col[i] >= 0
+
+
+def unlink(nx: MutableSequence[int], pv: MutableSequence[int], s: int) -> int | None:
+    """Take ``s`` out of its list (one member at a time, from Python: ``array`` columns or
+    numpy arrays); returns the list's new head when ``s`` was the head, else None. O(1)."""
+    n, p = nx[s], pv[s]
+    if n >= 0:
+        pv[n] = p
+    if p >= 0:
+        nx[p] = n
+        return None
+    return int(n)
 
 
 @njit(cache=True)
