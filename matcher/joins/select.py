@@ -324,28 +324,21 @@ def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer
         return
     r = groups.runs
     r.ensure_scratch()
-    fix = scratch.fix_for(r.n_members)
     buf.reserve(r.n_members)
-    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, fix,
+    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
             scratch.buckets, reg_max, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
             table.seqs, xseq, mode, cols.acc)
 
 
 class OwnScanScratch:
     """Per-probe scratch of :func:`run_own_scan`: the key's partner bucket table
-    (:mod:`matcher.partner_buckets`) and the output positions to re-check."""
+    (:mod:`matcher.partner_buckets`)."""
 
     def __init__(self) -> None:
         self.buckets = new_buckets()
-        self.fix = np.zeros(64, dtype=np.int64)
-
-    def fix_for(self, n_members: int) -> np.ndarray:
-        if self.fix.shape[0] < n_members + 16:
-            self.fix = np.zeros(n_members + n_members // 4 + 64, dtype=np.int64)
-        return self.fix
 
     def memory_bytes(self) -> int:
-        return self.fix.nbytes + sum(a.nbytes for a in self.buckets)
+        return sum(a.nbytes for a in self.buckets)
 
 
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -559,9 +552,12 @@ class SelectFirst(SelectFirstHooks, SelectStrategy):
         run_own_scan(self.own.of(dirn), self.cols, buf, dirn, v, xseq, table, mode, pool, base,
                      size, self.scratch, self.reg_max)
 
+    def tau(self, d: int) -> int:
+        """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""
+        return len(self.own.of(d))
+
     def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "tau_own": len(self.own.groups[1]),
-                "tau_own_s": len(self.own.groups[-1])}
+        return {**super().stats(), "tau_own": self.tau(1), "tau_own_s": self.tau(-1)}
 
     def check_invariants(self) -> None:
         """Every own-range group's runs hold exactly its members (tests)."""

@@ -417,29 +417,81 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
     return n_out
 
 
+@njit(cache=True)
+def _exact_hit(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray, mult: np.ndarray,
+               nb: int, scale: float, pmin: float, lo: float, hi: float) -> bool:
+    """Whether some partner lies in ``[lo, hi]``, exactly (a mixed bucket's walk): the slow
+    path of the scan, a separate function so the hot loop stays free of inner loops."""
+    j = lower(pv, end, low, first, mult, nb, scale, pmin, lo)
+    return j < end and pv[j] <= hi
+
+
+@njit(cache=True)
+def _exact_count(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray,
+                 mult: np.ndarray, nb: int, scale: float, pmin: float, lo: float,
+                 hi: float) -> int:
+    """The number of partners in ``[lo, hi]``, exactly (the COUNT pass's slow path)."""
+    return (upper(pv, end, low, first, mult, nb, scale, pmin, hi)
+            - lower(pv, end, low, first, mult, nb, scale, pmin, lo))
+
+
 @njit(cache=True, inline="always")
-def _own_prefix(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray, run_q: np.ndarray,
-                k: int, e: int, v: float, left: bool, bounds: bool, dst: np.ndarray, n: int,
-                n0: int, clo: np.ndarray, chi: np.ndarray, fix: np.ndarray, nf: int,
-                low: np.ndarray, nxt: np.ndarray, mult: np.ndarray, nb: int, scale: float,
-                pmin: float) -> tuple[int, int]:
-    """One group's selected prefix (``run_key <= v`` when ``left``, else ``>= v``): every
-    candidate's id is written, the cursor moves by ``next_partner(lo) <= hi``; candidates of
-    mixed buckets are noted in ``fix``. Returns ``(n, nf)``."""
-    while k < e and (run_key[k] <= v if left else run_key[k] >= v):
+def _own_hit(lo: float, hi: float, low: np.ndarray, nxt: np.ndarray, nb: int, scale: float,
+             pmin: float) -> tuple[bool, bool]:
+    """``(next_partner(lo) <= hi, lo's bucket is mixed)`` for one candidate, branch-free."""
+    b = bucket(lo, pmin, scale, nb)
+    lp = low[b]
+    r = lp if lp >= lo else nxt[b]  # next_partner(lo): −inf exactly in a mixed bucket
+    return r <= hi, r == -np.inf
+
+
+@njit(cache=True, inline="always")
+def _own_prefix_up(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray,
+                   run_q: np.ndarray, k: int, e: int, v: float, bounds: bool, dst: np.ndarray,
+                   n: int, n0: int, clo: np.ndarray, chi: np.ndarray, pv: np.ndarray, end: int,
+                   low: np.ndarray, nxt: np.ndarray, first: np.ndarray, mult: np.ndarray,
+                   nb: int, scale: float, pmin: float) -> int:
+    """One group's selected prefix ``run_key <= v`` (the run sorted by own lower end): every
+    candidate's id is written, the cursor moves by ``next_partner(lo) <= hi``; a candidate of
+    a mixed bucket (rare, a predictable branch) is tested exactly by :func:`_exact_hit`.
+    Returns the new ``n``."""
+    while k < e and run_key[k] <= v:
         lo = run_lo[k]
         hi = run_hi[k]
         dst[n] = run_q[k]
         if bounds:
             clo[n - n0] = lo
             chi[n - n0] = hi
-        fix[nf] = n
-        b = bucket(lo, pmin, scale, nb)
-        nf += mult[b] < 0
-        lp = low[b]
-        n += (lp if lp >= lo else nxt[b]) <= hi  # next_partner(lo) <= hi
+        hit, mixed = _own_hit(lo, hi, low, nxt, nb, scale, pmin)
+        if mixed:  # rare (~1 % of candidates) and predictable
+            hit = _exact_hit(pv, end, low, first, mult, nb, scale, pmin, lo, hi)
+        n += hit
         k += 1
-    return n, nf
+    return n
+
+
+@njit(cache=True, inline="always")
+def _own_prefix_down(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray,
+                     run_q: np.ndarray, k: int, e: int, v: float, bounds: bool,
+                     dst: np.ndarray, n: int, n0: int, clo: np.ndarray, chi: np.ndarray,
+                     pv: np.ndarray, end: int, low: np.ndarray, nxt: np.ndarray,
+                     first: np.ndarray, mult: np.ndarray, nb: int, scale: float,
+                     pmin: float) -> int:
+    """:func:`_own_prefix_up` over the prefix ``run_key >= v`` of the run sorted by own upper
+    end, descending."""
+    while k < e and run_key[k] >= v:
+        lo = run_lo[k]
+        hi = run_hi[k]
+        dst[n] = run_q[k]
+        if bounds:
+            clo[n - n0] = lo
+            chi[n - n0] = hi
+        hit, mixed = _own_hit(lo, hi, low, nxt, nb, scale, pmin)
+        if mixed:  # rare (~1 % of candidates) and predictable
+            hit = _exact_hit(pv, end, low, first, mult, nb, scale, pmin, lo, hi)
+        n += hit
+        k += 1
+    return n
 
 
 @njit(cache=True, inline="always")
@@ -459,7 +511,7 @@ def _drop_marked(dst: np.ndarray, n0: int, n: int, clo: np.ndarray, chi: np.ndar
 
 @njit(cache=True)
 def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
-                clo: np.ndarray, chi: np.ndarray, fix: np.ndarray, bk: PartnerBuckets,
+                clo: np.ndarray, chi: np.ndarray, bk: PartnerBuckets,
                 reg_max: float, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
                 rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
                 acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
@@ -472,15 +524,16 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
     prefix ``own_hi >= v`` of the run sorted by ``own_hi`` descending: the scan visits exactly
     the n′ selected subscriptions. Each one's join test "some partner in ``[olo, ohi]``" is
     ``next_partner(olo) <= ohi`` over the key's bucket table (:mod:`matcher.partner_buckets`):
-    two loads, no branch; the output cursor moves by the test's truth value. Candidates of
-    mixed buckets (and tombstones) pass conservatively and are re-checked afterwards. The delta
-    is tested against the record rows. O(τ_own + m′ + n′ + k) per tuple.
+    two loads, no data-dependent branch; the output cursor moves by the test's truth value.
+    A candidate in a mixed bucket (~1 %; also a tombstone's emptied range) is tested exactly by
+    a function of its own. The delta is tested against the record rows.
+    O(τ_own + m′ + n′ + k) per tuple.
 
     Outputs as :func:`sj_scan`: IDENTIFY ids into ``out_q``; COUNT ids with ``acc[q]`` pair
     counts from two bucket lookups (exact walks only for mixed buckets, and per-pair
     registration tests only when a member registered after the tuple); PAIRS ``(q, slot)`` per
-    owed pair. Loops that run per candidate have no data-dependent branch: a rare case is noted
-    in ``fix`` and handled in a pass of its own (a branch with a loop inside costs ~4x here).
+    owed pair. The rare cases call non-inlined functions: a loop inside the hot loop's body,
+    even behind a branch never taken, made the scan ~4x slower here.
     """
     gstart, gcount, l_key, l_olo, l_ohi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
     r_key, r_olo, r_ohi, r_q, dstart, dsize, dids = S[6], S[8], S[9], S[10], S[11], S[12], S[13]
@@ -492,17 +545,16 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
     n0 = 0 if mode == PAIRS else n_out
     bounds = mode != IDENTIFY
     n = n0
-    nf = 0
     for gi in range(gids.shape[0]):
         g = gids[gi]
         s = gstart[g]
         e = s + gcount[g]
         if v <= gpoint[g]:
-            n, nf = _own_prefix(l_key, l_olo, l_ohi, l_q, s, e, v, True, bounds, dst, n, n0,
-                                clo, chi, fix, nf, low, nxt, mult, nb, scale, pmin)
+            n = _own_prefix_up(l_key, l_olo, l_ohi, l_q, s, e, v, bounds, dst, n, n0, clo, chi,
+                               pv, end, low, nxt, first, mult, nb, scale, pmin)
         else:
-            n, nf = _own_prefix(r_key, r_olo, r_ohi, r_q, s, e, v, False, bounds, dst, n, n0,
-                                clo, chi, fix, nf, low, nxt, mult, nb, scale, pmin)
+            n = _own_prefix_down(r_key, r_olo, r_ohi, r_q, s, e, v, bounds, dst, n, n0, clo,
+                                 chi, pv, end, low, nxt, first, mult, nb, scale, pmin)
         for k in range(dstart[g], dstart[g] + dsize[g]):
             q = dids[k]
             lo = rec[q, oth]
@@ -514,20 +566,6 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
             j = lower(pv, end, low, first, mult, nb, scale, pmin, lo)
             n += ((rec[q, own] <= v) & (v <= rec[q, own + 1]) & (j < end)
                   & (pv[min(j, end - 1)] <= hi))
-    if nf:
-        # conservative hits of mixed buckets (and tombstones, q = -1): re-check exactly
-        drop = 0
-        for t in range(nf):
-            p = fix[t]
-            q = dst[p]
-            if q >= 0:
-                j = lower(pv, end, low, first, mult, nb, scale, pmin, rec[q, oth])
-                if j < end and pv[j] <= rec[q, oth + 1]:
-                    continue
-            dst[p] = -1
-            drop += 1
-        if drop:
-            n = _drop_marked(dst, n0, n, clo, chi, bounds)
     if mode == IDENTIFY:
         return n
     if mode == COUNT:
@@ -543,10 +581,9 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
                     out_q[w] = q
                     w += 1
             return w
-        # every pair is owed: count = upper(ohi) - lower(olo), branch-free; mixed buckets noted
-        # (their bounds kept in clo/chi below the read position) and counted exactly after
+        # every pair is owed: count = upper(ohi) - lower(olo) from the bucket table, branch-free
+        # but for a mixed bucket (rare: its walk runs in a function of its own)
         w = n0
-        nf = 0
         for j in range(n0, n):
             q = out_q[j]
             x = clo[j - n0]
@@ -554,27 +591,11 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
             kl = bucket(x, pmin, scale, nb)
             kh = bucket(y, pmin, scale, nb)
             cnt = (first[kh] + mult[kh] * (low[kh] <= y)) - (first[kl] + mult[kl] * (low[kl] < x))
-            mixed = (mult[kl] < 0) | (mult[kh] < 0)
+            if (mult[kl] < 0) | (mult[kh] < 0):
+                cnt = _exact_count(pv, end, low, first, mult, nb, scale, pmin, x, y)
             acc[q] = cnt
             out_q[w] = q
-            fix[nf] = w
-            clo[nf] = x
-            chi[nf] = y
-            nf += mixed
-            w += (cnt > 0) | mixed
-        if nf:
-            drop = 0
-            for t in range(nf):
-                p = fix[t]
-                q = out_q[p]
-                cnt = (upper(pv, end, low, first, mult, nb, scale, pmin, chi[t])
-                       - lower(pv, end, low, first, mult, nb, scale, pmin, clo[t]))
-                acc[q] = cnt
-                if cnt <= 0:
-                    out_q[p] = -1
-                    drop += 1
-            if drop:
-                w = _drop_marked(out_q, n0, w, clo, chi, False)
+            w += cnt > 0
         return w
     for j in range(n):
         q = cand[j]

@@ -95,7 +95,8 @@ class WindowQuantities(NamedTuple):
 SelectPlan = tuple[float, int, float, float, Any]
 """``(L, code, A, K, extra)``: the cost of a tuple is ``A + K · term`` with the per-tuple term
 ``code`` 0: m′, 1: n′ · lg m′, 2: lg m′, 3: ``min(τ_S, f · n′) · (c₃ + c₄ lg m′)`` with
-``extra = (τ_S, f, c₃, c₄)`` (K = 1); ``L`` is the cost at the lower bounds of m′ and n′."""
+``extra = (τ_S, f, c₃, c₄)`` (K = 1), 4: n′ plus ``extra · m′``; ``L`` is the cost at the
+lower bounds of m′ and n′."""
 WindowPlan = tuple[int, float, float, float, float, float]
 """``(code, A, K, K2, K3, τ)``: the cost of a tuple is, by ``code``, 0: ``A + K · m_b``;
 1: ``A + K · n′ · √m′``; 2, 3: ``A + K · m′_b + K2 · m̄_b (+ K3 · n′ · √m′)``, with m̄_b and m′_b
@@ -199,16 +200,17 @@ class SJJoinFirst(CostModel):
 
 
 class SJSelectFirst(CostModel):
-    """§4.1: a stab of the interval tree, then n′ searches of the key's m′ partners."""
+    """§4.1 with this code's index: τ_own group scans, a bucket table over the key's m′
+    partners, then n′ selected subscriptions tested in two loads each (``OwnRangeIndex``)."""
 
-    name, terms = "SJ-SelectFirst", ("1", "lg|S|", "lg|Q|", "n'·lg m'")
+    name, terms = "SJ-SelectFirst", ("1", "lg|S|", "τ_own", "m'", "n'")
 
     def features(self, member: Any, x: SelectQuantities) -> list[float]:
-        return [1.0, lg(x.s), lg(x.q), x.n1 * lg(x.m1)]
+        return [1.0, lg(x.s), float(member.tau(x.d)), x.m1, x.n1]
 
     def plan(self, c: list[float], member: Any, x: SelectQuantities) -> SelectPlan:
-        a, k = c[0] + c[1] * lg(x.s) + c[2] * lg(x.q), c[3]
-        return a + k * x.n1 * lg(x.m1), 1, a, k, None
+        a, k = c[0] + c[1] * lg(x.s) + c[2] * float(member.tau(x.d)), c[4]
+        return a + c[3] * x.m1 + k * x.n1, 4, a, k, c[3]
 
 
 class SJVanilla(CostModel):
@@ -388,20 +390,21 @@ class CostProfile:
         if not isinstance(doc, dict) or doc.get("format") != "hotjoin-cost-profile/1":
             raise ValueError(f"cost profile {p} is not a hotjoin-cost-profile/1 document")
         feats = doc.get("features", {})
-        for name in doc.get("coef", {}):
-            if name in feats and tuple(feats[name]) != FEATURES.get(name):
-                raise ValueError(f"cost profile {p} was fitted for other features of {name}; "
-                                 "run `hotjoin calibrate` again")
-        ci = {k: [tuple(x) for x in v] for k, v in doc.get("ci95", {}).items()}
-        return cls({k: [float(x) for x in v] for k, v in doc["coef"].items()}, ci,
-                   doc.get("meta", {}), str(p))
+        # a strategy whose model changed since the fit (an upgrade) keeps the shipped or
+        # built-in constants until `hotjoin calibrate` runs again; the rest of the file holds
+        stale = sorted(k for k in doc.get("coef", {})
+                       if k in feats and tuple(feats[k]) != FEATURES.get(k))
+        ci = {k: [tuple(x) for x in v] for k, v in doc.get("ci95", {}).items() if k not in stale}
+        meta = {**doc.get("meta", {}), **({"stale": stale} if stale else {})}
+        return cls({k: [float(x) for x in v] for k, v in doc["coef"].items() if k not in stale},
+                   ci, meta, str(p))
 
 
 # Fallback constants (ns) used when neither the shipped nor a user profile has a strategy. They
 # are rough per-operation costs of the numba kernels on one core of the development machine.
 BUILTIN_COEF: dict[str, tuple[float, ...]] = {
     "SJ-JoinFirst": (3000.0, 30.0, 8.0),
-    "SJ-SelectFirst": (3000.0, 30.0, 40.0, 25.0),
+    "SJ-SelectFirst": (3000.0, 30.0, 20.0, 8.0, 4.0),
     "SJ-Vanilla": (3000.0, 30.0, 4.0),
     "SJ-Hotspot": (4000.0, 30.0, 40.0, 10.0, 4.0, 3.0),
     "SJ-SSI": (3500.0, 30.0, 4.0, 1.0),

@@ -442,6 +442,13 @@ class SelectDynamic(_Routing, SelectStrategy):
                 if cost < best:
                     best, i = cost, j
                 continue
+            if code == 4:  # SJ-SelectFirst: n′ selected rows plus the partners' bucket table
+                if n1 < 0.0:
+                    n1 = self._est[d](v)
+                cost = a + k * n1 + extra * size
+                if cost < best:
+                    best, i = cost, j
+                continue
             if lgm < 0.0:
                 lgm = math.log2(size + 2.0)
             if code == 2:

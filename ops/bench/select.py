@@ -595,7 +595,7 @@ class FlatOwnLimit:
         self.rec[:, K.A_LO], self.rec[:, K.A_LO + 1] = d.a_lo, d.a_hi
         self.rec[:, K.C_LO], self.rec[:, K.C_LO + 1] = d.c_lo, d.c_hi
         self.rec[:, 6] = -1.0  # registered before every tuple (REG)
-        self.scratch = [np.zeros(n + 16, dtype=np.int64) for _ in range(4)]
+        self.scratch = [np.zeros(n + 16, dtype=np.int64) for _ in range(3)]
         self.bounds = [np.zeros(n + 16) for _ in range(2)]
         self.acc = np.zeros(n + 16, dtype=np.int64)
         self.slots = np.arange(kv.values.shape[0], dtype=np.int64)
@@ -605,16 +605,16 @@ class FlatOwnLimit:
         s, e = self.kv.get(b)
         if s == e:
             return 0
-        cand, fix, out_q, out_s = self.scratch
+        cand, out_q, out_s = self.scratch
         K = self.K
-        return K.sj_own_scan(self.gids, self.gpoint, self.arrays, cand, *self.bounds, fix,
+        return K.sj_own_scan(self.gids, self.gpoint, self.arrays, cand, *self.bounds,
                              self.buckets, -1.0, self.kv.values, self.slots, s, e - s, a,
                              self.rec, K.A_LO, self.slots, 1, K.COUNT if count else K.IDENTIFY,
                              self.acc, out_q, out_s, 0)
 
     def affected(self, b: float, a: float) -> tuple[np.ndarray, np.ndarray]:
         n = self.probe(b, a, True)
-        ids = self.scratch[2][:n].copy()
+        ids = self.scratch[1][:n].copy()
         return ids, self.acc[ids].copy()
 
 

@@ -34,6 +34,8 @@ def select_plan_cost(plan: tuple[Any, ...], x: SelectQuantities) -> float:
         return a + k * x.n1 * lgm
     if code == 2:
         return a + k * lgm
+    if code == 4:
+        return a + k * x.n1 + extra * x.m1
     tau_s, f, c3, c4 = extra
     return a + min(tau_s, f * x.n1) * (c3 + c4 * lgm)
 
