@@ -198,6 +198,21 @@ def test_profile_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(BUILTIN_COEF) == set(FEATURES)
 
 
+def test_a_profile_of_an_older_model_keeps_the_shipped_constants(tmp_path: Path) -> None:
+    """An upgrade that changes a strategy's cost model: the user's old fit of it is set aside
+    (named in ``meta["stale"]``), the rest of the file still applies, nothing fails."""
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({
+        "format": "hotjoin-cost-profile/1",
+        "features": {"SJ-SelectFirst": ["1", "lg|S|", "lg|Q|", "n'·lg m'"],
+                     "BJ-MJ": list(FEATURES["BJ-MJ"])},
+        "coef": {"SJ-SelectFirst": [1.0, 2.0, 3.0, 4.0], "BJ-MJ": [5.0, 6.0]}}))
+    prof = CostProfile.load(path)
+    assert prof.meta["stale"] == ["SJ-SelectFirst"]
+    assert prof.constants("BJ-MJ") == [5.0, 6.0]
+    assert len(prof.constants("SJ-SelectFirst")) == len(FEATURES["SJ-SelectFirst"])
+
+
 def test_unknown_router_member_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="router_members"):
         Engine(strategy="auto", options={"router_members": {"band": ["BJ-Nope"]}})
