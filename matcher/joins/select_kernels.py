@@ -494,21 +494,6 @@ def _own_prefix_down(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray
     return n
 
 
-@njit(cache=True, inline="always")
-def _drop_marked(dst: np.ndarray, n0: int, n: int, clo: np.ndarray, chi: np.ndarray,
-                 bounds: bool) -> int:
-    """Compact ``dst[n0:n]`` (and the candidates' bounds) without its −1 entries; new end."""
-    w = n0
-    for p in range(n0, n):
-        if dst[p] >= 0:
-            dst[w] = dst[p]
-            if bounds:
-                clo[w - n0] = clo[p - n0]
-                chi[w - n0] = chi[p - n0]
-            w += 1
-    return w
-
-
 @njit(cache=True)
 def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
                 clo: np.ndarray, chi: np.ndarray, bk: PartnerBuckets,
