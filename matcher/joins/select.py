@@ -326,19 +326,27 @@ def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer
     r.ensure_scratch()
     buf.reserve(r.n_members)
     buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
-            scratch.buckets, reg_max, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
+            scratch.side_for(r.n_members), scratch.buckets, reg_max, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
             table.seqs, xseq, mode, cols.acc)
 
 
 class OwnScanScratch:
     """Per-probe scratch of :func:`run_own_scan`: the key's partner bucket table
-    (:mod:`matcher.partner_buckets`)."""
+    (:mod:`matcher.partner_buckets`) and the candidates of mixed buckets set aside (ids and
+    other bounds, room for every member)."""
 
     def __init__(self) -> None:
         self.buckets = new_buckets()
+        self.side = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+
+    def side_for(self, n_members: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.side[0].shape[0] < n_members + 16:
+            n = n_members + n_members // 4 + 64
+            self.side = (np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n))
+        return self.side
 
     def memory_bytes(self) -> int:
-        return sum(a.nbytes for a in self.buckets)
+        return sum(a.nbytes for a in (*self.buckets, *self.side))
 
 
 def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -430,48 +438,6 @@ class JoinFirst(SelectStrategy):
         return super().memory_bytes() + self.forest.memory_bytes()
 
 
-class SelectFirstIndex:
-    """The interval-tree index of WJ-SelectFirst (§3.3.1, §4.1): an interval tree on the own
-    ranges per direction — A for incoming R tuples, C for S tuples — stabbed with the incoming
-    value v, O(log n + n') per probe; O(log n) per update, O(n log n) bulk build.
-    (SJ-SelectFirst uses :class:`OwnRangeIndex`, which visits the n' selected subscriptions in
-    scan order.)
-    """
-
-    def __init__(self, cols: SubscriptionColumns) -> None:
-        self.cols = cols
-        self.trees = {1: IntervalTree(), -1: IntervalTree()}
-
-    def tree(self, dirn: int) -> IntervalTree:
-        """The tree an incoming tuple of direction ``dirn`` stabs."""
-        return self.trees[1 if dirn > 0 else -1]
-
-    def add(self, q: int) -> None:
-        """Index ``q``'s A and C ranges."""
-        c = self.cols
-        self.trees[1].insert(q, float(c.a_lo[q]), float(c.a_hi[q]))
-        self.trees[-1].insert(q, float(c.c_lo[q]), float(c.c_hi[q]))
-
-    def add_many(self, qs: np.ndarray) -> None:
-        """Index many subscriptions: one bulk build when the trees are empty."""
-        c = self.cols
-        if len(self.trees[1]) == 0:
-            self.trees[1].build(qs, c.a_lo[qs], c.a_hi[qs])
-            self.trees[-1].build(qs, c.c_lo[qs], c.c_hi[qs])
-        else:
-            for q in qs.tolist():
-                self.add(q)
-
-    def remove(self, q: int) -> None:
-        """Drop ``q`` from both trees."""
-        self.trees[1].remove(q)
-        self.trees[-1].remove(q)
-
-    def memory_bytes(self) -> int:
-        """Bytes of both trees."""
-        return sum(t.memory_bytes() for t in self.trees.values())
-
-
 class OwnRangeIndex:
     """The index of SJ-SelectFirst (§3.2.1, §4.1; the SSI layout of §3.2.2 applied to the
     selection): per direction a dynamic stabbing partition of the *own* ranges (A for incoming
@@ -514,11 +480,10 @@ class OwnRangeIndex:
 
 
 class SelectFirstHooks(Strategy):
-    """The index hooks of a strategy whose whole index is its ``own`` index (a
-    :class:`SelectFirstIndex` or an :class:`OwnRangeIndex`: SJ-SelectFirst, WJ-SelectFirst);
-    put it before the kind's base."""
+    """The index hooks of a strategy whose whole index is its ``own`` :class:`OwnRangeIndex`
+    (SJ-SelectFirst, WJ-SelectFirst: one index for both kinds); put it before the kind's base."""
 
-    own: SelectFirstIndex | OwnRangeIndex
+    own: OwnRangeIndex
 
     def _add(self, q: int) -> None:
         self.own.add(q)

@@ -435,68 +435,9 @@ def _exact_count(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray,
             - lower(pv, end, low, first, mult, nb, scale, pmin, lo))
 
 
-@njit(cache=True, inline="always")
-def _own_hit(lo: float, hi: float, low: np.ndarray, nxt: np.ndarray, nb: int, scale: float,
-             pmin: float) -> tuple[bool, bool]:
-    """``(next_partner(lo) <= hi, lo's bucket is mixed)`` for one candidate, branch-free."""
-    b = bucket(lo, pmin, scale, nb)
-    lp = low[b]
-    r = lp if lp >= lo else nxt[b]  # next_partner(lo): −inf exactly in a mixed bucket
-    return r <= hi, r == -np.inf
-
-
-@njit(cache=True, inline="always")
-def _own_prefix_up(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray,
-                   run_q: np.ndarray, k: int, e: int, v: float, bounds: bool, dst: np.ndarray,
-                   n: int, n0: int, clo: np.ndarray, chi: np.ndarray, pv: np.ndarray, end: int,
-                   low: np.ndarray, nxt: np.ndarray, first: np.ndarray, mult: np.ndarray,
-                   nb: int, scale: float, pmin: float) -> int:
-    """One group's selected prefix ``run_key <= v`` (the run sorted by own lower end): every
-    candidate's id is written, the cursor moves by ``next_partner(lo) <= hi``; a candidate of
-    a mixed bucket (rare, a predictable branch) is tested exactly by :func:`_exact_hit`.
-    Returns the new ``n``."""
-    while k < e and run_key[k] <= v:
-        lo = run_lo[k]
-        hi = run_hi[k]
-        dst[n] = run_q[k]
-        if bounds:
-            clo[n - n0] = lo
-            chi[n - n0] = hi
-        hit, mixed = _own_hit(lo, hi, low, nxt, nb, scale, pmin)
-        if mixed:  # rare (~1 % of candidates) and predictable
-            hit = _exact_hit(pv, end, low, first, mult, nb, scale, pmin, lo, hi)
-        n += hit
-        k += 1
-    return n
-
-
-@njit(cache=True, inline="always")
-def _own_prefix_down(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray,
-                     run_q: np.ndarray, k: int, e: int, v: float, bounds: bool,
-                     dst: np.ndarray, n: int, n0: int, clo: np.ndarray, chi: np.ndarray,
-                     pv: np.ndarray, end: int, low: np.ndarray, nxt: np.ndarray,
-                     first: np.ndarray, mult: np.ndarray, nb: int, scale: float,
-                     pmin: float) -> int:
-    """:func:`_own_prefix_up` over the prefix ``run_key >= v`` of the run sorted by own upper
-    end, descending."""
-    while k < e and run_key[k] >= v:
-        lo = run_lo[k]
-        hi = run_hi[k]
-        dst[n] = run_q[k]
-        if bounds:
-            clo[n - n0] = lo
-            chi[n - n0] = hi
-        hit, mixed = _own_hit(lo, hi, low, nxt, nb, scale, pmin)
-        if mixed:  # rare (~1 % of candidates) and predictable
-            hit = _exact_hit(pv, end, low, first, mult, nb, scale, pmin, lo, hi)
-        n += hit
-        k += 1
-    return n
-
-
 @njit(cache=True)
 def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
-                clo: np.ndarray, chi: np.ndarray, bk: PartnerBuckets,
+                clo: np.ndarray, chi: np.ndarray, side: tuple, bk: PartnerBuckets,
                 reg_max: float, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
                 rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
                 acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
@@ -509,9 +450,10 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
     prefix ``own_hi >= v`` of the run sorted by ``own_hi`` descending: the scan visits exactly
     the n′ selected subscriptions. Each one's join test "some partner in ``[olo, ohi]``" is
     ``next_partner(olo) <= ohi`` over the key's bucket table (:mod:`matcher.partner_buckets`):
-    two loads, no data-dependent branch; the output cursor moves by the test's truth value.
-    A candidate in a mixed bucket (~1 %; also a tombstone's emptied range) is tested exactly by
-    a function of its own. The delta is tested against the record rows.
+    two loads and a conditional move, no data-dependent branch; the output cursor moves by the
+    test's truth value. A candidate in a mixed bucket (~1–3 %; also a tombstone's emptied
+    range) is set aside in ``side`` (ids and other bounds, room for every member) and tested
+    exactly after the scan. The delta is tested against the record rows.
     O(τ_own + m′ + n′ + k) per tuple.
 
     Outputs as :func:`sj_scan`: IDENTIFY ids into ``out_q``; COUNT ids with ``acc[q]`` pair
@@ -530,27 +472,73 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
     n0 = 0 if mode == PAIRS else n_out
     bounds = mode != IDENTIFY
     n = n0
+    ns = 0
+    side_q, side_lo, side_hi = side
     for gi in range(gids.shape[0]):
         g = gids[gi]
         s = gstart[g]
         e = s + gcount[g]
         if v <= gpoint[g]:
-            n = _own_prefix_up(l_key, l_olo, l_ohi, l_q, s, e, v, bounds, dst, n, n0, clo, chi,
-                               pv, end, low, nxt, first, mult, nb, scale, pmin)
+            k = s
+            while k < e and l_key[k] <= v:
+                lo = l_olo[k]
+                hi = l_ohi[k]
+                q = l_q[k]
+                dst[n] = q
+                if bounds:
+                    clo[n - n0] = lo
+                    chi[n - n0] = hi
+                b = bucket(lo, pmin, scale, nb)
+                lp = low[b]
+                nx = nxt[b]
+                r = lp if lp >= lo else nx  # next_partner(lo): NaN in a mixed bucket
+                n += r <= hi
+                if r != r:  # rare (~1–3 %), predictable: set aside for the exact test
+                    side_q[ns] = q
+                    side_lo[ns] = lo
+                    side_hi[ns] = hi
+                    ns += 1
+                k += 1
         else:
-            n = _own_prefix_down(r_key, r_olo, r_ohi, r_q, s, e, v, bounds, dst, n, n0, clo,
-                                 chi, pv, end, low, nxt, first, mult, nb, scale, pmin)
+            k = s
+            while k < e and r_key[k] >= v:
+                lo = r_olo[k]
+                hi = r_ohi[k]
+                q = r_q[k]
+                dst[n] = q
+                if bounds:
+                    clo[n - n0] = lo
+                    chi[n - n0] = hi
+                b = bucket(lo, pmin, scale, nb)
+                lp = low[b]
+                nx = nxt[b]
+                r = lp if lp >= lo else nx  # next_partner(lo): NaN in a mixed bucket
+                n += r <= hi
+                if r != r:  # rare (~1–3 %), predictable: set aside for the exact test
+                    side_q[ns] = q
+                    side_lo[ns] = lo
+                    side_hi[ns] = hi
+                    ns += 1
+                k += 1
+    for gi in range(gids.shape[0]):  # the deltas (kept out of the scan loop: it runs faster)
+        g = gids[gi]
         for k in range(dstart[g], dstart[g] + dsize[g]):
             q = dids[k]
-            lo = rec[q, oth]
-            hi = rec[q, oth + 1]
+            if rec[q, own] <= v <= rec[q, own + 1]:
+                side_q[ns] = q
+                side_lo[ns] = rec[q, oth]
+                side_hi[ns] = rec[q, oth + 1]
+                ns += 1
+    for t in range(ns):  # mixed buckets' candidates (and tombstones, q = -1), deltas: exactly
+        q = side_q[t]
+        lo = side_lo[t]
+        hi = side_hi[t]
+        if q >= 0 and _exact_hit(pv, end, low, first, mult, nb, scale, pmin, lo, hi):
             dst[n] = q
             if bounds:
                 clo[n - n0] = lo
                 chi[n - n0] = hi
-            j = lower(pv, end, low, first, mult, nb, scale, pmin, lo)
-            n += ((rec[q, own] <= v) & (v <= rec[q, own + 1]) & (j < end)
-                  & (pv[min(j, end - 1)] <= hi))
+            n += 1
     if mode == IDENTIFY:
         return n
     if mode == COUNT:

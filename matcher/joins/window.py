@@ -36,7 +36,14 @@ import numpy as np
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
 from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer, Strategy, each_event
-from hotjoin.matcher.joins.select import SelectFirstHooks, SelectFirstIndex, box_coords, own_other
+from hotjoin.matcher.joins.select import (
+    OwnRangeIndex,
+    OwnScanScratch,
+    SelectFirstHooks,
+    box_coords,
+    own_col,
+    own_other,
+)
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
 from hotjoin.matcher.model import Side
 from hotjoin.matcher.partition.hotspot import HotspotTracker
@@ -261,20 +268,46 @@ class JoinFirst(WindowStrategy):
 
 
 class SelectFirst(SelectFirstHooks, WindowStrategy):
-    """WJ-SelectFirst (§3.3.1): interval tree on the own ranges (SJ-SelectFirst's index), then
-    B → (C, T) per query."""
+    """WJ-SelectFirst (§3.3.1): SJ-SelectFirst's index (:class:`OwnRangeIndex`: the own ranges
+    as scan-ordered stabbing groups), its scan lists the subscriptions whose own range holds v
+    and whose other range holds a partner value, then B → (C, T) per candidate
+    (``window_kernels.wj_own_scan``)."""
 
     name = "WJ-SelectFirst"
+    own: OwnRangeIndex
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
                  tables: dict[Side, BaseTable]) -> None:
         super().__init__(cols, options, tables)  # type: ignore[call-arg]
-        self.own = SelectFirstIndex(cols)
+        self.own = OwnRangeIndex(cols, float(options.get("epsilon", 1.0)))
+        self.scratch = OwnScanScratch()
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
-        run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
-                                self.own.tree(dirn), p)
+        groups = self.own.of(dirn)
+        if not groups.local:
+            return
+        r, c = groups.runs, self.cols
+        r.ensure_scratch()
+        oth_lo, oth_hi = own_other(c, dirn)[2:]
+        buf.out_q, buf.out_s, buf.n = K.wj_own_scan(
+            (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
+             self.scratch.side_for(r.n_members), self.scratch.buckets),
+            (p.pv, p.ps, p.base, p.size, p.tv, p.ts, p.tbase, p.tsize),
+            (table.times, table.values, table.seqs),
+            (c.rec, oth_lo, oth_hi, c.w, c.reg, c.snap, c.mark, c.acc),
+            v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n)
+
+    def tau(self, d: int) -> int:
+        """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""
+        return len(self.own.of(d))
+
+    def check_invariants(self) -> None:
+        """Every own-range group's runs hold exactly its members (tests)."""
+        self.own.check_invariants()
+
+    def memory_bytes(self) -> int:
+        return super().memory_bytes() + self.scratch.memory_bytes()
 
 
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,

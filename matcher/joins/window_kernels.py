@@ -19,7 +19,13 @@ from numba import njit
 
 from hotjoin.matcher.joins.band_kernels import owed, push
 from hotjoin.matcher.joins.protocol import IDENTIFY, PAIRS
-from hotjoin.matcher.joins.select_kernels import emit_marked, lower_bound, record, upper_bound
+from hotjoin.matcher.joins.select_kernels import (
+    emit_marked,
+    lower_bound,
+    record,
+    sj_own_scan,
+    upper_bound,
+)
 from hotjoin.matcher.structures.rect_index import stab_group
 
 
@@ -107,6 +113,35 @@ def wj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, roo
                 oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
             out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
         u = nxt
+    return out_q, out_s, n_out
+
+
+@njit(cache=True)
+def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: int, xseq: int,
+                mode: int, stamp: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """WJ-SelectFirst (§3.3.1) over SJ-SelectFirst's own-range groups: the scan of
+    ``select_kernels.sj_own_scan`` (IDENTIFY) lists the subscriptions whose own range holds v
+    and whose other range holds some partner value — every q with a window pair is among
+    them — then each one's two-level B → (C, T) lookup (:func:`enum_window`) finds its pairs
+    within w. O(τ_own + m′ + n′ + n″ g₂(m′) + k), n″ ≤ n′ the candidates the values admit.
+
+    Bundles (plain tuples): ``G`` the groups ``(gids, gpoint, runs arrays, cand, clo, chi,
+    side, bucket table)``, ``P`` the key's partners ``(pv, ps, base, size, tv, ts, tbase, tsize)``,
+    ``T`` the other table's ``(times, values, seqs)``, ``Q`` the subscriptions' ``(rec, oth_lo,
+    oth_hi, w, reg, snap, mark, acc)``.
+    """
+    gids, gpoint, S, cand, clo, chi, side, bk = G
+    pv, ps, base, size, tv, ts, tbase, tsize = P
+    dtimes, dvals, dseqs = T
+    rec, oth_lo, oth_hi, wcol, reg, snap, mark, acc = Q
+    n = sj_own_scan(gids, gpoint, S, cand, clo, chi, side, bk, -np.inf, pv, ps, base, size, v, rec,
+                    own, dseqs, xseq, IDENTIFY, acc, cand, out_s, 0)
+    for i in range(n):
+        q = cand[i]
+        cnt, out_q, out_s, n_out = enum_window(
+            q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q], oth_hi[q],
+            wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out
 
 

@@ -12,17 +12,17 @@ buckets over ``[pv[base], pv[base + m − 1]]``; ``bucket(x)`` is monotone in x 
 one multiplication, clamped), so every partner below x lies in an earlier or the same bucket and
 every partner above x in the same or a later one. Per bucket k:
 
-* ``low[k]``: the bucket's value when all its partners share one value, NaN when it is empty,
-  −inf when it holds several distinct values (a *mixed* bucket);
-* ``nxt[k]``: the smallest partner value of the later buckets (+inf when none; −inf when mixed);
+* ``low[k]``: the bucket's value when all its partners share one value, NaN when it is empty
+  or holds several distinct values (a *mixed* bucket);
+* ``nxt[k]``: the smallest partner value of the later buckets (+inf when none; NaN when mixed);
 * ``first[k]``: the position of the bucket's first partner, or of the next bucket's when empty;
 * ``mult[k]``: how many partners hold ``low[k]`` (0 when empty, −1 when mixed).
 
 Then for x in a bucket that is not mixed: the first partner ≥ x is ``low[k]`` if ``low[k] ≥ x``
 else ``nxt[k]`` (NaN compares false), its position is ``first[k] + mult[k]·(low[k] < x)``, and
-the first position > x is ``first[k] + mult[k]·(low[k] ≤ x)``. A mixed bucket answers −inf to
-:func:`next_partner`, so a scan that tests ``next_partner(lo) <= hi`` keeps the candidate (a
-*conservative* hit) and re-checks it exactly afterwards; :func:`lower` and :func:`upper` walk
+the first position > x is ``first[k] + mult[k]·(low[k] ≤ x)``. A mixed bucket answers NaN to
+:func:`next_partner`, so a scan's test ``next_partner(lo) <= hi`` is false there and the
+candidate is set aside (``r != r``) for an exact test; :func:`lower` and :func:`upper` walk
 the mixed bucket. With B ≥ 8m, about 1 % of the buckets a uniform key's candidates fall in are
 mixed. Building the table costs O(B + m) per probe (~0.5 µs for m = 40).
 
@@ -111,8 +111,8 @@ def build(pv: np.ndarray, base: int, size: int, bk: PartnerBuckets) -> tuple[int
             nf = first[k]
             nx = low[k]  # the bucket's smallest value (set by its first partner)
             if mult[k] < 0:
-                low[k] = -np.inf
-                nxt[k] = -np.inf
+                low[k] = np.nan
+                nxt[k] = np.nan
     return n_buckets, scale, pmin
 
 
@@ -123,11 +123,12 @@ def build(pv: np.ndarray, base: int, size: int, bk: PartnerBuckets) -> tuple[int
 @njit(cache=True, inline="always")
 def next_partner(low: np.ndarray, nxt: np.ndarray, n_buckets: int, scale: float, pmin: float,
                  x: float) -> float:
-    """The smallest partner value ≥ x (+inf when none), or −inf when x falls in a mixed bucket
-    (conservative: re-check with :func:`lower`). Branch-free."""
+    """The smallest partner value ≥ x (+inf when none), or NaN when x falls in a mixed bucket
+    (then ask :func:`lower`). Branch-free."""
     k = bucket(x, pmin, scale, n_buckets)
     lp = low[k]
-    return lp if lp >= x else nxt[k]
+    nx = nxt[k]  # both loads unconditional: a conditional move, not a branch (2-3x faster)
+    return lp if lp >= x else nx
 
 
 @njit(cache=True, inline="always")

@@ -597,6 +597,7 @@ class FlatOwnLimit:
         self.rec[:, 6] = -1.0  # registered before every tuple (REG)
         self.scratch = [np.zeros(n + 16, dtype=np.int64) for _ in range(3)]
         self.bounds = [np.zeros(n + 16) for _ in range(2)]
+        self.side = (np.zeros(n + 16, dtype=np.int64), np.zeros(n + 16), np.zeros(n + 16))
         self.acc = np.zeros(n + 16, dtype=np.int64)
         self.slots = np.arange(kv.values.shape[0], dtype=np.int64)
         self.buckets = new_buckets()
@@ -608,7 +609,7 @@ class FlatOwnLimit:
         cand, out_q, out_s = self.scratch
         K = self.K
         return K.sj_own_scan(self.gids, self.gpoint, self.arrays, cand, *self.bounds,
-                             self.buckets, -1.0, self.kv.values, self.slots, s, e - s, a,
+                             self.side, self.buckets, -1.0, self.kv.values, self.slots, s, e - s, a,
                              self.rec, K.A_LO, self.slots, 1, K.COUNT if count else K.IDENTIFY,
                              self.acc, out_q, out_s, 0)
 
