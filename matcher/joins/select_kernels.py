@@ -557,6 +557,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
         # every pair is owed: count = upper(ohi) - lower(olo) from the bucket table, branch-free
         # but for a mixed bucket (rare: its walk runs in a function of its own)
         w = n0
+        ns = 0
         for j in range(n0, n):
             q = out_q[j]
             x = clo[j - n0]
@@ -564,11 +565,23 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
             kl = bucket(x, pmin, scale, nb)
             kh = bucket(y, pmin, scale, nb)
             cnt = (first[kh] + mult[kh] * (low[kh] <= y)) - (first[kl] + mult[kl] * (low[kl] < x))
-            if (mult[kl] < 0) | (mult[kh] < 0):
-                cnt = _exact_count(pv, end, low, first, mult, nb, scale, pmin, x, y)
+            mixed = (mult[kl] < 0) | (mult[kh] < 0)
+            if mixed:  # rare and predictable: counted exactly after the loop
+                side_q[ns] = q
+                side_lo[ns] = x
+                side_hi[ns] = y
+                ns += 1
             acc[q] = cnt
             out_q[w] = q
-            w += cnt > 0
+            w += (cnt > 0) & ~mixed
+        for t in range(ns):
+            q = side_q[t]
+            cnt = _exact_count(pv, end, low, first, mult, nb, scale, pmin, side_lo[t],
+                               side_hi[t])
+            acc[q] = cnt
+            if cnt > 0:
+                out_q[w] = q
+                w += 1
         return w
     for j in range(n):
         q = cand[j]
