@@ -17,3 +17,13 @@ def test_bench_memory_quick(tmp_path: Path) -> None:
     assert 0 < res["rss_base_bytes"] <= res["rss_final_bytes"] <= res["peak_rss_bytes"]
     assert res["bytes_per_subscription"] > 0
     assert res["target_met"] is True
+
+
+def test_bench_memory_select_bulk_subscribe(tmp_path: Path) -> None:
+    """``--kinds select``: the bulk-subscribe time and peak of select joins only."""
+    out = tmp_path / "select.json"
+    assert main(["bench", "memory", "--quick", "--kinds", "select", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["config"]["kinds"] == "select" and res["subscriptions"] == 3000
+    assert res["seconds_subscribe_many"] > 0
+    assert res["rss_base_bytes"] <= res["rss_listed_bytes"] <= res["peak_rss_subscribe_bytes"]
