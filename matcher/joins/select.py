@@ -144,7 +144,8 @@ class ScanGroups:
     def __init__(self, cols: SubscriptionColumns, dirn: int, own_first: bool = False) -> None:
         self.cols = cols
         self.dirn = dirn
-        self.runs = ScanRuns(own_scan_coords(cols, dirn) if own_first else scan_coords(cols, dirn))
+        self.runs = (ScanRuns(own_scan_coords(cols, dirn), lean=True) if own_first
+                     else ScanRuns(scan_coords(cols, dirn)))
         self.point = np.zeros(16, dtype=np.float64)
         self.local: dict[int, int] = {}
         self._free: list[int] = []
