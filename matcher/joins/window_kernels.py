@@ -41,16 +41,16 @@ from hotjoin.matcher.structures.interval_tree import TreeArrays
 from hotjoin.matcher.structures.rect_index import stab_group
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: int,
                 out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """q's owed pairs: partners with value in q's other range and |t − time| ≤ w_q (the
     two-level B → (C, T) lookup of WJ-SelectFirst). Walks the shorter of the value run and the
     time run. Returns ``(cnt, out…)``; IDENTIFY stops at the first pair.
 
-    Inlined into its callers (``inline="always"``), so the bundles' unpacking is theirs, once
-    per call; compiled as its own function it made a 500-subscription WJ-SelectFirst probe
-    1.25× slower (``docs/benchmarks.md``, issue 12).
+    Compiled as its own function: inlined (``inline="always"``) it sped up
+    :func:`wj_select_first`'s tree walk but slowed WJ-SelectFirst's probe (:func:`wj_own_scan`)
+    by 2–5 % (``docs/benchmarks.md``, issue 12).
     """
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
