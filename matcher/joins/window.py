@@ -68,12 +68,28 @@ class Partners:
         self.pv, self.ps, self.base, self.size = bv.keys, bv.ids, int(bv.start[g]), int(bv.size[g])
         self.tv, self.ts, self.tbase, self.tsize = bt.keys, bt.ids, int(bt.start[g]), int(bt.size[g])
 
+    def arrays(self) -> tuple:
+        """The window kernels' ``P`` bundle (``window_kernels``' docstring), a plain tuple."""
+        return (self.pv, self.ps, self.base, self.size, self.tv, self.ts, self.tbase, self.tsize)
+
 
 def partners_of(table: BaseTable, b: float) -> Partners | None:
     ix = table.key_index
     assert ix is not None, "the engine enables the key index before matching equi-joins"
     g = ix.lookup(b)
     return None if g < 0 else Partners(table, g)
+
+
+def table_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The window kernels' ``T`` bundle of the other side's ``table``: times, values, seqs."""
+    return (table.times, table.values, table.seqs)
+
+
+def sub_arrays(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
+    """The window kernels' ``Q`` bundle for an incoming tuple of direction ``dirn``: ``(rec,
+    oth_lo, oth_hi, w, reg, snap, mark, acc)``."""
+    oth_lo, oth_hi = own_other(cols, dirn)[2:]
+    return (cols.rec, oth_lo, oth_hi, cols.w, cols.reg, cols.snap, cols.mark, cols.acc)
 
 
 def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -88,20 +104,14 @@ def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: Ma
             return
     if tree is not None and tree.root < 0:
         return
-    own_lo, own_hi, oth_lo, oth_hi = own_other(cols, dirn)
-    if tree is None:
-        tree = _EMPTY_TREE
-    lp, rp = tree.lpool, tree.rpool
     buf.out_q, buf.out_s, buf.n = K.wj_select_first(
-        tree.center, tree.left, tree.right, tree.root, lp.start, lp.size, lp.keys, lp.ids,
-        rp.start, rp.size, rp.keys, rp.ids, qids, p.pv, p.ps, p.base, p.size, p.tv, p.ts,
-        p.tbase, p.tsize, v, t, table.times, table.values, own_lo, own_hi, oth_lo, oth_hi, cols.w,
-        table.seqs,
-        xseq, cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s,
-        buf.n)
+        _NO_TREE if tree is None else tree.arrays(), qids, p.arrays(), table_arrays(table),
+        sub_arrays(cols, dirn), v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q,
+        buf.out_s, buf.n)
 
 
-_EMPTY_TREE = IntervalTree()
+_NO_TREE = IntervalTree().arrays()
+"""An empty tree's bundle (``root`` −1): ``wj_select_first`` then reads the plain list ``qids``."""
 
 
 class PointGroups:
@@ -259,9 +269,8 @@ class JoinFirst(WindowStrategy):
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         c, d = self.cols, self.d
         buf.out_q, buf.out_s, buf.n, d.hits = K.wj_join_first(
-            forest_arrays(d), p.tv, p.ts, p.tbase, p.tsize, v, t, self.wmax, dirn, table.times,
-            table.values, table.seqs, xseq, c.reg, c.snap, mode, c.mark, buf.stamp, c.acc,
-            buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
+            forest_arrays(d), p.arrays(), table_arrays(table), sub_arrays(c, dirn), v, t,
+            self.wmax, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.d.memory_bytes()
@@ -287,15 +296,12 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
         groups = self.own.of(dirn)
         if not groups.local:
             return
-        r, c = groups.runs, self.cols
+        r = groups.runs
         r.ensure_scratch()
-        oth_lo, oth_hi = own_other(c, dirn)[2:]
         buf.out_q, buf.out_s, buf.n = K.wj_own_scan(
             (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
              self.scratch.side_for(r.n_members), self.scratch.buckets),
-            (p.pv, p.ps, p.base, p.size, p.tv, p.ts, p.tbase, p.tsize),
-            (table.times, table.values, table.seqs),
-            (c.rec, oth_lo, oth_hi, c.w, c.reg, c.snap, c.mark, c.acc),
+            p.arrays(), table_arrays(table), sub_arrays(self.cols, dirn),
             v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n)
 
     def tau(self, d: int) -> int:
@@ -329,12 +335,9 @@ def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: i
         cand = skyline_pass(p.pv, p.ps, table.times, p.base, p.size, sky.points, 0, True, t,
                             wmax)[2]
         how = "one-pass"
-    _, _, oth_lo, oth_hi = own_other(cols, dirn)
     buf.out_q, buf.out_s, buf.n, d.hits = K.wj_ssi(
-        cand, forest_arrays(d), p.pv, p.ps, p.base, p.size, p.tv, p.ts, p.tbase, p.tsize, v, t,
-        wmax, dirn, table.times, table.values, oth_lo, oth_hi, cols.w, table.seqs, xseq,
-        cols.reg, cols.snap, mode, cols.mark, buf.stamp, cols.acc, buf.out_q, buf.out_s, buf.n,
-        d.stack, d.hits)
+        cand, forest_arrays(d), p.arrays(), table_arrays(table), sub_arrays(cols, dirn), v, t,
+        wmax, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
     return how
 
 

@@ -2,10 +2,20 @@
 
 A window join q holds pair (r, s) iff the select-join condition holds and
 ``|r.time − s.time| ≤ w_q``. Kernels read the partners of the incoming tuple's key from the
-other side's :class:`~matcher.key_index.KeyIndex` twice: sorted by value (``pv``/``ps`` from
-``base``, ``size``) and sorted by time (``tv``/``ts`` from ``tbase``, ``tsize``; float times, exact
-int64 times re-read from ``dtimes``). Conventions (modes, ``owed``, ``mark``/``stamp``/``acc``,
-own/other ranges) are those of :mod:`matcher.band_kernels` and :mod:`matcher.select_kernels`.
+other side's :class:`~matcher.key_index.KeyIndex` twice: sorted by value and sorted by time
+(float times, exact int64 times re-read from the table). Conventions (modes, ``owed``,
+``mark``/``stamp``/``acc``, own/other ranges) are those of :mod:`matcher.band_kernels` and
+:mod:`matcher.select_kernels`.
+
+Bundles (``matcher.joins.protocol``): every window kernel takes the same three plain tuples,
+unpacked once at its top —
+
+* ``P`` the key's partners ``(pv, ps, base, size, tv, ts, tbase, tsize)``: by value
+  ``pv``/``ps[base : base + size]``, by time ``tv``/``ts[tbase : tbase + tsize]``
+  (``window.Partners.arrays()``);
+* ``T`` the other table's ``(times, values, seqs)`` per slot (``window.table_arrays``);
+* ``Q`` the subscriptions' ``(rec, oth_lo, oth_hi, w, reg, snap, mark, acc)``, the other range
+  for the incoming tuple's direction (``window.sub_arrays``).
 
 𝒟, the index of §3.3.1 on the boxes ``rangeA × rangeC × [0, w]``, is a
 :class:`~matcher.rect_index.BoxForest` with one group (0) and dimensions (A, C, W) in that order
@@ -26,19 +36,26 @@ from hotjoin.matcher.joins.select_kernels import (
     sj_own_scan,
     upper_bound,
 )
+from hotjoin.matcher.structures.group_pool import PoolArrays
+from hotjoin.matcher.structures.interval_tree import TreeArrays
 from hotjoin.matcher.structures.rect_index import stab_group
 
 
 @njit(cache=True)
-def enum_window(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, tv: np.ndarray,
-                ts: np.ndarray, tbase: int, tsize: int, t: int, dtimes: np.ndarray,
-                dvals: np.ndarray, lo: float, hi: float, w: int, dseqs: np.ndarray, xseq: int,
-                reg: np.ndarray, snap: np.ndarray, mode: int,
+def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: int,
                 out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """q's owed pairs: partners with value in [lo, hi] and |t − time| ≤ w (the two-level
-    B → (C, T) lookup of WJ-SelectFirst). Walks the shorter of the value run and the time run.
-    Returns ``(cnt, out…)``; IDENTIFY stops at the first pair.
+    """q's owed pairs: partners with value in q's other range and |t − time| ≤ w_q (the
+    two-level B → (C, T) lookup of WJ-SelectFirst). Walks the shorter of the value run and the
+    time run. Returns ``(cnt, out…)``; IDENTIFY stops at the first pair.
+
+    Compiled as its own function: inlined (``inline="always"``) it sped up
+    :func:`wj_select_first`'s tree walk but slowed WJ-SelectFirst's probe (:func:`wj_own_scan`)
+    by 2–5 % (``docs/benchmarks.md``, issue 12).
     """
+    pv, ps, base, size, tv, ts, tbase, tsize = P
+    dtimes, dvals, dseqs = T
+    _, oth_lo, oth_hi, wcol, reg, snap, _, _ = Q
+    lo, hi, w = oth_lo[q], oth_hi[q], wcol[q]
     a = lower_bound(pv, base, size, lo)
     b = upper_bound(pv, base, size, hi)
     if a >= b:
@@ -66,28 +83,30 @@ def enum_window(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, tv
 
 
 @njit(cache=True)
-def wj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
-                    lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
-                    rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
-                    qfilter: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
-                    tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: int, v: float, t: int,
-                    dtimes: np.ndarray, dvals: np.ndarray, own_lo: np.ndarray,
-                    own_hi: np.ndarray, oth_lo: np.ndarray, oth_hi: np.ndarray,
-                    wcol: np.ndarray, dseqs: np.ndarray, xseq: int, reg: np.ndarray,
-                    snap: np.ndarray, mode: int, mark: np.ndarray, stamp: int,
-                    acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tuple, v: float,
+                    t: int, own: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
+                    out_s: np.ndarray, n_out: int):
     """WJ-SelectFirst (§3.3.1): interval tree on own ranges stabbed with v, then per selected q
-    the two-level lookup. O(log n + log m + n' g₂(m') + k). With ``root < 0`` the subscriptions
-    are ``qfilter`` instead (a plain list: ``Engine.result``).
+    the two-level lookup. O(log n + log m + n' g₂(m') + k). With an empty tree (``root < 0``)
+    the subscriptions are ``qfilter`` instead, own range tested on ``rec[q, own : own + 2]``
+    (a plain list: ``Engine.result``).
+
+    ``tree``: ``TreeArrays`` over ``PoolArrays`` (``IntervalTree.arrays()``, named back here);
+    ``P``, ``T``, ``Q``: the module's bundles.
     """
+    tr = TreeArrays(*tree)
+    center, left, right, root = tr.center, tr.left, tr.right, tr.root
+    lp, rp = PoolArrays(*tr.lpool), PoolArrays(*tr.rpool)
+    lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
+    rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
+    rec, mark, acc = Q[0], Q[6], Q[7]
     if root < 0:
         for i in range(qfilter.shape[0]):
             q = qfilter[i]
-            if not (own_lo[q] <= v <= own_hi[q]):
+            if not (rec[q, own] <= v <= rec[q, own + 1]):
                 continue
-            cnt, out_q, out_s, n_out = enum_window(
-                q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q],
-                oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
+                                                   n_out)
             out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
         return out_q, out_s, n_out
     u = root
@@ -108,9 +127,8 @@ def wj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, roo
                 if -rkeys[k] < v:
                     break
                 q = rids[k]
-            cnt, out_q, out_s, n_out = enum_window(
-                q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q],
-                oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
+                                                   n_out)
             out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
         u = nxt
     return out_q, out_s, n_out
@@ -125,35 +143,34 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     them — then each one's two-level B → (C, T) lookup (:func:`enum_window`) finds its pairs
     within w. O(τ_own + m′ + n′ + n″ g₂(m′) + k), n″ ≤ n′ the candidates the values admit.
 
-    Bundles (plain tuples): ``G`` the groups ``(gids, gpoint, runs arrays, cand, clo, chi,
-    side, bucket table)``, ``P`` the key's partners ``(pv, ps, base, size, tv, ts, tbase, tsize)``,
-    ``T`` the other table's ``(times, values, seqs)``, ``Q`` the subscriptions' ``(rec, oth_lo,
-    oth_hi, w, reg, snap, mark, acc)``.
+    ``G`` the groups ``(gids, gpoint, runs arrays, cand, clo, chi, side, bucket table)``;
+    ``P``, ``T``, ``Q``: the module's bundles.
     """
     gids, gpoint, S, cand, clo, chi, side, bk = G
-    pv, ps, base, size, tv, ts, tbase, tsize = P
-    dtimes, dvals, dseqs = T
-    rec, oth_lo, oth_hi, wcol, reg, snap, mark, acc = Q
+    pv, ps, base, size = P[0], P[1], P[2], P[3]
+    dseqs = T[2]
+    rec, mark, acc = Q[0], Q[6], Q[7]
     n = sj_own_scan(gids, gpoint, S, cand, clo, chi, side, bk, -np.inf, pv, ps, base, size, v, rec,
                     own, dseqs, xseq, IDENTIFY, acc, cand, out_s, 0)
     for i in range(n):
         q = cand[i]
-        cnt, out_q, out_s, n_out = enum_window(
-            q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q], oth_hi[q],
-            wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+        cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s, n_out)
         out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out
 
 
 @njit(cache=True)
-def wj_join_first(F: tuple, tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: int, v: float,
-                  t: int, wmax: int, dirn: int, dtimes: np.ndarray, dvals: np.ndarray,
-                  dseqs: np.ndarray, xseq: int, reg: np.ndarray, snap: np.ndarray, mode: int,
-                  mark: np.ndarray, stamp: int, acc: np.ndarray, out_q: np.ndarray,
+def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax: int,
+                  dirn: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
                   out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
     """WJ-JoinFirst (§3.3.1): the partners with |t − time| ≤ w_max (B-tree on (B, T)) each probe
     𝒟 with (a, c, |Δt|); each hit is one result pair. O(log m + m_b g₃(n) + k).
+
+    ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles.
     """
+    tv, ts, tbase, tsize = P[4], P[5], P[6], P[7]
+    dtimes, dvals, dseqs = T
+    reg, snap, mark, acc = Q[4], Q[5], Q[6], Q[7]
     pt = np.empty(3, dtype=np.float64)
     a = lower_bound(tv, tbase, tsize, float(t - wmax))
     b = upper_bound(tv, tbase, tsize, float(t + wmax))
@@ -182,17 +199,17 @@ def wj_join_first(F: tuple, tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: i
 
 
 @njit(cache=True)
-def wj_ssi(cand: np.ndarray, F: tuple, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
-           tv: np.ndarray, ts: np.ndarray, tbase: int, tsize: int, v: float, t: int, wmax: int,
-           dirn: int, dtimes: np.ndarray, dvals: np.ndarray, oth_lo: np.ndarray,
-           oth_hi: np.ndarray, wcol: np.ndarray, dseqs: np.ndarray, xseq: int, reg: np.ndarray,
-           snap: np.ndarray, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-           out_q: np.ndarray, out_s: np.ndarray, n_out: int, stack: np.ndarray,
-           hits: np.ndarray):
+def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int,
+           wmax: int, dirn: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
+           out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
     """WJ-SSI (§3.3.2): probe 𝒟 with the skyline points ``cand`` (slots) only; every box hit is
     an affected subscription (its pairs: the two-level lookup). O(m̄_b g₃(n) + k) after the
     skylines are current.
+
+    ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles.
     """
+    dtimes, dvals = T[0], T[1]
+    mark, acc = Q[6], Q[7]
     pt = np.empty(3, dtype=np.float64)
     for i in range(cand.shape[0]):
         s = cand[i]
@@ -213,12 +230,10 @@ def wj_ssi(cand: np.ndarray, F: tuple, pv: np.ndarray, ps: np.ndarray, base: int
             if mode == IDENTIFY:
                 out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
                 continue
-            cnt, out_q, out_s, n_out = enum_window(
-                q, pv, ps, base, size, tv, ts, tbase, tsize, t, dtimes, dvals, oth_lo[q],
-                oth_hi[q], wcol[q], dseqs, xseq, reg, snap, mode, out_q, out_s, n_out)
+            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
+                                                   n_out)
             out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out, hits
-
 
 
 @njit(cache=True)
