@@ -112,6 +112,12 @@ def partner_group(table: BaseTable, b: float) -> tuple[Any, int, int]:
     return pool, int(pool.start[g]), int(pool.size[g])
 
 
+def partner_run(pool: Any, base: int, size: int) -> tuple:
+    """The partners at ``[base, base + size)`` of a by-value pool (:func:`partner_group`) as a
+    kernel bundle: ``PartnerRun``'s fields as a plain tuple (kernels name it back)."""
+    return (pool.keys, pool.ids, base, size)
+
+
 def scan_coords(cols: SubscriptionColumns, dirn: int):
     """Coordinate function of :class:`ScanRuns` members: (own_lo, own_hi, oth_lo, oth_hi).
 
@@ -293,11 +299,9 @@ def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBu
     """SJ-SelectFirst over the subscriptions of ``tree`` (interval tree on own ranges)."""
     if tree.root < 0 or size == 0:
         return
-    lp, rp = tree.lpool, tree.rpool
     buf.reserve(len(tree))
-    buf.run(K.sj_select_first, tree.center, tree.left, tree.right, tree.root, lp.start, lp.size,
-            lp.keys, lp.ids, rp.start, rp.size, rp.keys, rp.ids, pool.keys, pool.ids, base, size,
-            v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_select_first, tree.arrays(), partner_run(pool, base, size), table.arrays(),
+            cols.arrays(), v, own_col(dirn), xseq, mode)
 
 
 def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -348,8 +352,8 @@ def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, d
     if size == 0 or qids.shape[0] == 0:
         return
     buf.reserve(qids.shape[0])
-    buf.run(K.sj_vanilla, qids, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
-            table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_vanilla, qids, partner_run(pool, base, size), table.arrays(), cols.arrays(), v,
+            own_col(dirn), xseq, mode)
 
 
 def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,

@@ -34,7 +34,21 @@ import numpy as np
 from numba import njit
 
 from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push
-from hotjoin.matcher.joins.protocol import A_LO, C_LO, COUNT, IDENTIFY, OVERFLOW, PAIRS, REG, SNAP
+from hotjoin.matcher.joins.protocol import (
+    A_LO,
+    C_LO,
+    COUNT,
+    IDENTIFY,
+    OVERFLOW,
+    PAIRS,
+    REG,
+    SNAP,
+    PartnerRun,
+    SubArrays,
+    TableArrays,
+)
+from hotjoin.matcher.structures.group_pool import PoolArrays
+from hotjoin.matcher.structures.interval_tree import TreeArrays
 from hotjoin.matcher.structures.partner_buckets import (
     PartnerBuckets,
     bucket,
@@ -133,10 +147,17 @@ def run_out(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.n
 
 
 @njit(cache=True)
-def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
-               v: float, rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
-               acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
-    """SJ-Vanilla (§4.1): every subscription probes the key's substructure. O(n log m' + k)."""
+def sj_vanilla(qids: np.ndarray, run: tuple, tab: tuple, sub: tuple, v: float, own: int,
+               xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+    """SJ-Vanilla (§4.1): every subscription probes the key's substructure. O(n log m' + k).
+
+    Bundles (plain tuples, named back here): ``run`` ``PartnerRun``, ``tab`` ``TableArrays``,
+    ``sub`` ``SubArrays``.
+    """
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     for i in range(qids.shape[0]):
         q = qids[i]
@@ -151,15 +172,26 @@ def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size
 
 
 @njit(cache=True)
-def sj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
-                    lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
-                    rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
-                    pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                    rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
-                    acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+def sj_select_first(tree: tuple, run: tuple, tab: tuple, sub: tuple, v: float, own: int,
+                    xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
+                    n_out: int) -> int:
     """SJ-SelectFirst, improved (§4.1): stab an interval tree on the own ranges with ``v``, then
     each of the n' selected subscriptions searches the key's substructure. O(log n + n' log m' + k).
+
+    Bundles (plain tuples, named back here): ``tree`` ``TreeArrays`` over ``PoolArrays``
+    (``IntervalTree.arrays()``), ``run`` ``PartnerRun``, ``tab`` ``TableArrays``, ``sub``
+    ``SubArrays``.
     """
+    t = TreeArrays(*tree)
+    center, left, right, root = t.center, t.left, t.right, t.root
+    lp = PoolArrays(*t.lpool)
+    rp = PoolArrays(*t.rpool)
+    lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
+    rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     u = root
     while u >= 0:
