@@ -426,9 +426,8 @@ class JoinFirst(SelectStrategy):
                mode: int, pool: Any, base: int, size: int) -> None:
         c, f = self.cols, self.forest
         buf.out_q, buf.out_s, buf.n, f.hits = K.sj_join_first(
-            forest_arrays(f), pool.keys, pool.ids, base, size, v, dirn, table.seqs, xseq,
-            c.reg, c.snap, mode, c.mark, buf.stamp, c.acc, buf.out_q, buf.out_s, buf.n,
-            f.stack, f.hits)
+            forest_arrays(f), partner_run(pool, base, size), table.arrays(), c.arrays(), c.reg,
+            c.snap, v, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, f.stack, f.hits)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.forest.memory_bytes()

@@ -221,14 +221,23 @@ def sj_select_first(tree: tuple, run: tuple, tab: tuple, sub: tuple, v: float, o
 
 
 @njit(cache=True)
-def sj_join_first(F: tuple, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                  dirn: int, dseqs: np.ndarray, xseq: int, reg: np.ndarray, snap: np.ndarray,
-                  mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-                  out_q: np.ndarray, out_s: np.ndarray, n_out: int,
-                  stack: np.ndarray, hits: np.ndarray):
+def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
+                  snap: np.ndarray, v: float, dirn: int, xseq: int, mode: int, stamp: int,
+                  out_q: np.ndarray, out_s: np.ndarray, n_out: int, stack: np.ndarray,
+                  hits: np.ndarray):
     """SJ-JoinFirst (§3.2.1): each of the m' joining partners probes the R-tree on (A, C) with
     the join result point (r.A, s.C); each hit is one result pair. O(log m + m' g(n) + k).
+
+    Bundles (plain tuples, named back here): ``F`` the forest's ``forest_arrays``, ``run``
+    ``PartnerRun``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``. The owed test reads the
+    compact ``reg``/``snap`` columns, not the record rows: a hit is a random q, and the rows
+    (8× larger) made COUNT 13 % and PAIRS 9 % slower on Table I. Returns ``(out_q, out_s,
+    n_out, hits)`` (the buffers grow).
     """
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    mark, acc = s_.mark, s_.acc
     pt = np.empty(2, dtype=np.float64)
     for i in range(base, base + size):
         s = ps[i]
