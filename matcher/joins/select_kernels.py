@@ -22,10 +22,8 @@ Conventions are those of :mod:`matcher.band_kernels` (reused: ``push``, ``owed``
   returns ``OVERFLOW`` when full (``MatchBuffer.run`` grows and reruns: PAIRS has no side
   effects). They return ``n_out`` only — no array crosses a call (no reference counting per
   call), and the hot loops read flat arrays sequentially.
-* Rectangle indexes are :class:`~matcher.rect_index.BoxForest` s passed as their flat arrays
-  ``F`` (:func:`~matcher.rect_index.forest_arrays`); their boxes have dimension 0 = own range,
-  dimension 1 = other range, except the single global tree of SJ-JoinFirst which is (A, C) for
-  both directions.
+* SJ-JoinFirst's R-tree is a :class:`~matcher.rect_index.BoxForest` passed as its flat arrays
+  ``F`` (:func:`~matcher.rect_index.forest_arrays`), boxes (A, C) for both directions.
 """
 
 from __future__ import annotations
@@ -59,7 +57,7 @@ from hotjoin.matcher.structures.partner_buckets import (
 from hotjoin.matcher.structures.rect_index import stab_group
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
-           "sj_own_scan", "sj_scan", "sj_select_first", "sj_ssi", "sj_vanilla"]
+           "sj_own_scan", "sj_scan", "sj_select_first", "sj_vanilla"]
 
 
 @njit(cache=True, inline="always")
@@ -257,90 +255,6 @@ def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
                 else:
                     out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out, hits
-
-
-@njit(cache=True, inline="always")
-def _hit2(lo: np.ndarray, hi: np.ndarray, i: int, v: float, x1: float, x2: float) -> bool:
-    """Box i (dims own, other) contains (v, x1) or (v, x2); a NaN x never matches."""
-    return lo[i, 0] <= v <= hi[i, 0] and ((lo[i, 1] <= x1 <= hi[i, 1])
-                                          or (lo[i, 1] <= x2 <= hi[i, 1]))
-
-
-@njit(cache=True, inline="always")
-def _ssi_out(q: int, olo: float, ohi: float, i: int, pv: np.ndarray, ps: np.ndarray, base: int,
-             end: int, rec: np.ndarray, dseqs: np.ndarray, xseq: int, mode: int,
-             acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
-    """Output of an affected q of a group: its pairs are a walk left and right of position i."""
-    if mode == IDENTIFY:
-        out_q[n_out] = q
-        return n_out + 1
-    a = i
-    while a > base and pv[a - 1] >= olo:
-        a -= 1
-    b = i
-    while b < end and pv[b] <= ohi:
-        b += 1
-    return run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
-
-
-@njit(cache=True)
-def sj_ssi(gids: np.ndarray, gpoint: np.ndarray, F: tuple, stack: np.ndarray, pv: np.ndarray,
-           ps: np.ndarray, base: int, size: int, v: float, rec: np.ndarray, dseqs: np.ndarray,
-           xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
-           n_out: int) -> int:
-    """SJ-SSI (§3.2.2): per stabbing group with point p, the partners x1 < p <= x2 closest to p
-    give the two join result points (v, x1), (v, x2); the group's R-tree returns exactly the
-    affected members; each one's pairs are a walk left from x1 and right from x2.
-    O(τ (log m' + g(n)) + k).
-
-    Every member's other range contains p, so a box contains a join result point iff it
-    contains (v, x1) or (v, x2) (the paper's argument; x1 or x2 missing: NaN, never inside).
-    The two probes of a group are one descent that follows a node when its box contains either
-    point, so a member is met once (no dedupe) and the shared upper levels are read once.
-    Leaves are scanned through the forest's leaf-ordered box copies ``lbox`` (sequential).
-    """
-    root, dstart, dsize, dids = F[0], F[1], F[2], F[3]
-    nlo, nhi, nfirst, ncount, nleaf = F[4], F[5], F[6], F[7], F[8]
-    lbox, lq, elo, ehi, eq = F[9], F[10], F[11], F[12], F[13]
-    end = base + size
-    for gi in range(gids.shape[0]):
-        g = gids[gi]
-        i = lower_bound(pv, base, size, gpoint[g])
-        x1 = pv[i - 1] if i > base else np.nan
-        x2 = pv[i] if i < end else np.nan
-        r = root[g]
-        if r >= 0 and _hit2(nlo, nhi, r, v, x1, x2):
-            stack[0] = r
-            top = 1
-            while top > 0:
-                top -= 1
-                u = stack[top]
-                f, c = nfirst[u], ncount[u]
-                if nleaf[u]:
-                    for k in range(f, f + c):
-                        if (lbox[k, 0] <= v <= lbox[k, 2]
-                                and ((lbox[k, 1] <= x1 <= lbox[k, 3])
-                                     or (lbox[k, 1] <= x2 <= lbox[k, 3]))):
-                            q = lq[k]
-                            if q >= 0:
-                                n_out = _ssi_out(q, lbox[k, 1], lbox[k, 3], i, pv, ps, base, end,
-                                                 rec, dseqs, xseq, mode, acc, out_q, out_s,
-                                                 n_out)
-                                if n_out < 0:
-                                    return OVERFLOW
-                else:
-                    for ch in range(f, f + c):
-                        if _hit2(nlo, nhi, ch, v, x1, x2):
-                            stack[top] = ch
-                            top += 1
-        for k in range(dstart[g], dstart[g] + dsize[g]):
-            x = dids[k]
-            if _hit2(elo, ehi, x, v, x1, x2):
-                n_out = _ssi_out(eq[x], elo[x, 1], ehi[x, 1], i, pv, ps, base, end, rec, dseqs,
-                                 xseq, mode, acc, out_q, out_s, n_out)
-                if n_out < 0:
-                    return OVERFLOW
-    return n_out
 
 
 @njit(cache=True, inline="always")
