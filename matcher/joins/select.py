@@ -313,11 +313,10 @@ def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dir
     if not groups.local or size == 0:
         return
     r = groups.runs
-    r.ensure_scratch()
     buf.reserve(n_members)
-    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, reg_max,
-            pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode,
-            cols.acc)
+    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.probe_scratch(), reg_max,
+            partner_run(pool, base, size), table.arrays(), cols.arrays(), v, own_col(dirn), xseq,
+            mode)
 
 
 def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,

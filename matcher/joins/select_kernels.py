@@ -55,6 +55,7 @@ from hotjoin.matcher.structures.partner_buckets import (
     upper,
 )
 from hotjoin.matcher.structures.rect_index import stab_group
+from hotjoin.matcher.structures.scan_runs import ScanArrays, ScanScratch
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
            "sj_own_scan", "sj_scan", "sj_select_first", "sj_vanilla"]
@@ -271,12 +272,11 @@ def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: 
 
 
 @njit(cache=True)
-def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
-            clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray, ps: np.ndarray,
-            base: int, size: int, v: float, rec: np.ndarray, own: int, dseqs: np.ndarray,
-            xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
-            n_out: int) -> int:
-    """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (``S`` = its ``arrays()``).
+def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple, reg_max: float,
+            run: tuple, tab: tuple, sub: tuple, v: float, own: int, xseq: int, mode: int,
+            out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+    """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (groups ``gids``, points
+    ``gpoint``).
 
     Per group with point p, x1 < p <= x2 are the partners nearest p; a member holds a partner
     iff ``olo <= x1`` (a prefix of the run sorted by ``olo``) or ``ohi >= x2`` (a prefix of the
@@ -290,11 +290,18 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
     id) and then find its partners with two binary searches over the key's sorted values; COUNT
     is ``b − a`` when every member registered before the tuple (``reg_max < xseq``, SPEC §3),
     else one registration test per pair. PAIRS collects the ids in ``cand`` first.
+
+    Bundles (plain tuples, named back here): ``runs`` ``ScanArrays`` (``ScanRuns.arrays()``),
+    ``scratch`` ``ScanScratch``, ``run`` ``PartnerRun``, ``tab`` ``TableArrays``, ``sub``
+    ``SubArrays``.
     """
-    gstart, gcount, l_key, l_wlo, l_whi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
-    r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize, dids = (S[6], S[7], S[8], S[9], S[10],
-                                                           S[11], S[12], S[13])
-    l_ohi = S[14]
+    (gstart, gcount, l_key, l_wlo, l_whi, l_q, r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize,
+     dids, l_ohi) = ScanArrays(*runs)
+    cand, clo, chi = ScanScratch(*scratch)
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     end = base + size
     dst = cand if mode == PAIRS else out_q
