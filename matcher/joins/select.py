@@ -326,11 +326,10 @@ def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer
     if not groups.local or size == 0:
         return
     r = groups.runs
-    r.ensure_scratch()
     buf.reserve(r.n_members)
-    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
-            scratch.buckets, reg_max, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
-            table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.probe_scratch(),
+            scratch.buckets, reg_max, partner_run(pool, base, size), table.arrays(), cols.arrays(),
+            v, own_col(dirn), xseq, mode)
 
 
 class OwnScanScratch:
@@ -338,7 +337,7 @@ class OwnScanScratch:
     (:mod:`matcher.partner_buckets`)."""
 
     def __init__(self) -> None:
-        self.buckets = new_buckets()
+        self.buckets = tuple(new_buckets())  # a plain tuple: the kernel names it back
 
     def memory_bytes(self) -> int:
         return sum(a.nbytes for a in self.buckets)

@@ -457,14 +457,14 @@ def _own_prefix_down(run_key: np.ndarray, run_lo: np.ndarray, run_hi: np.ndarray
 
 
 @njit(cache=True)
-def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
-                clo: np.ndarray, chi: np.ndarray, bk: PartnerBuckets,
-                reg_max: float, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
-                acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple,
+                buckets: tuple, reg_max: float, run: tuple, tab: tuple, sub: tuple, v: float,
+                own: int, xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
+                n_out: int) -> int:
     """SJ-SelectFirst (§3.2.1, §4.1) over stabbing groups of the *own* ranges, scan-ordered
-    (:class:`~matcher.scan_runs.ScanRuns` with own and other swapped: ``S[2]`` = own lower
-    ends, ``S[3:5]`` = other bounds, ``S[6]`` = own upper ends descending).
+    (:class:`~matcher.scan_runs.ScanRuns` with own and other swapped: ``l_key`` = own lower
+    ends, the copied bounds ``l_wlo``/``l_whi`` and ``r_wlo``/``r_whi`` = other bounds,
+    ``r_key`` = own upper ends descending).
 
     Every member of a group (point p) contains p, so for ``v <= p`` the members whose own range
     holds v are the prefix ``own_lo <= v`` of the run sorted by ``own_lo``, and for ``v > p`` the
@@ -481,9 +481,21 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
     registration tests only when a member registered after the tuple); PAIRS ``(q, slot)`` per
     owed pair. The rare cases call non-inlined functions: a loop inside the hot loop's body,
     even behind a branch never taken, made the scan ~4x slower here.
+
+    Bundles (plain tuples, named back here): ``runs`` ``ScanArrays``, ``scratch``
+    ``ScanScratch``, ``buckets`` the per-probe ``PartnerBuckets`` scratch, ``run``
+    ``PartnerRun``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``.
     """
-    gstart, gcount, l_key, l_olo, l_ohi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
-    r_key, r_olo, r_ohi, r_q, dstart, dsize, dids = S[6], S[8], S[9], S[10], S[11], S[12], S[13]
+    r_ = ScanArrays(*runs)
+    gstart, gcount, l_key, l_q = r_.gstart, r_.gcount, r_.l_key, r_.l_q
+    r_key, r_q, dstart, dsize, dids = r_.r_key, r_.r_q, r_.dstart, r_.dsize, r_.dids
+    l_olo, l_ohi, r_olo, r_ohi = r_.l_wlo, r_.l_whi, r_.r_wlo, r_.r_whi  # the other range
+    cand, clo, chi = ScanScratch(*scratch)
+    bk = PartnerBuckets(*buckets)
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     end = base + size
     nb, scale, pmin = build(pv, base, size, bk)
