@@ -314,9 +314,10 @@ def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dir
         return
     r = groups.runs
     buf.reserve(n_members)
-    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.probe_scratch(), reg_max,
-            partner_run(pool, base, size), table.arrays(), cols.arrays(), v, own_col(dirn), xseq,
-            mode)
+    r.ensure_scratch()
+    buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, reg_max,
+            pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode,
+            cols.acc)
 
 
 def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -350,8 +351,8 @@ def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, d
     if size == 0 or qids.shape[0] == 0:
         return
     buf.reserve(qids.shape[0])
-    buf.run(K.sj_vanilla, qids, partner_run(pool, base, size), table.arrays(), cols.arrays(), v,
-            own_col(dirn), xseq, mode)
+    buf.run(K.sj_vanilla, qids, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
+            table.seqs, xseq, mode, cols.acc)
 
 
 def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,

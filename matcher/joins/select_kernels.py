@@ -146,17 +146,15 @@ def run_out(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.n
 
 
 @njit(cache=True)
-def sj_vanilla(qids: np.ndarray, run: tuple, tab: tuple, sub: tuple, v: float, own: int,
-               xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
+               v: float, rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
+               acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
     """SJ-Vanilla (§4.1): every subscription probes the key's substructure. O(n log m' + k).
 
-    Bundles (plain tuples, named back here): ``run`` ``PartnerRun``, ``tab`` ``TableArrays``,
-    ``sub`` ``SubArrays``.
+    Positional arrays: with the partner run, table and subscription bundles the call costs
+    ~0.4 µs more, and SJ-Vanilla was 5–6 % slower on the small points of ``hotjoin bench
+    select --quick`` (Fig. 7–9; ``docs/benchmarks.md``, issue 12).
     """
-    pv, ps, base, size = PartnerRun(*run)
-    dseqs = TableArrays(*tab).seqs
-    s_ = SubArrays(*sub)
-    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     for i in range(qids.shape[0]):
         q = qids[i]
@@ -272,9 +270,11 @@ def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: 
 
 
 @njit(cache=True)
-def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple, reg_max: float,
-            run: tuple, tab: tuple, sub: tuple, v: float, own: int, xseq: int, mode: int,
-            out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
+            clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray, ps: np.ndarray,
+            base: int, size: int, v: float, rec: np.ndarray, own: int, dseqs: np.ndarray,
+            xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
+            n_out: int) -> int:
     """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (groups ``gids``, points
     ``gpoint``).
 
@@ -291,17 +291,14 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple, r
     is ``b − a`` when every member registered before the tuple (``reg_max < xseq``, SPEC §3),
     else one registration test per pair. PAIRS collects the ids in ``cand`` first.
 
-    Bundles (plain tuples, named back here): ``runs`` ``ScanArrays`` (``ScanRuns.arrays()``),
-    ``scratch`` ``ScanScratch``, ``run`` ``PartnerRun``, ``tab`` ``TableArrays``, ``sub``
-    ``SubArrays``.
+    ``runs`` is a bundle (``ScanRuns.arrays()``, named back as ``ScanArrays``); the rest stays
+    positional: this is a per-event kernel of a few µs on small workloads (``hotjoin bench
+    select --quick``: ~5 µs per tuple), and the partner run, table, subscription and scratch
+    bundles cost ~0.6 µs more per call (Python-side tuples and numba's typing of nested tuples):
+    SJ-SSI, SJ-Hotspot and auto 7–15 % slower there (``docs/benchmarks.md``, issue 12).
     """
     (gstart, gcount, l_key, l_wlo, l_whi, l_q, r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize,
      dids, l_ohi) = ScanArrays(*runs)
-    cand, clo, chi = ScanScratch(*scratch)
-    pv, ps, base, size = PartnerRun(*run)
-    dseqs = TableArrays(*tab).seqs
-    s_ = SubArrays(*sub)
-    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     end = base + size
     dst = cand if mode == PAIRS else out_q

@@ -31,15 +31,15 @@ def make_rec(n: int) -> np.ndarray:
 def probe(runs: ScanRuns, point: np.ndarray, rec: np.ndarray, pv: np.ndarray, v: float,
           mode: int, xseq: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gids = np.array(sorted(runs.groups), dtype=np.int64)
+    runs.ensure_scratch()
     n = rec.shape[0] + 16
     out_q, out_s, acc = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(rec.shape[0], np.int64)
     if mode == K.PAIRS:
         out_q, out_s = np.zeros(n * max(1, pv.shape[0]), np.int64), np.zeros(n * max(1, pv.shape[0]), np.int64)
     ps = np.arange(pv.shape[0], dtype=np.int64)
-    tab = (np.ones(pv.shape[0], np.bool_), pv, np.zeros(pv.shape[0], np.int64))
-    sub = (rec, np.zeros(rec.shape[0], np.int64), acc)
-    m = K.sj_scan(gids, point, runs.arrays(), runs.probe_scratch(), float(rec[:, P.REG].max()),
-                  (pv, ps, 0, pv.shape[0]), tab, sub, v, K.A_LO, xseq, mode, out_q, out_s, 0)
+    m = K.sj_scan(gids, point, runs.arrays(), runs.cand, runs.clo, runs.chi,
+                  float(rec[:, P.REG].max()), pv, ps, 0, pv.shape[0], v, rec, K.A_LO,
+                  np.zeros(pv.shape[0], np.int64), xseq, mode, acc, out_q, out_s, 0)
     return out_q[:m], out_s[:m], acc
 
 
