@@ -25,7 +25,7 @@ incoming tuple, runs ``@njit`` kernels over flat arrays that append to one outpu
   (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
   Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
   positional array). A per-event kernel whose call is that short keeps positional arrays at
-  its entry (BJ-SSI's ``ssi``; ``docs/benchmarks.md``, issue 12);
+  its entry (BJ-SSI's ``ssi``, ``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``, issue 12);
 * **the base**: :class:`Strategy` keeps the id list and per-kind bookkeeping; a router (§4)
   whose members share its id list calls only :meth:`Strategy.index` / :meth:`Strategy.unindex`.
 
