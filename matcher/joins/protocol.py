@@ -18,14 +18,14 @@ incoming tuple, runs ``@njit`` kernels over flat arrays that append to one outpu
   the B columns), so a kernel touching q misses the cache once;
 * **bundles**: kernels take a few small bundles of arrays (as pynndescent's ``FlatTree``)
   instead of dozens of positional arrays, each named by a NamedTuple: :class:`KeyRun`,
-  :class:`EventArrays` here, ``TableArrays`` / ``SubArrays`` beside the table and the
+  :class:`PartnerRun`, :class:`EventArrays` here, ``TableArrays`` / ``SubArrays`` beside the table and the
   subscription columns, and each structure's own (``GappedGroupPool.arrays()`` →
   ``GappedPoolArrays``, ``IntervalTree.arrays()`` → ``TreeArrays``, ...). A bundle crosses
   into a kernel as a *plain tuple* in its fields' order and the kernel names it back first
   (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
   Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
   positional array). A per-event kernel whose call is that short keeps positional arrays at
-  its entry (BJ-SSI's ``ssi``; ``docs/benchmarks.md``, issue 12);
+  its entry (BJ-SSI's ``ssi``, ``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``, issue 12);
 * **the base**: :class:`Strategy` keeps the id list and per-kind bookkeeping; a router (§4)
   whose members share its id list calls only :meth:`Strategy.index` / :meth:`Strategy.unindex`.
 
@@ -47,7 +47,7 @@ from hotjoin.matcher.subscriptions import SubArrays
 
 __all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
            "PAIRS", "REG", "SNAP", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
-           "MatchBuffer", "Strategy", "SubArrays", "TableArrays", "each_event",
+           "MatchBuffer", "PartnerRun", "Strategy", "SubArrays", "TableArrays", "each_event",
            "run_kernel_many"]
 
 IDENTIFY = 0
@@ -69,6 +69,16 @@ class KeyRun(NamedTuple):
     keys: np.ndarray
     pays: np.ndarray
     samp: np.ndarray
+
+
+class PartnerRun(NamedTuple):
+    """The partners of one join key sorted by value (§3.2.1's B-tree substructure on
+    ``S(B, C)``): values ``values[base : base + size]``, their slots ``slots[…]``."""
+
+    values: np.ndarray
+    slots: np.ndarray
+    base: int
+    size: int
 
 
 class EventArrays(NamedTuple):

@@ -112,6 +112,12 @@ def partner_group(table: BaseTable, b: float) -> tuple[Any, int, int]:
     return pool, int(pool.start[g]), int(pool.size[g])
 
 
+def partner_run(pool: Any, base: int, size: int) -> tuple:
+    """The partners at ``[base, base + size)`` of a by-value pool (:func:`partner_group`) as a
+    kernel bundle: ``PartnerRun``'s fields as a plain tuple (kernels name it back)."""
+    return (pool.keys, pool.ids, base, size)
+
+
 def scan_coords(cols: SubscriptionColumns, dirn: int):
     """Coordinate function of :class:`ScanRuns` members: (own_lo, own_hi, oth_lo, oth_hi).
 
@@ -294,11 +300,9 @@ def run_select_first(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBu
     """SJ-SelectFirst over the subscriptions of ``tree`` (interval tree on own ranges)."""
     if tree.root < 0 or size == 0:
         return
-    lp, rp = tree.lpool, tree.rpool
     buf.reserve(len(tree))
-    buf.run(K.sj_select_first, tree.center, tree.left, tree.right, tree.root, lp.start, lp.size,
-            lp.keys, lp.ids, rp.start, rp.size, rp.keys, rp.ids, pool.keys, pool.ids, base, size,
-            v, cols.rec, own_col(dirn), table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_select_first, tree.arrays(), partner_run(pool, base, size), table.arrays(),
+            cols.arrays(), v, own_col(dirn), xseq, mode)
 
 
 def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -310,8 +314,8 @@ def run_ssi(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer, dir
     if not groups.local or size == 0:
         return
     r = groups.runs
-    r.ensure_scratch()
     buf.reserve(n_members)
+    r.ensure_scratch()
     buf.run(K.sj_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi, reg_max,
             pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn), table.seqs, xseq, mode,
             cols.acc)
@@ -324,11 +328,10 @@ def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer
     if not groups.local or size == 0:
         return
     r = groups.runs
-    r.ensure_scratch()
     buf.reserve(r.n_members)
-    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
-            scratch.side_for(r.n_members), scratch.buckets, reg_max, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
-            table.seqs, xseq, mode, cols.acc)
+    buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.probe_scratch(),
+            scratch.side_for(r.n_members), scratch.buckets, reg_max, partner_run(pool, base, size), table.arrays(), cols.arrays(),
+            v, own_col(dirn), xseq, mode)
 
 
 class OwnScanScratch:
@@ -337,7 +340,7 @@ class OwnScanScratch:
     other bounds, room for every member)."""
 
     def __init__(self) -> None:
-        self.buckets = new_buckets()
+        self.buckets = tuple(new_buckets())  # a plain tuple: the kernel names it back
         self.side = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
 
     def side_for(self, n_members: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -431,9 +434,8 @@ class JoinFirst(SelectStrategy):
                mode: int, pool: Any, base: int, size: int) -> None:
         c, f = self.cols, self.forest
         buf.out_q, buf.out_s, buf.n, f.hits = K.sj_join_first(
-            forest_arrays(f), pool.keys, pool.ids, base, size, v, dirn, table.seqs, xseq,
-            c.reg, c.snap, mode, c.mark, buf.stamp, c.acc, buf.out_q, buf.out_s, buf.n,
-            f.stack, f.hits)
+            forest_arrays(f), partner_run(pool, base, size), table.arrays(), c.arrays(), c.reg,
+            c.snap, v, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, f.stack, f.hits)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.forest.memory_bytes()

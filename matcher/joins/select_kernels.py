@@ -22,10 +22,8 @@ Conventions are those of :mod:`matcher.band_kernels` (reused: ``push``, ``owed``
   returns ``OVERFLOW`` when full (``MatchBuffer.run`` grows and reruns: PAIRS has no side
   effects). They return ``n_out`` only — no array crosses a call (no reference counting per
   call), and the hot loops read flat arrays sequentially.
-* Rectangle indexes are :class:`~matcher.rect_index.BoxForest` s passed as their flat arrays
-  ``F`` (:func:`~matcher.rect_index.forest_arrays`); their boxes have dimension 0 = own range,
-  dimension 1 = other range, except the single global tree of SJ-JoinFirst which is (A, C) for
-  both directions.
+* SJ-JoinFirst's R-tree is a :class:`~matcher.rect_index.BoxForest` passed as its flat arrays
+  ``F`` (:func:`~matcher.rect_index.forest_arrays`), boxes (A, C) for both directions.
 """
 
 from __future__ import annotations
@@ -34,7 +32,21 @@ import numpy as np
 from numba import njit
 
 from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push
-from hotjoin.matcher.joins.protocol import A_LO, C_LO, COUNT, IDENTIFY, OVERFLOW, PAIRS, REG, SNAP
+from hotjoin.matcher.joins.protocol import (
+    A_LO,
+    C_LO,
+    COUNT,
+    IDENTIFY,
+    OVERFLOW,
+    PAIRS,
+    REG,
+    SNAP,
+    PartnerRun,
+    SubArrays,
+    TableArrays,
+)
+from hotjoin.matcher.structures.group_pool import PoolArrays
+from hotjoin.matcher.structures.interval_tree import TreeArrays
 from hotjoin.matcher.structures.partner_buckets import (
     PartnerBuckets,
     bucket,
@@ -43,9 +55,10 @@ from hotjoin.matcher.structures.partner_buckets import (
     upper,
 )
 from hotjoin.matcher.structures.rect_index import stab_group
+from hotjoin.matcher.structures.scan_runs import ScanArrays, ScanScratch
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
-           "sj_own_scan", "sj_scan", "sj_select_first", "sj_ssi", "sj_vanilla"]
+           "sj_own_scan", "sj_scan", "sj_select_first", "sj_vanilla"]
 
 
 @njit(cache=True, inline="always")
@@ -136,7 +149,12 @@ def run_out(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.n
 def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
                v: float, rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
                acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
-    """SJ-Vanilla (§4.1): every subscription probes the key's substructure. O(n log m' + k)."""
+    """SJ-Vanilla (§4.1): every subscription probes the key's substructure. O(n log m' + k).
+
+    Positional arrays: with the partner run, table and subscription bundles the call costs
+    ~0.4 µs more, and SJ-Vanilla was 5–6 % slower on the small points of ``hotjoin bench
+    select --quick`` (Fig. 7–9; ``docs/benchmarks.md``, issue 12).
+    """
     oth = A_LO + C_LO - own
     for i in range(qids.shape[0]):
         q = qids[i]
@@ -151,15 +169,26 @@ def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size
 
 
 @njit(cache=True)
-def sj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, root: int,
-                    lstart: np.ndarray, lsize: np.ndarray, lkeys: np.ndarray, lids: np.ndarray,
-                    rstart: np.ndarray, rsize: np.ndarray, rkeys: np.ndarray, rids: np.ndarray,
-                    pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                    rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
-                    acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+def sj_select_first(tree: tuple, run: tuple, tab: tuple, sub: tuple, v: float, own: int,
+                    xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
+                    n_out: int) -> int:
     """SJ-SelectFirst, improved (§4.1): stab an interval tree on the own ranges with ``v``, then
     each of the n' selected subscriptions searches the key's substructure. O(log n + n' log m' + k).
+
+    Bundles (plain tuples, named back here): ``tree`` ``TreeArrays`` over ``PoolArrays``
+    (``IntervalTree.arrays()``), ``run`` ``PartnerRun``, ``tab`` ``TableArrays``, ``sub``
+    ``SubArrays``.
     """
+    t = TreeArrays(*tree)
+    center, left, right, root = t.center, t.left, t.right, t.root
+    lp = PoolArrays(*t.lpool)
+    rp = PoolArrays(*t.rpool)
+    lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
+    rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     u = root
     while u >= 0:
@@ -189,14 +218,23 @@ def sj_select_first(center: np.ndarray, left: np.ndarray, right: np.ndarray, roo
 
 
 @njit(cache=True)
-def sj_join_first(F: tuple, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                  dirn: int, dseqs: np.ndarray, xseq: int, reg: np.ndarray, snap: np.ndarray,
-                  mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-                  out_q: np.ndarray, out_s: np.ndarray, n_out: int,
-                  stack: np.ndarray, hits: np.ndarray):
+def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
+                  snap: np.ndarray, v: float, dirn: int, xseq: int, mode: int, stamp: int,
+                  out_q: np.ndarray, out_s: np.ndarray, n_out: int, stack: np.ndarray,
+                  hits: np.ndarray):
     """SJ-JoinFirst (§3.2.1): each of the m' joining partners probes the R-tree on (A, C) with
     the join result point (r.A, s.C); each hit is one result pair. O(log m + m' g(n) + k).
+
+    Bundles (plain tuples, named back here): ``F`` the forest's ``forest_arrays``, ``run``
+    ``PartnerRun``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``. The owed test reads the
+    compact ``reg``/``snap`` columns, not the record rows: a hit is a random q, and the rows
+    (8× larger) made COUNT 13 % and PAIRS 9 % slower on Table I. Returns ``(out_q, out_s,
+    n_out, hits)`` (the buffers grow).
     """
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    mark, acc = s_.mark, s_.acc
     pt = np.empty(2, dtype=np.float64)
     for i in range(base, base + size):
         s = ps[i]
@@ -219,90 +257,6 @@ def sj_join_first(F: tuple, pv: np.ndarray, ps: np.ndarray, base: int, size: int
 
 
 @njit(cache=True, inline="always")
-def _hit2(lo: np.ndarray, hi: np.ndarray, i: int, v: float, x1: float, x2: float) -> bool:
-    """Box i (dims own, other) contains (v, x1) or (v, x2); a NaN x never matches."""
-    return lo[i, 0] <= v <= hi[i, 0] and ((lo[i, 1] <= x1 <= hi[i, 1])
-                                          or (lo[i, 1] <= x2 <= hi[i, 1]))
-
-
-@njit(cache=True, inline="always")
-def _ssi_out(q: int, olo: float, ohi: float, i: int, pv: np.ndarray, ps: np.ndarray, base: int,
-             end: int, rec: np.ndarray, dseqs: np.ndarray, xseq: int, mode: int,
-             acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
-    """Output of an affected q of a group: its pairs are a walk left and right of position i."""
-    if mode == IDENTIFY:
-        out_q[n_out] = q
-        return n_out + 1
-    a = i
-    while a > base and pv[a - 1] >= olo:
-        a -= 1
-    b = i
-    while b < end and pv[b] <= ohi:
-        b += 1
-    return run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
-
-
-@njit(cache=True)
-def sj_ssi(gids: np.ndarray, gpoint: np.ndarray, F: tuple, stack: np.ndarray, pv: np.ndarray,
-           ps: np.ndarray, base: int, size: int, v: float, rec: np.ndarray, dseqs: np.ndarray,
-           xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
-           n_out: int) -> int:
-    """SJ-SSI (§3.2.2): per stabbing group with point p, the partners x1 < p <= x2 closest to p
-    give the two join result points (v, x1), (v, x2); the group's R-tree returns exactly the
-    affected members; each one's pairs are a walk left from x1 and right from x2.
-    O(τ (log m' + g(n)) + k).
-
-    Every member's other range contains p, so a box contains a join result point iff it
-    contains (v, x1) or (v, x2) (the paper's argument; x1 or x2 missing: NaN, never inside).
-    The two probes of a group are one descent that follows a node when its box contains either
-    point, so a member is met once (no dedupe) and the shared upper levels are read once.
-    Leaves are scanned through the forest's leaf-ordered box copies ``lbox`` (sequential).
-    """
-    root, dstart, dsize, dids = F[0], F[1], F[2], F[3]
-    nlo, nhi, nfirst, ncount, nleaf = F[4], F[5], F[6], F[7], F[8]
-    lbox, lq, elo, ehi, eq = F[9], F[10], F[11], F[12], F[13]
-    end = base + size
-    for gi in range(gids.shape[0]):
-        g = gids[gi]
-        i = lower_bound(pv, base, size, gpoint[g])
-        x1 = pv[i - 1] if i > base else np.nan
-        x2 = pv[i] if i < end else np.nan
-        r = root[g]
-        if r >= 0 and _hit2(nlo, nhi, r, v, x1, x2):
-            stack[0] = r
-            top = 1
-            while top > 0:
-                top -= 1
-                u = stack[top]
-                f, c = nfirst[u], ncount[u]
-                if nleaf[u]:
-                    for k in range(f, f + c):
-                        if (lbox[k, 0] <= v <= lbox[k, 2]
-                                and ((lbox[k, 1] <= x1 <= lbox[k, 3])
-                                     or (lbox[k, 1] <= x2 <= lbox[k, 3]))):
-                            q = lq[k]
-                            if q >= 0:
-                                n_out = _ssi_out(q, lbox[k, 1], lbox[k, 3], i, pv, ps, base, end,
-                                                 rec, dseqs, xseq, mode, acc, out_q, out_s,
-                                                 n_out)
-                                if n_out < 0:
-                                    return OVERFLOW
-                else:
-                    for ch in range(f, f + c):
-                        if _hit2(nlo, nhi, ch, v, x1, x2):
-                            stack[top] = ch
-                            top += 1
-        for k in range(dstart[g], dstart[g] + dsize[g]):
-            x = dids[k]
-            if _hit2(elo, ehi, x, v, x1, x2):
-                n_out = _ssi_out(eq[x], elo[x, 1], ehi[x, 1], i, pv, ps, base, end, rec, dseqs,
-                                 xseq, mode, acc, out_q, out_s, n_out)
-                if n_out < 0:
-                    return OVERFLOW
-    return n_out
-
-
-@njit(cache=True, inline="always")
 def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray,
                 xseq: int) -> int:
     """Owed pairs of q among the partners at ``[a, b)``: ``b − a`` when q registered before
@@ -316,12 +270,13 @@ def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: 
 
 
 @njit(cache=True)
-def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
+def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
             clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray, ps: np.ndarray,
             base: int, size: int, v: float, rec: np.ndarray, own: int, dseqs: np.ndarray,
             xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
             n_out: int) -> int:
-    """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (``S`` = its ``arrays()``).
+    """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (groups ``gids``, points
+    ``gpoint``).
 
     Per group with point p, x1 < p <= x2 are the partners nearest p; a member holds a partner
     iff ``olo <= x1`` (a prefix of the run sorted by ``olo``) or ``ohi >= x2`` (a prefix of the
@@ -335,11 +290,15 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
     id) and then find its partners with two binary searches over the key's sorted values; COUNT
     is ``b − a`` when every member registered before the tuple (``reg_max < xseq``, SPEC §3),
     else one registration test per pair. PAIRS collects the ids in ``cand`` first.
+
+    ``runs`` is a bundle (``ScanRuns.arrays()``, named back as ``ScanArrays``); the rest stays
+    positional: this is a per-event kernel of a few µs on small workloads (``hotjoin bench
+    select --quick``: ~5 µs per tuple), and the partner run, table, subscription and scratch
+    bundles cost ~0.6 µs more per call (Python-side tuples and numba's typing of nested tuples):
+    SJ-SSI, SJ-Hotspot and auto 7–15 % slower there (``docs/benchmarks.md``, issue 12).
     """
-    gstart, gcount, l_key, l_wlo, l_whi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
-    r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize, dids = (S[6], S[7], S[8], S[9], S[10],
-                                                           S[11], S[12], S[13])
-    l_ohi = S[14]
+    (gstart, gcount, l_key, l_wlo, l_whi, l_q, r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize,
+     dids, l_ohi) = ScanArrays(*runs)
     oth = A_LO + C_LO - own
     end = base + size
     dst = cand if mode == PAIRS else out_q
@@ -436,14 +395,14 @@ def _exact_count(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray,
 
 
 @njit(cache=True)
-def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray,
-                clo: np.ndarray, chi: np.ndarray, side: tuple, bk: PartnerBuckets,
-                reg_max: float, pv: np.ndarray, ps: np.ndarray, base: int, size: int, v: float,
-                rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
-                acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple,
+                side: tuple, buckets: tuple, reg_max: float, run: tuple, tab: tuple, sub: tuple, v: float,
+                own: int, xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
+                n_out: int) -> int:
     """SJ-SelectFirst (§3.2.1, §4.1) over stabbing groups of the *own* ranges, scan-ordered
-    (:class:`~matcher.scan_runs.ScanRuns` with own and other swapped: ``S[2]`` = own lower
-    ends, ``S[3:5]`` = other bounds, ``S[6]`` = own upper ends descending).
+    (:class:`~matcher.scan_runs.ScanRuns` with own and other swapped: ``l_key`` = own lower
+    ends, the copied bounds ``l_wlo``/``l_whi`` and ``r_wlo``/``r_whi`` = other bounds,
+    ``r_key`` = own upper ends descending).
 
     Every member of a group (point p) contains p, so for ``v <= p`` the members whose own range
     holds v are the prefix ``own_lo <= v`` of the run sorted by ``own_lo``, and for ``v > p`` the
@@ -461,9 +420,21 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, S: tuple, cand: np.ndarray
     registration tests only when a member registered after the tuple); PAIRS ``(q, slot)`` per
     owed pair. The rare cases call non-inlined functions: a loop inside the hot loop's body,
     even behind a branch never taken, made the scan ~4x slower here.
+
+    Bundles (plain tuples, named back here): ``runs`` ``ScanArrays``, ``scratch``
+    ``ScanScratch``, ``buckets`` the per-probe ``PartnerBuckets`` scratch, ``run``
+    ``PartnerRun``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``.
     """
-    gstart, gcount, l_key, l_olo, l_ohi, l_q = S[0], S[1], S[2], S[3], S[4], S[5]
-    r_key, r_olo, r_ohi, r_q, dstart, dsize, dids = S[6], S[8], S[9], S[10], S[11], S[12], S[13]
+    r_ = ScanArrays(*runs)
+    gstart, gcount, l_key, l_q = r_.gstart, r_.gcount, r_.l_key, r_.l_q
+    r_key, r_q, dstart, dsize, dids = r_.r_key, r_.r_q, r_.dstart, r_.dsize, r_.dids
+    l_olo, l_ohi, r_olo, r_ohi = r_.l_wlo, r_.l_whi, r_.r_wlo, r_.r_whi  # the other range
+    cand, clo, chi = ScanScratch(*scratch)
+    bk = PartnerBuckets(*buckets)
+    pv, ps, base, size = PartnerRun(*run)
+    dseqs = TableArrays(*tab).seqs
+    s_ = SubArrays(*sub)
+    rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
     end = base + size
     nb, scale, pmin = build(pv, base, size, bk)

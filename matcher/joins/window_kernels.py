@@ -150,8 +150,9 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     pv, ps, base, size = P[0], P[1], P[2], P[3]
     dseqs = T[2]
     rec, mark, acc = Q[0], Q[6], Q[7]
-    n = sj_own_scan(gids, gpoint, S, cand, clo, chi, side, bk, -np.inf, pv, ps, base, size, v, rec,
-                    own, dseqs, xseq, IDENTIFY, acc, cand, out_s, 0)
+    n = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, -np.inf, (pv, ps, base, size),
+                    (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, IDENTIFY, cand, out_s,
+                    0)
     for i in range(n):
         q = cand[i]
         cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s, n_out)

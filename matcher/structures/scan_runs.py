@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +48,41 @@ from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 # own_lo, own_hi, oth_lo, oth_hi of subscriptions qs
 CoordFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
+class ScanArrays(NamedTuple):
+    """A :class:`ScanRuns` as kernels read it (:meth:`ScanRuns.arrays`). Group ``u``'s main
+    region is positions ``[gstart[u], gstart[u] + gcount[u])`` of two runs: the ``l_*`` run
+    sorted by ``l_key`` (the lower end of the range that orders the groups) ascending, with the
+    copied bounds ``l_wlo``/``l_whi`` and that range's upper end ``l_ohi``; the ``r_*`` run sorted
+    by ``r_key`` (its upper end) descending, with its lower end ``r_olo`` and the copied bounds
+    ``r_wlo``/``r_whi``; ids ``l_q``/``r_q`` (−1: tombstone). Its delta is
+    ``dids[dstart[u] : dstart[u] + dsize[u]]``."""
+
+    gstart: np.ndarray
+    gcount: np.ndarray
+    l_key: np.ndarray
+    l_wlo: np.ndarray
+    l_whi: np.ndarray
+    l_q: np.ndarray
+    r_key: np.ndarray
+    r_olo: np.ndarray
+    r_wlo: np.ndarray
+    r_whi: np.ndarray
+    r_q: np.ndarray
+    dstart: np.ndarray
+    dsize: np.ndarray
+    dids: np.ndarray
+    l_ohi: np.ndarray
+
+
+class ScanScratch(NamedTuple):
+    """A probe's scratch (:meth:`ScanRuns.probe_scratch`), one slot per member: PAIRS'
+    candidate ids ``cand`` and the candidates' copied bounds ``clo``/``chi``."""
+
+    cand: np.ndarray
+    clo: np.ndarray
+    chi: np.ndarray
 
 
 class ScanRuns:
@@ -180,6 +216,12 @@ class ScanRuns:
         if self.n_members + 16 > self.cand.shape[0]:
             self._scratch(self.n_members + self.n_members // 4 + 64)
 
+    def probe_scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The per-probe scratch, with room for every member, as a kernel bundle:
+        :class:`ScanScratch`' fields as a plain tuple."""
+        self.ensure_scratch()
+        return (self.cand, self.clo, self.chi)
+
     def members(self, u: int) -> np.ndarray:
         """The live members of group ``u`` (main run order, then delta). O(n_u)."""
         s, c = int(self.gstart[u]), int(self.gcount[u])
@@ -278,7 +320,8 @@ class ScanRuns:
             self._compact({})  # one bulk rewrite: no delta, no tombstones, no abandoned region
 
     def arrays(self) -> tuple[np.ndarray, ...]:
-        """The flat arrays a kernel reads (``select_kernels.sj_scan``)."""
+        """The runs as a kernel bundle: :class:`ScanArrays`' fields as a plain tuple (kernels
+        name it back; see ``matcher.joins.protocol``)."""
         return (self.gstart, self.gcount, self.l_key, self.l_wlo, self.l_whi, self.l_q,
                 self.r_key, self.r_olo, self.r_wlo, self.r_whi, self.r_q, self.delta.start,
                 self.delta.size, self.delta.ids, self.l_ohi)

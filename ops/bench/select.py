@@ -600,7 +600,10 @@ class FlatOwnLimit:
         self.side = (np.zeros(n + 16, dtype=np.int64), np.zeros(n + 16), np.zeros(n + 16))
         self.acc = np.zeros(n + 16, dtype=np.int64)
         self.slots = np.arange(kv.values.shape[0], dtype=np.int64)
-        self.buckets = new_buckets()
+        # bundles: TableArrays (seqs = slots: every pair formed before the probe), SubArrays
+        self.tab = (np.ones(kv.values.shape[0], dtype=np.bool_), kv.values, self.slots)
+        self.sub = (self.rec, np.zeros(n + 16, dtype=np.int64), self.acc)
+        self.buckets = tuple(new_buckets())  # a plain tuple: the kernel names it back
 
     def probe(self, b: float, a: float, count: bool) -> int:
         s, e = self.kv.get(b)
@@ -608,10 +611,10 @@ class FlatOwnLimit:
             return 0
         cand, out_q, out_s = self.scratch
         K = self.K
-        return K.sj_own_scan(self.gids, self.gpoint, self.arrays, cand, *self.bounds,
-                             self.side, self.buckets, -1.0, self.kv.values, self.slots, s, e - s, a,
-                             self.rec, K.A_LO, self.slots, 1, K.COUNT if count else K.IDENTIFY,
-                             self.acc, out_q, out_s, 0)
+        return K.sj_own_scan(self.gids, self.gpoint, self.arrays, (cand, *self.bounds),
+                             self.side, self.buckets, -1.0, (self.kv.values, self.slots, s, e - s),
+                             self.tab, self.sub, a, K.A_LO, 1, K.COUNT if count else K.IDENTIFY,
+                             out_q, out_s, 0)
 
     def affected(self, b: float, a: float) -> tuple[np.ndarray, np.ndarray]:
         n = self.probe(b, a, True)
