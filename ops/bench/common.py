@@ -110,12 +110,16 @@ def plot_bars(path: str | Path, title: str, ylabel: str, values: dict[str, float
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.1 * len(values)), 4.6))
     ax.bar(list(values), list(values.values()), color="tab:blue")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=25)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     for i, v in enumerate(values.values()):
-        ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.2f}", (i, v), ha="center", va="bottom",
+                    fontsize=8)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
