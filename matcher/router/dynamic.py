@@ -93,10 +93,12 @@ FEEDBACK_STEP = 1.04
 """A timed run moves the chosen member's correction factor up or down by this factor: a sign
 step, so the factor tracks the median of measured / predicted and one outlier (a preemption, a
 page fault) moves it by 4 % at most."""
-EXPLORE_EVERY = 32
+EXPLORE_EVERY = 64
 """Every this many timed runs, the cheapest *other* member runs instead if its corrected cost
 is within ``EXPLORE_WITHIN`` of the choice, so a member the model over-predicts gets measured
-too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) ≈ 0.4 %)."""
+too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) ≈ 0.2 % while the
+model is right; an explored member's correction moves half-way to its measured ratio at once,
+so one the model under-predicts stops being explored after a run or two)."""
 EXPLORE_WITHIN = 2.0
 FAR_OFF = 2.0
 """A measured / modelled ratio beyond this factor (either way) moves the correction by its
@@ -191,10 +193,13 @@ class _Routing:
         return [model.cost(c, m, x) for model, c, m in zip(self.models, self.coef, self.members,
                                                             strict=True)]
 
-    def _learn(self, d: int, i: int, predicted: float, elapsed: float) -> None:
+    def _learn(self, d: int, i: int, predicted: float, elapsed: float,
+               explored: bool = False) -> None:
         """Online calibration: one step of member ``i``'s correction toward the measured /
         modelled ratio of the run just timed (``predicted`` includes the current correction):
-        a sign step near the ratio, a bounded geometric one far from it (``FAR_OFF``).
+        a sign step near the ratio, a bounded geometric one far from it (``FAR_OFF``) or when
+        ``i`` ran as an exploration (rare, and each one costs what the runner-up costs more
+        than the choice: it must count).
 
         The fitted profile is the model's scale on the calibration grid; the workload at hand
         can sit where the fit is poor (e.g. tens of thousands of tiny scattered groups), and
@@ -205,7 +210,7 @@ class _Routing:
         corr = self.corr[d]
         c = corr[i]
         r = elapsed / predicted if predicted > 0.0 else 2.0
-        if r > FAR_OFF or r * FAR_OFF < 1.0:
+        if explored or r > FAR_OFF or r * FAR_OFF < 1.0:
             # far off (a member explored for the first time, a new workload): go half-way in
             # log scale, at most 2× per run, so one preempted run cannot shut a member out
             x = math.sqrt(r)
@@ -470,12 +475,13 @@ class SelectDynamic(_Routing, SelectStrategy):
             self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
             return
         # a timed run: learn the chosen member's correction (now and then another's)
+        chosen = i
         i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
                                      lambda: self._costs(self._quantities(dirn, v, table,
                                                                           size)))
         t0 = self.clock()
         self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
-        self._learn(d, i, best, self.clock() - t0)
+        self._learn(d, i, best, self.clock() - t0, i != chosen)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**SelectStrategy.stats(self), **self.routing_stats(),
@@ -568,11 +574,12 @@ class BandDynamic(_Routing, BandStrategy):
             run(self.members[i])
             return
         raw = self._raw[d]
+        chosen = i
         i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw)
         self.counts[i] += n - 1
         t0 = self.clock()
         run(self.members[i])
-        self._learn(d, i, predicted, (self.clock() - t0) / n)
+        self._learn(d, i, predicted, (self.clock() - t0) / n, i != chosen)
 
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**BandStrategy.stats(self), **self.routing_stats()}
@@ -698,12 +705,13 @@ class WindowDynamic(_Routing, WindowStrategy):
             self.counts[i] += 1
             self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
             return
+        chosen = i
         i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
                                      lambda: self._costs(self._quantities(dirn, b, v, t, table,
                                                                           p)))
         t0 = self.clock()
         self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
-        self._learn(d, i, best, self.clock() - t0)
+        self._learn(d, i, best, self.clock() - t0, i != chosen)
 
     def _m_b(self, p: Any, t: int) -> float:
         """m_b: the key's partners within w_max of t (two searches of the by-time run)."""
