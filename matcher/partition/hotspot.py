@@ -35,7 +35,7 @@ from hotjoin.matcher.partition.stabbing import (
     _pick_point,
     stabbing_number,
 )
-from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk
+from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk_column
 
 __all__ = ["HotspotListener", "HotspotMirror", "HotspotTracker"]
 
@@ -393,10 +393,7 @@ class HotspotTracker:
 
     def members(self, gid: int) -> np.ndarray:
         """Member iids of hot group ``gid``; O(size)."""
-        nx = np.frombuffer(self._hnx, np.int64)
-        out = walk(nx, self._hhead[gid], self._hcount[gid])
-        del nx  # release the buffer export: the columns may grow again
-        return out
+        return walk_column(self._hnx, self._hhead[gid], self._hcount[gid])
 
     def hot_groups(self) -> Iterator[tuple[int, float, np.ndarray]]:
         """``J_H``: yield ``(gid, point, member iids)`` by increasing point."""

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 from sortedcontainers import SortedList
 
-from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk
+from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk_column
 
 __all__ = [
     "DynamicStabbingPartition",
@@ -463,10 +463,7 @@ class DynamicStabbingPartition:
         return self._core_lo[gid], self._core_hi[gid]
 
     def _member_slots(self, gid: int) -> np.ndarray:
-        nx = np.frombuffer(self._nx, np.int64)
-        out = walk(nx, self._head[gid], self._count[gid])
-        del nx  # release the buffer export: the columns may grow again
-        return out
+        return walk_column(self._nx, self._head[gid], self._count[gid])
 
     def members(self, gid: int) -> np.ndarray:
         """Member iids of group ``gid`` (int64, unordered); ``O(size)``."""

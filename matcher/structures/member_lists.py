@@ -57,6 +57,15 @@ def walk(nx: np.ndarray, head: int, count: int) -> np.ndarray:
     return out
 
 
+def walk_column(nx: Sequence[int], head: int, count: int) -> np.ndarray:
+    """:func:`walk` over an ``array("q")`` column (the buffer is released before returning,
+    so the column may grow again)."""
+    view = np.frombuffer(nx, np.int64)  # type: ignore[call-overload]
+    out = walk(view, head, count)
+    del view
+    return out
+
+
 @njit(cache=True)
 def link(nx: np.ndarray, pv: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> None:
     """Chain ``members[bounds[j] : bounds[j + 1]]`` into one list per group j (heads are
