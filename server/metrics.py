@@ -21,9 +21,11 @@ import os
 import platform
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 from prometheus_client import (
     CollectorRegistry,
@@ -53,8 +55,6 @@ _LATENCY_BUCKETS = (
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("hotjoin")
     except PackageNotFoundError:
@@ -70,12 +70,7 @@ BUILD_INFO = Gauge(
 
 
 def _grpc_version() -> str:
-    try:
-        import grpc
-
-        return str(grpc.__version__)
-    except Exception:  # noqa: BLE001
-        return "unknown"
+    return str(getattr(grpc, "__version__", "unknown"))
 
 
 BUILD_INFO.labels(_version(), platform.python_version(), _grpc_version()).set(1)
