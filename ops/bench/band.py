@@ -32,7 +32,8 @@ from numba import njit
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.joins.band import BAND_STRATEGIES
-from hotjoin.matcher.model import BandJoin, Range
+from hotjoin.matcher.model import BandJoin, Event, Range
+from hotjoin.matcher.partition.stabbing import canonical_partition
 from hotjoin.matcher.workload import (
     TableIConfig,
     clustered_bands,
@@ -148,8 +149,6 @@ class BandLimit:
     the bands, paper 004 Lemma 1; S keys as one sorted array), no engine around it."""
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray, s_keys: np.ndarray) -> None:
-        from hotjoin.matcher.partition.stabbing import canonical_partition
-
         points, g = canonical_partition(lo, hi)
         self.tau = int(points.shape[0])
         self.gpoint = points
@@ -229,7 +228,6 @@ def _engine(c: BandBenchConfig, name: str, lo: np.ndarray, hi: np.ndarray,
     e = Engine(strategy={"band": name}, options={"alpha": c.alpha, "epsilon": c.epsilon})
     e.subscribe_many([BandJoin(b=Range(a, b)) for a, b in zip(lo.tolist(), hi.tolist(),
                                                                strict=True)])
-    from hotjoin.matcher.model import Event
 
     keys, vals, times = s
     e.tables["S"].bulk_load(
@@ -248,7 +246,6 @@ def _throughput_point(c: BandBenchConfig, n: int, tau: int, half_width: float,
     """Every strategy beside the NumPy brute force and the flat limit line, interleaved on the
     same R tuples; the first ``c.verify`` tuples are checked to affect the same subscriptions
     with the same pair counts in every contender (``agrees_with_brute_force``)."""
-    from hotjoin.matcher.model import Event
 
     lo, hi = clustered_bands(n, tau, half_width, c.seed)
     strategies = c.strategies if strategies is None else strategies

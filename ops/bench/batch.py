@@ -34,7 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.clients.loadgen import BAND_CLUSTERS, Workload, band_half_width
 from hotjoin.matcher import BandJoin, Engine, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.engine import STRATEGIES
+from hotjoin.matcher.workload import clustered_bands, r_arrays, s_arrays, select_ranges_arrays
 from hotjoin.ops.bench.common import interleaved, machine, write_json
 
 KINDS = ("select", "band", "window")
@@ -64,11 +67,9 @@ class BatchBenchConfig:
             raise ValueError("--numpy-share must be in (0, 1]")
         if self.lateness <= 0 or self.window <= 0:
             raise ValueError("--lateness and --window must be > 0")
-        if self.strategy != "auto":
-            from hotjoin.matcher.engine import STRATEGIES
-
-            if not any(self.strategy in names for names in STRATEGIES.values()):
-                raise ValueError(f"unknown strategy {self.strategy!r}")
+        if self.strategy != "auto" and not any(self.strategy in names
+                                               for names in STRATEGIES.values()):
+            raise ValueError(f"unknown strategy {self.strategy!r}")
         bad = [k for k in self.kinds if k not in KINDS]
         if bad or not self.kinds:
             raise ValueError(f"--kinds must be a comma-separated subset of {','.join(KINDS)}")
@@ -88,8 +89,6 @@ class _Load:
 
 def workload(c: BatchBenchConfig, kind: str) -> _Load:
     """The load-test workload of ``kind`` (see the module docstring)."""
-    from hotjoin.clients.loadgen import BAND_CLUSTERS, Workload, band_half_width
-    from hotjoin.matcher.workload import clustered_bands, r_arrays, s_arrays, select_ranges_arrays
 
     w = Workload(kind="band" if kind == "band" else "select", subscriptions=c.subscriptions,
                  stored=c.stored, affected=c.affected, seed=c.seed)
@@ -129,7 +128,6 @@ def build(load: _Load, strategy: str = "auto") -> Engine:
 
     ``strategy``: "auto" (the router, as the server's load test runs) or a strategy name; a
     name of another kind leaves this kind on "auto"."""
-    from hotjoin.matcher.engine import STRATEGIES
 
     mine = {k: strategy for k, names in STRATEGIES.items() if strategy in names}
     e = Engine(lateness=load.lateness, strategy=mine or "auto")

@@ -31,8 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.clients.client import HotjoinClient, band
 from hotjoin.matcher import BandJoin, Engine, Range
 from hotjoin.server import checkpoint
+from hotjoin.server.app import HotjoinServer
 from hotjoin.server.convert import SubMeta
 
 TOPIC = "t"
@@ -83,7 +85,6 @@ def measure_engine(n_subs: int, n_tuples: int, seed: int = 1) -> dict[str, Any]:
 
 def _serve(data: str, ready: Any, go: Any, out: Any) -> None:
     """Child: the server; on ``go`` it takes a checkpoint and reports its timings."""
-    from hotjoin.server.app import HotjoinServer
 
     srv = HotjoinServer(data_dir=Path(data), port=0, compact_ratio=0, checkpoint_min_ops=10**12).start()
     ready.put(srv.target)
@@ -110,7 +111,6 @@ def _pct(xs: list[float], q: float) -> float:
 def measure_server(n_subs: int, n_tuples: int, rate: float, batch: int, seconds: float, at: float,
                    seed: int = 1) -> dict[str, Any]:
     """The server part: ack latencies before and during a checkpoint (milliseconds)."""
-    from hotjoin.clients.client import HotjoinClient, band
 
     subs, ev = _workload(n_subs, n_tuples, seed)
     ctx = mp.get_context("spawn")

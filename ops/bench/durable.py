@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from hotjoin.clients.client import HotjoinClient, band, event
+from hotjoin.clients.commands.demo import free_port, start_server, stop_server
 from hotjoin.ops.loadtest import ServeBenchConfig, run_one
+from hotjoin.server.delivery import Chunk, OpMatches
+from hotjoin.server.match_log import MatchLog, decode, encode
 
 MODES = {"durable": (), "memory-only": ("--delivery-retention-bytes", "0")}
 
@@ -28,12 +37,8 @@ MODES = {"durable": (), "memory-only": ("--delivery-retention-bytes", "0")}
 def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
     """Bytes and CPU of one batch's match-log record (``Chunk.build`` + ``match_log.encode`` /
     ``decode``), best of 5: 100 events, 10 subscriptions each, 0 / 1 / 10 pairs per message."""
-    import time
 
-    import numpy as np
 
-    from hotjoin.server.delivery import Chunk, OpMatches
-    from hotjoin.server.match_log import decode, encode
 
     rng = np.random.default_rng(rng_seed)
     out = []
@@ -68,10 +73,7 @@ def codec(rng_seed: int = 1) -> list[dict[str, Any]]:
 
 def reopen(records: int = 8000, record_bytes: int = 60_000) -> dict[str, Any]:
     """Time to open a match log of ``records`` records (what it adds to a restart)."""
-    import os
-    import time
 
-    from hotjoin.server.match_log import MatchLog
 
     d = Path(tempfile.mkdtemp(prefix="hotjoin-bench-reopen-"))
     try:
@@ -94,11 +96,7 @@ def memory_bound(buffer_bytes: int, seconds: float = 30.0) -> dict[str, Any]:
     """Issue 16 item 3: three unbounded band subscriptions (every pair matches) beside 1,000
     ordinary ones, 2,000 stored S tuples, a listener that never reads, R events published as fast
     as they are acknowledged; returns the server's peak RSS and the delivery ring's bytes."""
-    import time
-    import urllib.request
 
-    from hotjoin.clients.client import HotjoinClient, band, event
-    from hotjoin.clients.commands.demo import free_port, start_server, stop_server
 
     work = Path(tempfile.mkdtemp(prefix="hotjoin-bench-memory-"))
     port = mport = free_port(0)[0]

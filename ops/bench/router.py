@@ -37,8 +37,16 @@ import numpy as np
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.model import BandJoin, Range, SelectJoin
 from hotjoin.matcher.router.calibrate import ALL_MEMBERS, MemberTimes, load, time_members, warm_up
+from hotjoin.matcher.workload import r_arrays, s_arrays
+from hotjoin.ops.bench.band import (
+    BandBenchConfig,
+    _table_cfg,
+    calibrate_half_width,
+    clustered_bands,
+)
 from hotjoin.ops.bench.common import Progress, machine, plot_lines, write_json
 from hotjoin.ops.bench.select import VALUE_DOMAIN, a_ranges, clusters, key_sigma
+from hotjoin.ops.bench.window import WindowBenchConfig, data, subs
 
 
 @dataclass
@@ -86,14 +94,6 @@ def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
 
 
 def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, np.ndarray]]:
-    from hotjoin.matcher.workload import r_arrays, s_arrays
-    from hotjoin.ops.bench.band import (
-        BandBenchConfig,
-        _table_cfg,
-        calibrate_half_width,
-        clustered_bands,
-    )
-
     bc = BandBenchConfig(subscriptions=n, s_size=n)
     s_keys, s_vals, s_times = s_arrays(_table_cfg(bc), n)
     hw, _ = calibrate_half_width(bc, s_keys, n, bc.tau)
@@ -107,8 +107,6 @@ def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray,
 
 
 def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...]]:
-    from hotjoin.ops.bench.window import WindowBenchConfig, data, subs
-
     wc = WindowBenchConfig(subscriptions=n, events=c.tuples + c.lead_in)
     s, r = data(wc, wc.per_key)
     e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback})

@@ -31,6 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.clients.client import HotjoinClient, band
+from hotjoin.clients.commands.demo import start_server
+
 TOPIC = "t"
 MIB = 2**20
 
@@ -51,9 +54,6 @@ def _rss(pid: int) -> int:
 
 def measure(n_subs: int, n_unbounded: int, stored: int, rate: float, batch: int, seconds: float,
             buffer_bytes: int, listener_bytes: int, slack_mib: int, shutdown_timeout: float) -> dict[str, Any]:
-    from hotjoin.clients.client import HotjoinClient, band
-    from hotjoin.clients.commands.demo import start_server
-
     rng = np.random.default_rng(1)
     port = mport = _free_port()
     while mport == port:  # two probes of port 0 may hand out the same port

@@ -33,8 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.clients.cli import CliError
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.model import Event, Range, SelectJoin
+from hotjoin.ops.scaleout.engine import ShardedEngine, ensure_ray
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.settings import TopicSettings
+from hotjoin.server.topic import Topic
 
 
 def _progress(msg: str) -> None:
@@ -85,9 +90,6 @@ def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
 
 def _front_end_alone(n_events: int, batch: int) -> float:
     """Seconds per event of Topic.publish (order, log, fsync, hub) with no subscriptions."""
-    from hotjoin.proto import hotjoin_pb2 as pb
-    from hotjoin.server.settings import TopicSettings
-    from hotjoin.server.topic import Topic
 
     with tempfile.TemporaryDirectory() as d:
         topic = Topic("bench", 0, None, {}, Path(d), TopicSettings(engine_factory=Engine))
@@ -103,8 +105,6 @@ def _front_end_alone(n_events: int, batch: int) -> float:
 
 def run(subscriptions: int, stored: int, events: int, keys: int, width: float, batch: int,
         workers: list[int], per_event: int, sample: int) -> dict[str, Any]:
-    from hotjoin.ops.scaleout.engine import ShardedEngine, ensure_ray
-
     _progress(f"workload: {subscriptions:,} select joins, {stored:,} stored, {events:,} events")
     w = workload(subscriptions, stored, events, keys, width)
     res: dict[str, Any] = {"config": {"subscriptions": subscriptions, "stored": stored,
@@ -236,8 +236,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from hotjoin.clients.cli import CliError
-
     try:
         workers = [int(x) for x in args.workers.split(",") if x]
     except ValueError:

@@ -36,9 +36,19 @@ import numpy as np
 from numba import njit
 
 from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.joins import select_kernels as K
 from hotjoin.matcher.joins.select import SELECT_STRATEGIES
 from hotjoin.matcher.model import Event, Range, SelectJoin
-from hotjoin.ops.bench.common import Progress, interleaved, machine, plot_lines, write_json
+from hotjoin.matcher.partition.stabbing import canonical_partition
+from hotjoin.matcher.structures.partner_buckets import new_buckets
+from hotjoin.ops.bench.common import (
+    Progress,
+    interleaved,
+    machine,
+    plot_bars,
+    plot_lines,
+    write_json,
+)
 
 VALUE_DOMAIN = 1_000_000.0
 BRUTE = "NumPy brute force"
@@ -343,8 +353,6 @@ def plots(result: dict[str, Any], d: Path) -> None:
               "9": ("hotspot coverage (target fraction)", False)}
     t1 = [r for r in recs if r["figure"] == "table1"]
     if t1:
-        from hotjoin.ops.bench.common import plot_bars
-
         for metric, label in (("identify_tuples_per_s", "identify"),
                               ("count_tuples_per_s", "affected")):
             for x in sorted({r["x"] for r in t1}):
@@ -541,8 +549,6 @@ class FlatLimit:
     (canonical stabbing partition of the C ranges, paper 004 Lemma 1)."""
 
     def __init__(self, d: Table1Data, kv: KeyedValues) -> None:
-        from hotjoin.matcher.partition.stabbing import canonical_partition
-
         self.d, self.kv = d, kv
         points, g = canonical_partition(d.c_lo, d.c_hi)
         self.tau = int(points.shape[0])
@@ -574,10 +580,6 @@ class FlatOwnLimit:
     tombstone), no engine around it: what the dynamic structure and the engine cost on top."""
 
     def __init__(self, d: Table1Data, kv: KeyedValues) -> None:
-        from hotjoin.matcher.joins import select_kernels as K
-        from hotjoin.matcher.partition.stabbing import canonical_partition
-        from hotjoin.matcher.structures.partner_buckets import new_buckets
-
         self.K, self.kv = K, kv
         n = d.a_lo.shape[0]
         points, g = canonical_partition(d.a_lo, d.a_hi)

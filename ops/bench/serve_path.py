@@ -17,22 +17,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hotjoin.clients.loadgen import (
+    Workload,
+    incoming_columns,
+    stored_columns,
+    subscription_specs,
+)
+from hotjoin.matcher import Engine
+from hotjoin.matcher.model import Event
 from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server import topic as topic_mod
+from hotjoin.server.convert import decode_columns
+from hotjoin.server.settings import TopicSettings
 
 
 def run(subscriptions: int = 100_000, stored: int = 100_000, events: int = 30_000, batch: int = 1000) -> dict[str, Any]:
-    from hotjoin.clients.loadgen import (
-        Workload,
-        incoming_columns,
-        stored_columns,
-        subscription_specs,
-    )
-    from hotjoin.matcher import Engine
-    from hotjoin.matcher.model import Event
-    from hotjoin.server import topic as topic_mod
-    from hotjoin.server.convert import decode_columns
-    from hotjoin.server.settings import TopicSettings
-
     w = Workload(kind="select", subscriptions=subscriptions, stored=stored, affected=10, delivery="affected",
                  subscriber="b")
     specs = subscription_specs(w)

@@ -13,14 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.convert import decode_columns
 
 
 def main(n: int = 10_000, reps: int = 50) -> dict[str, Any]:
-    import pyarrow as pa
-
-    from hotjoin.server.convert import decode_columns
 
     rng = np.random.default_rng(1)
     sides = rng.integers(1, 3, n).astype(np.uint8)
