@@ -136,11 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A sub-command raising ``CliError`` exits with its code and a one-line message on stderr.
     """
-    parser = build_parser()
-    args = parser.parse_args(normalise_argv(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
     # gRPC's C core logs e.g. failed TLS handshakes on stderr, beside our one line: clients say
     # what went wrong themselves; the server keeps gRPC's errors (GRPC_VERBOSITY overrides both).
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR" if args.command in ("serve", "demo") else "NONE")
+    # Set before the parser is built: building it imports the sub-commands' modules, and any of
+    # them may load gRPC, which reads the variable once.
+    command = next((a for a in argv if not a.startswith("-")), "")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR" if command in ("serve", "demo") else "NONE")
+    parser = build_parser()
+    args = parser.parse_args(normalise_argv(argv))
     try:
         if args.command == "bench":
             _plots_available(args)

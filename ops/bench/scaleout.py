@@ -37,9 +37,6 @@ from hotjoin.clients.cli import CliError
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.model import Event, Range, SelectJoin
 from hotjoin.ops.scaleout.engine import ShardedEngine, ensure_ray
-from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server.settings import TopicSettings
-from hotjoin.server.topic import Topic
 
 
 def _progress(msg: str) -> None:
@@ -90,6 +87,11 @@ def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
 
 def _front_end_alone(n_events: int, batch: int) -> float:
     """Seconds per event of Topic.publish (order, log, fsync, hub) with no subscriptions."""
+    # the server stack loads only when this runs: the CLI imports this module to build its
+    # parser, before it sets gRPC's log level
+    from hotjoin.proto import hotjoin_pb2 as pb
+    from hotjoin.server.settings import TopicSettings
+    from hotjoin.server.topic import Topic
 
     with tempfile.TemporaryDirectory() as d:
         topic = Topic("bench", 0, None, {}, Path(d), TopicSettings(engine_factory=Engine))
