@@ -119,6 +119,34 @@ class LoggedColumns:
         self.last_seq = seq
         self.n += 1
 
+    def add_columns(self, b: EventBatch, first_seq: int) -> None:
+        """Gather a logged columnar frame whose events took ``first_seq, first_seq + 1, ...``
+        (every one was accepted when logged); per side, its columns are appended at once."""
+        n = len(b)
+        if n == 0:
+            return
+        assert b.times is not None
+        seqs = np.arange(first_seq, first_seq + n, dtype=np.int64)
+        for code, side in ((pb.SIDE_R, "R"), (pb.SIDE_S, "S")):
+            at = np.flatnonzero(b.sides == code)
+            if at.shape[0] == 0:
+                continue
+            c = self._sides[side]
+            c[0].extend(b.ids[at].tolist())
+            c[1].frombytes(np.ascontiguousarray(b.keys[at]).tobytes())
+            c[2].frombytes(np.ascontiguousarray(b.values[at]).tobytes())
+            c[3].frombytes(np.ascontiguousarray(b.times[at]).tobytes())
+            c[4].frombytes(seqs[at].tobytes())
+            if b.payloads is not None:
+                c[5].extend(b.payloads[i] for i in at.tolist())
+            else:
+                c[5].extend([b""] * at.shape[0])
+        t = int(b.times.max())
+        if self.max_time is None or t > self.max_time:
+            self.max_time = t
+        self.last_seq = first_seq + n - 1
+        self.n += n
+
     def take(self) -> Iterator[tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                      list[bytes] | None]]:
         """``(side, ids, keys, values, times, seqs, payloads or None)`` of each side gathered, to

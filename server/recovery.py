@@ -71,7 +71,7 @@ class LogReplay:
             log_ops += len(batch.ops)
             for op in batch.ops:
                 kind = op.WhichOneof("op")
-                if kind != "publish":
+                if kind not in ("publish", "publish_columns"):
                     self._flush_events()
                 if kind != "subscribe":
                     self._flush_subs()
@@ -91,7 +91,10 @@ class LogReplay:
                     self.book.unregister(op.unsubscribe)
                 if start is not None and op.seq != last_seq + 1:
                     raise LogCorruptError(f"log after the checkpoint: seq {op.seq} follows {last_seq}")
-                last_seq = engine.seq if kind == "publish_columns" else op.seq
+                if kind == "publish_columns":
+                    last_seq = op.seq + len(op.publish_columns.ids) - 1
+                else:
+                    last_seq = op.seq
         self._flush_events()
         self._flush_subs()
         if engine.seq != last_seq:
@@ -134,13 +137,24 @@ class LogReplay:
         subs.clear()
 
     def _replay_columns(self, op: pb.LogOp) -> int:
-        """Re-apply a columnar publish frame (state only, ``output="none"``); every event was
-        accepted when logged, so each must be accepted again at seqs ``op.seq, op.seq + 1, ...``."""
+        """Re-apply a columnar publish frame (state only); every event was accepted when logged,
+        so each must be accepted again at seqs ``op.seq, op.seq + 1, ...``. Without retention the
+        frame joins the run of logged publishes loaded as columns at once (as single publishes
+        do); with retention it goes through ``publish_batch`` (``output="none"``), which expires
+        what the moving watermark drops."""
         engine = self.engine
         b = decode_columns(op.publish_columns)
         n = len(b)
         if b.times is None:
             raise LogCorruptError(f"columnar publish at seq {op.seq} without times")
+        if self._columnar:
+            cols = self._columns
+            before = cols.last_seq if cols.n else engine.seq
+            if op.seq != before + 1:
+                raise LogCorruptError(f"columnar publish at seq {op.seq} follows seq {before}")
+            cols.add_columns(b, op.seq)
+            return n
+        self._flush_events()
         if engine.seq != op.seq - 1:
             raise LogCorruptError(f"columnar publish at seq {op.seq} follows seq {engine.seq}")
         res = apply_publish_batch(engine, b.side_codes().astype(np.int8), b.ids,

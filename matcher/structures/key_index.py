@@ -215,18 +215,16 @@ class KeyIndex:
         if n == 0:
             return
         uniq, inv = np.unique(keys, return_inverse=True)
-        for g, k in enumerate(uniq.tolist()):
-            self.group[k] = g
-        self._next = len(uniq)
-        bounds = np.searchsorted(np.sort(inv), np.arange(len(uniq) + 1))
+        m = uniq.shape[0]
+        self.group.update(zip(uniq.tolist(), range(m), strict=True))
+        self._next = m
+        gids = np.arange(m, dtype=np.int64)
+        counts = np.bincount(inv, minlength=m)
+        slots = np.asarray(slots, dtype=np.int64)
         for pool, col in ((self.by_value, values.astype(np.float64)),
                           (self.by_time, times.astype(np.float64))):
-            order = np.lexsort((col, inv))
-            ks, ids = col[order], slots[order].astype(np.int64)
-            for g in range(len(uniq)):
-                pool.add_group(g)
-                a, b = int(bounds[g]), int(bounds[g + 1])
-                pool.load_group(g, ks[a:b], ids[a:b])
+            order = np.lexsort((col, inv))  # by group, then value/time
+            pool.load_groups(gids, counts, col[order], slots[order])
 
     def memory_bytes(self) -> int:
         return self.by_value.memory_bytes() + self.by_time.memory_bytes() + 100 * len(self.group)

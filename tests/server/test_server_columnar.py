@@ -296,20 +296,23 @@ def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def test_kill9_with_columnar_frames_restarts_exactly(data_dir: Path) -> None:
+@pytest.mark.parametrize("retention", [50, None])
+def test_kill9_with_columnar_frames_restarts_exactly(data_dir: Path, retention: int | None) -> None:
     """Columnar batches (with late events in them) streamed until kill -9. A batch is one frame, so
     the restarted topic holds exactly a prefix of the sent batches, covering every acknowledged
     one: the oracle replays that prefix and the restarted state (seq, tuples, watermark, the
-    pairs of the next event, duplicates on republishing) must be exactly the oracle's."""
+    pairs of the next event, duplicates on republishing) must be exactly the oracle's. With
+    retention the frames replay through ``publish_batch``; without, they are loaded as columns
+    at once."""
     port = _free_port()
     proc = _start(data_dir, port)
-    oracle = OracleEngine(lateness=5, retention=50)
+    oracle = OracleEngine(lateness=5, retention=retention)
     sent: list[list[tuple[str, str, float, float, int]]] = []
     n_acked = [0]
     c = HotjoinClient(f"127.0.0.1:{port}")
     try:
         c.wait_ready(30)
-        c.create_topic("t", lateness=5, retention=50)
+        c.create_topic("t", lateness=5, retention=retention)
         c.subscribe("t", band((-1, 1), subscriber="x"))
         oracle.subscribe(BandJoin(b=Range(-1, 1)))
         stop = threading.Event()
