@@ -35,7 +35,7 @@ from hotjoin.matcher.partition.stabbing import (
     _pick_point,
     stabbing_number,
 )
-from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk_column
+from hotjoin.matcher.structures.member_lists import link, listed, push_front, unlink, walk_column
 
 __all__ = ["HotspotListener", "HotspotMirror", "HotspotTracker"]
 
@@ -521,11 +521,7 @@ class HotspotTracker:
                     lst.point_moved(g, p)
         if iid >= len(self._hg):
             self._grow_hot(iid)
-        h = self._hhead[g]  # push iid in front of g's member list
-        self._hnx[iid] = h
-        self._hpv[iid] = -1
-        self._hpv[h] = iid
-        self._hhead[g] = iid
+        self._hhead[g] = push_front(self._hnx, self._hpv, self._hhead[g], iid)
         self._hcount[g] += 1
         self._n_hot += 1
         self._hg[iid] = g

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 from sortedcontainers import SortedList
 
-from hotjoin.matcher.structures.member_lists import link, listed, unlink, walk_column
+from hotjoin.matcher.structures.member_lists import link, listed, push_front, unlink, walk_column
 
 __all__ = [
     "DynamicStabbingPartition",
@@ -593,11 +593,7 @@ class DynamicStabbingPartition:
                     self._point[g] = p
                     if lst is not None:
                         lst.point_moved(g, p)
-                h = self._head[g]  # push s in front of g's member list
-                self._nx[s] = h
-                self._pv[s] = -1
-                self._pv[h] = s
-                self._head[g] = s
+                self._head[g] = push_front(self._nx, self._pv, self._head[g], s)
                 self._count[g] += 1
                 self._gof[s] = g
                 if lst is not None:

@@ -34,6 +34,15 @@ def listed(col: Sequence[int], iid: object) -> bool:
     return 0 <= i < len(col) and col[i] >= 0
 
 
+def push_front(nx: MutableSequence[int], pv: MutableSequence[int], head: int, s: int) -> int:
+    """Put ``s`` in front of the (non-empty) list starting at ``head``; returns the new head,
+    ``s``. O(1)."""
+    nx[s] = head
+    pv[s] = -1
+    pv[head] = s
+    return s
+
+
 def unlink(nx: MutableSequence[int], pv: MutableSequence[int], s: int) -> int | None:
     """Take ``s`` out of its list (one member at a time, from Python: ``array`` columns or
     numpy arrays); returns the list's new head when ``s`` was the head, else None. O(1)."""
