@@ -226,9 +226,22 @@ class ShardedEngine:
     def kill_worker(self, i: int) -> None:
         """Kill shard ``i``'s actor (as a crash would); the next call restarts it."""
         import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
 
         with self._lock:  # between two calls, as a crash seen by the next call
-            ray.kill(self._started()[i].actor, no_restart=True)
+            actor = self._started()[i].actor
+            ray.kill(actor, no_restart=True)
+            # ray.kill is asynchronous: a call sent at once may still be served by the dying
+            # actor, so wait until the actor is seen dead (the next call then always recovers)
+            deadline = time.monotonic() + 30.0
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(actor.pid.remote(), timeout=1.0)
+                except RayActorError:
+                    return
+                except GetTimeoutError:
+                    pass
+                time.sleep(0.02)
 
     def close(self) -> None:
         """Stop the actors (topic deleted or server stopping)."""
