@@ -1140,6 +1140,12 @@ class IntervalHistogramChooser:
         vals = self._current().values()
         return float(vals.min()) if vals.size else 0.0
 
+    def maximum(self) -> float:
+        """The largest estimate over every x: an upper bound of the current histogram's
+        answers (the router's choice is settled without n′ when it holds at both bounds)."""
+        vals = self._current().values()
+        return float(vals.max()) if vals.size else 0.0
+
     def _current(self) -> EquiWidthHistogram | SSIHistogram:
         if self.choice == "eqw" and self.eqw is not None:
             return self.eqw

@@ -64,6 +64,19 @@ from hotjoin.matcher.joins.window import (
 from hotjoin.matcher.joins.window_kernels import count_within
 from hotjoin.matcher.model import Side
 from hotjoin.matcher.partition.histogram import IntervalHistogramChooser, count_stabbed
+from hotjoin.matcher.router.choice_kernels import (
+    CORRECTION,
+    COST,
+    N1_HI,
+    N1_LO,
+    NEEDS_N1,
+    SETTLED,
+    SETTLED_MARGIN,
+    empty_plan,
+    fill_row,
+    member_cost,
+    select_choice,
+)
 from hotjoin.matcher.router.cost_model import (
     MODELS,
     BandQuantities,
@@ -81,19 +94,22 @@ BAND_REFRESH = 64
 PLAN_REFRESH = 64
 """Select and window joins refold the slowly moving quantities (|S|, |Q|, τ, hotspot sizes) into
 per-member constants every this many tuples; per tuple only m′, n′, m_b, m̄_b are read."""
-SAMPLE_EVERY = 256
-"""Every this many routed tuples (or n/64 with n subscriptions, whichever is more), the exact
+SAMPLE_EVERY = 1024
+"""Every this many routed tuples (or n/16 with n subscriptions, whichever is more), the exact
 n′ is counted once (O(n) numba, ~1–2 ns per subscription) to score the two histograms; so the
-sampling costs at most ~0.1 µs per tuple on average."""
+sampling costs ~0.02 µs per tuple on average (every 256 or n/64 tuples, as until session 8,
+cost ~0.1 µs: 1 % of a 10 µs probe)."""
 
-FEEDBACK_EVERY = 8
+FEEDBACK_EVERY = 32
 """Every this many routed tuples the chosen member's run is timed and its correction learned
-(``_Routing._learn``); must be a power of two (the countdown is masked with it)."""
+(``_Routing._learn``); must be a power of two (the countdown is masked with it). A timed run
+costs ~1.5 µs of Python (two clock reads, the learning step), so every 8th tuple (as until
+session 8) cost ~0.2 µs per tuple on average: 2 % of a 10 µs SelectFirst probe."""
 FEEDBACK_STEP = 1.04
 """A timed run moves the chosen member's correction factor up or down by this factor: a sign
 step, so the factor tracks the median of measured / predicted and one outlier (a preemption, a
 page fault) moves it by 4 % at most."""
-EXPLORE_EVERY = 64
+EXPLORE_EVERY = 16
 """Every this many timed runs, the cheapest *other* member runs instead if its corrected cost
 is within ``EXPLORE_WITHIN`` of the choice, so a member the model over-predicts gets measured
 too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) ≈ 0.2 % while the
@@ -229,6 +245,12 @@ class _Routing:
             fresh.discard(i)
             for j in fresh:
                 corr[j] = c if c < 1.0 else 1.0
+                self._corrected(d, j, corr[j])
+        self._corrected(d, i, c)
+
+    def _corrected(self, d: int, i: int, c: float) -> None:
+        """Member ``i``'s correction for direction ``d`` is now ``c``: refold the plan when it
+        drifted from the folded one (SJ-Dynamic's plan holds it as a column instead)."""
         f = self._folded[d][i]
         if c > f * REFOLD_DRIFT or c * REFOLD_DRIFT < f:
             self._countdown[d] = 0
@@ -331,10 +353,10 @@ class _OwnRanges:
         return self.hist[d].estimate(v)
 
     def tick(self, d: int, v: float, tuples: int) -> None:
-        """``tuples`` more estimates were asked; every max(SAMPLE_EVERY, n/64) of them the exact
+        """``tuples`` more estimates were asked; every max(SAMPLE_EVERY, n/16) of them the exact
         n′(v) is counted (O(n), numba) and scores the two histograms."""
         self.count += tuples
-        if self.count >= max(SAMPLE_EVERY, len(self.ids) // 64):
+        if self.count >= max(SAMPLE_EVERY, len(self.ids) // 16):
             self.count = 0
             lo, hi = own_other(self.cols, d)[:2]
             self.hist[d].observe(v, count_stabbed(lo, hi, self.ids.view(), float(v)))
@@ -347,6 +369,10 @@ class _OwnRanges:
         """A lower bound of n′(v) over every v (the smallest value of the step function)."""
         return self.hist[d].minimum()
 
+    def maximum(self, d: int) -> float:
+        """An upper bound of n′(v) over every v (the largest value of the step function)."""
+        return self.hist[d].maximum()
+
     def stats(self) -> dict[str, Any]:
         return {"R" if d > 0 else "S": h.stats() for d, h in self.hist.items()}
 
@@ -355,7 +381,16 @@ class _OwnRanges:
 
 
 class SelectDynamic(_Routing, SelectStrategy):
-    """SJ-Dynamic (§4.1, §5.4): the cheapest of the members per incoming tuple."""
+    """SJ-Dynamic (§4.1, §5.4): the cheapest of the members per incoming tuple.
+
+    The decision is one compiled call (``choice_kernels.select_choice``) over the plan, a
+    row of folded constants per member; the plan is refolded every ``PLAN_REFRESH`` tuples
+    when |S| or |Q| moved, and after any subscription change (which may move τ, the hotspots
+    and the histograms' least and largest value). The learned corrections are a column of
+    the plan. A choice the kernel reports *settled* for a partner count m′ (the member wins
+    at every n′ by ``SETTLED_MARGIN``) is kept per m′ in ``_settled`` and reused without a
+    kernel call until the plan is refolded or the corrections moved by that margin.
+    """
 
     name = "SJ-Dynamic"
     kind = "select"
@@ -366,8 +401,15 @@ class SelectDynamic(_Routing, SelectStrategy):
                            lambda n: make_select_strategy(n, cols, options))
         self.own = _OwnRanges(cols, self.ids)
         self.hot = next((m for m in self.members if m.name == "SJ-Hotspot"), None)
-        self._plans: dict[int, list[tuple[float, int, float, float, int, Any]]] = {1: [], -1: []}
-        self._est: dict[int, Any] = {1: None, -1: None}  # n′ estimators bound at plan time
+        nm = len(self.members)
+        self._plans = {1: empty_plan(nm), -1: empty_plan(nm)}
+        self._folded_at: dict[int, tuple[int, int] | None] = {1: None, -1: None}  # (|S|, |Q|)
+        # n′ estimators, rebound at each refresh (the better histogram may change)
+        self._est: dict[int, Any] = {d: self.own.estimator(d) for d in (1, -1)}
+        self._settled: dict[int, dict[int, int]] = {1: {}, -1: {}}  # m′ → member
+        self._settled_corr = {d: list(self.corr[d]) for d in (1, -1)}  # corrections then
+        # countdowns with none of these bits set are timed tuples (with feedback on)
+        self._untimed = FEEDBACK_EVERY - 1
 
     def _add(self, q: int) -> None:
         for m in self.members:
@@ -389,6 +431,40 @@ class SelectDynamic(_Routing, SelectStrategy):
 
     def _changed(self) -> None:
         self._countdown = {1: 0, -1: 0}
+        self._folded_at = {1: None, -1: None}
+        for d in (1, -1):
+            self._settle_anew(d)
+
+    def _corrected(self, d: int, i: int, c: float) -> None:
+        """The plan holds the corrections as a column. Settled choices stay while no cost
+        ratio can have moved by ``SETTLED_MARGIN``: a ratio of two members moved at most by
+        the square of the largest factor any correction moved since they were settled."""
+        if not self.feedback:
+            return
+        plan = self._plans[d]
+        plan[i, CORRECTION] = c
+        moved = 1.0
+        for now, then in zip(self.corr[d], self._settled_corr[d], strict=True):
+            r = now / then
+            moved = max(moved, r, 1.0 / r)
+        if moved * moved >= SETTLED_MARGIN:
+            self._settle_anew(d)
+
+    def _settle_anew(self, d: int) -> None:
+        self._settled[d] = {}
+        self._settled_corr[d] = list(self.corr[d])
+
+    def check_invariants(self) -> None:
+        """The members' invariants; the plan holds the current corrections, and every settled
+        choice is still the cheapest at both bounds of n′ (so at every n′ between them)."""
+        _Routing.check_invariants(self)
+        for d, plan in self._plans.items():
+            if self.feedback:
+                assert plan[:-1, CORRECTION].tolist() == self.corr[d], (plan, self.corr[d])
+            for size, j in self._settled[d].items():
+                for n1 in (float(plan[-1, N1_LO]), float(plan[-1, N1_HI])):
+                    costs = [member_cost(plan, x, size, n1) for x in range(len(self.members))]
+                    assert costs[j] <= min(costs) * (1 + 1e-9), (d, size, j, costs)
 
     def quantities(self, dirn: int, b: float, v: float, t: int,
                    table: BaseTable) -> SelectQuantities | None:
@@ -401,27 +477,32 @@ class SelectDynamic(_Routing, SelectStrategy):
         return SelectQuantities(d, float(len(table)), float(len(self.ids)), float(size),
                                 self.own.estimate(d, v))
 
-    def _plan(self, d: int, table: BaseTable, v: float) -> list[tuple[float, int, float, float,
-                                                                      int, Any]]:
-        """Per member ``(L, code, A, K, j, extra)`` (``cost_model.SelectPlan``): the slowly
-        moving parts (|S|, |Q|, τ, hotspot sizes) and the learned correction folded into A and
-        K by the member's cost model; ``L`` is a lower bound of the cost over every tuple (m′ ≥
-        1, n′ ≥ the histogram's least value). Refreshed every ``PLAN_REFRESH`` tuples, after
-        any subscription change and when a correction drifted."""
-        corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
-        self._folded[d] = list(corr)
+    def _refresh(self, d: int, table: BaseTable, v: float) -> None:
+        """Every ``PLAN_REFRESH`` tuples: score the histograms now and then (``tick``), bind the
+        better one's estimator, and refold the plan if |S| or |Q| moved, a subscription
+        changed or the estimator changed since the last fold."""
         own = self.own
         own.tick(d, v, PLAN_REFRESH + 1)
-        self._est[d] = own.estimator(d)
-        x = SelectQuantities(d, float(len(table)), float(len(self.ids)), 1.0, own.minimum(d))
-        plan = []
-        for j, (model, mem, c0, k) in enumerate(zip(self.models, self.members, self.coef, corr,
-                                                    strict=True)):
-            low, code, a, kk, extra = model.plan([ci * k for ci in c0], mem, x)
-            plan.append((low, code, a, kk, j, extra))
-        # by lower bound: once a member's bound reaches the best cost so far, no later member
-        # can win, and members needing the n′ estimate are often never reached
-        return sorted(plan, key=lambda t: t[0])
+        est = own.estimator(d)
+        at = (len(table), len(self.ids))
+        if self._folded_at[d] != at or est != self._est[d]:
+            self._est[d] = est
+            self._fold(d, table)
+            self._folded_at[d] = at
+
+    def _fold(self, d: int, table: BaseTable) -> None:
+        """Each member's row of the plan (``choice_kernels.PLAN_COLUMNS``): the slowly moving
+        parts (|S|, |Q|, τ, hotspot sizes) folded into its constants by the member's cost
+        model (``cost_model.SelectPlan``), with its current correction; the bounds of n′."""
+        plan = self._plans[d]
+        corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
+        lo = self.own.minimum(d)
+        x = SelectQuantities(d, float(len(table)), float(len(self.ids)), 1.0, lo)
+        plan[-1, N1_LO], plan[-1, N1_HI] = lo, self.own.maximum(d)
+        for j, (model, mem, c0) in enumerate(zip(self.models, self.members, self.coef,
+                                                 strict=True)):
+            fill_row(plan, j, *model.plan(c0, mem, x)[1:], corr[j])
+        self._settle_anew(d)
 
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
@@ -433,50 +514,28 @@ class SelectDynamic(_Routing, SelectStrategy):
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
         if cd < 0:
-            self._plans[d] = self._plan(d, table, v)
+            self._refresh(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        lgm = n1 = -1.0  # computed when a member needs them
-        best = math.inf
-        i = 0
-        for low, code, a, k, j, extra in self._plans[d]:
-            if low >= best:  # neither this member nor any later one can win
-                break
-            if code == 0:
-                cost = a + k * size
-                if cost < best:
-                    best, i = cost, j
-                continue
-            if code == 4:  # SJ-SelectFirst: n′ selected rows plus the partners' bucket table
-                if n1 < 0.0:
-                    n1 = self._est[d](v)
-                cost = a + k * n1 + extra * size
-                if cost < best:
-                    best, i = cost, j
-                continue
-            if lgm < 0.0:
-                lgm = math.log2(size + 2.0)
-            if code == 2:
-                cost = a + k * lgm
-            elif code == 1:
-                if n1 < 0.0:
-                    n1 = self._est[d](v)
-                cost = a + k * n1 * lgm
-            else:  # 3: SJ-Hotspot's scattered part
-                if n1 < 0.0:
-                    n1 = self._est[d](v)
-                tau_s, f, c3, c4 = extra
-                cost = a + min(tau_s, f * n1) * (c3 + c4 * lgm)
-            if cost < best:
-                best, i = cost, j
-        if cd & (FEEDBACK_EVERY - 1) or not self.feedback:
+        if cd & self._untimed or not self.feedback:  # not a timed tuple
+            settled = self._settled[d]
+            i = settled.get(size, -1)
+            if i < 0:
+                plan = self._plans[d]
+                i = select_choice(plan, size, -1.0)
+                if i == NEEDS_N1:
+                    i = select_choice(plan, size, self._est[d](v))
+                elif i >= SETTLED:
+                    i -= SETTLED
+                    settled[size] = i
             self.last = i
             self.counts[i] += 1
             self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
             return
         # a timed run: learn the chosen member's correction (now and then another's)
-        chosen = i
-        i, best = self._timed_choice(d, i, best * self.corr[d][i] / self._folded[d][i],
+        plan = self._plans[d]
+        i = chosen = select_choice(plan, size, self._est[d](v))
+        i, best = self._timed_choice(d, i, float(plan[-1, COST]),
                                      lambda: self._costs(self._quantities(dirn, v, table,
                                                                           size)))
         t0 = self.clock()

@@ -1,0 +1,156 @@
+"""The router's per-tuple decision in compiled code (paper 004 §4.1; issue 14 item 3).
+
+SJ-Dynamic folds each member's cost model into one row of a small float64 array (its *plan*,
+``cost_model.SelectPlan`` laid out flat, see ``PLAN_COLUMNS``) whenever the slowly moving
+quantities change; per incoming tuple only the key's partner count m′ and the estimate n′ vary,
+and :func:`select_choice` evaluates every member's cost from them in one call (~0.15 µs from
+Python, against ~0.75 µs for the same loop in CPython). It first tries to settle the choice
+without n′ (at the estimator's least and largest answer), which saves the histogram lookup,
+and says when the choice holds for that m′ by a margin, so the caller can reuse it. The
+learned correction of each member is a column of the plan: online calibration updates one
+cell instead of refolding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction")
+"""One row per member: the cost is ``correction · cost(code)`` with, by ``code`` (as
+``cost_model.SelectPlan``) 0: ``a + k·m′``; 1: ``a + k·n′·lg m′``; 2: ``a + k·lg m′``;
+3: ``a + min(τ_S, f·n′)·(c3 + c4·lg m′)``; 4: ``a + k·n′ + extra·m′``. A last, extra row is
+the routing state (``STATE_COLUMNS``)."""
+CODE, A, K, EXTRA, TAU_S, F, C3, C4, CORRECTION = range(len(PLAN_COLUMNS))
+STATE_COLUMNS = ("cost", "n1_lo", "n1_hi")
+"""The plan's last row: the chosen member's corrected cost (written by the kernel when it
+was given n′) and the least and largest value the n′ estimator can answer."""
+COST, N1_LO, N1_HI = range(len(STATE_COLUMNS))
+NEEDS_N1 = -1
+""":func:`select_choice`'s answer when the choice depends on n′: ask again with it."""
+SETTLED = 1 << 20
+"""Added to :func:`select_choice`'s answer when the member wins for the key's partner count
+at every n′ by at least ``SETTLED_MARGIN``: the caller may reuse the choice for that count
+until the plan or the corrections move by that factor."""
+SETTLED_MARGIN = 1.1
+"""The least factor by which a settled member must undercut every other (a looser one settles
+fewer partner counts: SJ-Hotspot's cost at n′ = 0 is often within 1.25× of SJ-SelectFirst's)."""
+
+
+def empty_plan(members: int) -> np.ndarray:
+    """A plan for ``members`` members (all corrections 1), plus the state row."""
+    plan = np.zeros((members + 1, len(PLAN_COLUMNS)), dtype=np.float64)
+    plan[:-1, CORRECTION] = 1.0
+    plan[-1, N1_HI] = np.inf
+    return plan
+
+
+def fill_row(plan: np.ndarray, j: int, code: int, a: float, k: float, extra: object,
+             correction: float) -> None:
+    """Member ``j``'s row from its ``cost_model.SelectPlan`` ``(…, code, a, k, extra)``."""
+    row = plan[j]
+    row[:] = 0.0
+    row[CODE], row[A], row[K], row[CORRECTION] = code, a, k, correction
+    if code == 4:
+        row[EXTRA] = extra
+    elif code == 3:
+        row[TAU_S], row[F], row[C3], row[C4] = extra  # type: ignore[misc]
+
+
+@njit(cache=True)
+def _member_cost(plan: np.ndarray, j: int, size: int, lgm: float, n1: float) -> float:
+    """Member ``j``'s corrected modelled cost at (m′, n′)."""
+    code = plan[j, CODE]
+    a = plan[j, A]
+    k = plan[j, K]
+    if code == 0.0:
+        cost = a + k * size
+    elif code == 4.0:
+        cost = a + k * n1 + plan[j, EXTRA] * size
+    elif code == 2.0:
+        cost = a + k * lgm
+    elif code == 1.0:
+        cost = a + k * n1 * lgm
+    else:
+        cost = a + min(plan[j, TAU_S], plan[j, F] * n1) * (plan[j, C3] + plan[j, C4] * lgm)
+    return cost * plan[j, CORRECTION]
+
+
+def member_cost(plan: np.ndarray, j: int, size: int, n1: float) -> float:
+    """Member ``j``'s corrected modelled cost for partner count ``size`` and estimate ``n1``
+    (invariant checks and tests; the kernels inline it)."""
+    return float(_member_cost(plan, j, size, math.log2(size + 2.0), n1))
+
+
+@njit(cache=True)
+def _cheapest(plan: np.ndarray, size: int, lgm: float, n1: float) -> tuple[int, float]:
+    """The member of least corrected cost at (m′, n′) (ties: the first) and that cost."""
+    best = np.inf
+    chosen = 0
+    for j in range(plan.shape[0] - 1):
+        cost = _member_cost(plan, j, size, lgm, n1)
+        if cost < best:
+            best = cost
+            chosen = j
+    return chosen, best
+
+
+@njit(cache=True)
+def select_choice(plan: np.ndarray, size: int, n1: float) -> int:
+    """The member whose corrected modelled cost is least for a tuple whose key has ``size``
+    partners and whose own-range estimate is ``n1`` (ties: the first member).
+
+    Called first with ``n1 = -1`` (n′ not estimated): it answers without n′ when one member
+    wins at both the least and the largest estimate and its cost is linear in n′ (codes 0,
+    1, 2, 4): every other cost is linear or concave in n′ (code 3 is a min), so its difference
+    to that member's is ≥ 0 between the two ends too, and that member wins at every n′ in
+    between (plus ``SETTLED`` when every other member costs ≥ ``SETTLED_MARGIN`` times as much
+    at both ends, which holds in between for the same reason). Otherwise it answers
+    ``NEEDS_N1``; a call with the estimate ``n1 ≥ 0`` decides and writes the chosen cost to
+    the state row. ``lg m′`` is ``log2(m′ + 2)`` as in ``cost_model.lg``.
+
+    >>> p = empty_plan(2)
+    >>> p[0, CODE], p[0, A], p[0, K] = 0, 10.0, 5.0                  # 10 + 5 m′
+    >>> p[1, CODE], p[1, A], p[1, K], p[1, EXTRA] = 4, 40.0, 0.5, 1.0  # 40 + n′/2 + m′
+    >>> p[-1, N1_LO], p[-1, N1_HI] = 0.0, 30.0
+    >>> select_choice(p, 2, -1.0) == SETTLED   # 20 against 42..57: member 0 by ≥ 2.1×
+    True
+    >>> select_choice(p, 7, -1.0)              # 45 against 47..62: member 0, by < 1.1×
+    0
+    >>> select_choice(p, 8, -1.0)              # 50 against 48..63: it depends on n′
+    -1
+    >>> select_choice(p, 8, 10.0), float(p[-1, COST])
+    (0, 50.0)
+    >>> select_choice(p, 8, 2.0), float(p[-1, COST])
+    (1, 49.0)
+    """
+    state = plan.shape[0] - 1
+    lgm = math.log2(size + 2.0)
+    if n1 >= 0.0:
+        chosen, best = _cheapest(plan, size, lgm, n1)
+        plan[state, COST] = best
+        return chosen
+    lo, c_lo = _cheapest(plan, size, lgm, plan[state, N1_LO])
+    if plan[lo, CODE] == 3.0:  # concave in n′: the ends settle nothing
+        return NEEDS_N1
+    hi, c_hi = _cheapest(plan, size, lgm, plan[state, N1_HI])
+    if hi != lo:
+        return NEEDS_N1
+    if c_lo <= 0.0 or not np.isfinite(c_hi):
+        return lo
+    margin = np.inf
+    for end in range(2):
+        x = plan[state, N1_LO] if end == 0 else plan[state, N1_HI]
+        mine = c_lo if end == 0 else c_hi
+        for j in range(state):
+            if j != lo:
+                other = _member_cost(plan, j, size, lgm, x)
+                margin = min(margin, other / mine)
+    return lo + SETTLED if margin >= SETTLED_MARGIN else lo
+
+
+__all__ = ["COST", "CORRECTION", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
+           "SETTLED_MARGIN", "STATE_COLUMNS", "empty_plan", "fill_row", "member_cost",
+           "select_choice"]
