@@ -49,7 +49,7 @@ def empty_plan(members: int) -> np.ndarray:
 
 def fill_row(plan: np.ndarray, j: int, code: int, a: float, k: float, extra: object,
              correction: float) -> None:
-    """Member ``j``'s row from its ``cost_model.SelectPlan`` ``(…, code, a, k, extra)``."""
+    """Member ``j``'s row from its ``cost_model.SelectPlan`` ``(code, a, k, extra)``."""
     row = plan[j]
     row[:] = 0.0
     row[CODE], row[A], row[K], row[CORRECTION] = code, a, k, correction
@@ -85,16 +85,19 @@ def member_cost(plan: np.ndarray, j: int, size: int, n1: float) -> float:
 
 
 @njit(cache=True)
-def _cheapest(plan: np.ndarray, size: int, lgm: float, n1: float) -> tuple[int, float]:
-    """The member of least corrected cost at (m′, n′) (ties: the first) and that cost."""
-    best = np.inf
+def _cheapest(plan: np.ndarray, size: int, lgm: float, n1: float) -> tuple[int, float, float]:
+    """The member of least corrected cost at (m′, n′) (ties: the first), that cost and the
+    next least (inf with one member)."""
+    best = second = np.inf
     chosen = 0
     for j in range(plan.shape[0] - 1):
         cost = _member_cost(plan, j, size, lgm, n1)
         if cost < best:
-            best = cost
+            best, second = cost, best
             chosen = j
-    return chosen, best
+        elif cost < second:
+            second = cost
+    return chosen, best, second
 
 
 @njit(cache=True)
@@ -129,26 +132,19 @@ def select_choice(plan: np.ndarray, size: int, n1: float) -> int:
     state = plan.shape[0] - 1
     lgm = math.log2(size + 2.0)
     if n1 >= 0.0:
-        chosen, best = _cheapest(plan, size, lgm, n1)
+        chosen, best, _ = _cheapest(plan, size, lgm, n1)
         plan[state, COST] = best
         return chosen
-    lo, c_lo = _cheapest(plan, size, lgm, plan[state, N1_LO])
+    lo, c_lo, next_lo = _cheapest(plan, size, lgm, plan[state, N1_LO])
     if plan[lo, CODE] == 3.0:  # concave in n′: the ends settle nothing
         return NEEDS_N1
-    hi, c_hi = _cheapest(plan, size, lgm, plan[state, N1_HI])
+    hi, c_hi, next_hi = _cheapest(plan, size, lgm, plan[state, N1_HI])
     if hi != lo:
         return NEEDS_N1
-    if c_lo <= 0.0 or not np.isfinite(c_hi):
-        return lo
-    margin = np.inf
-    for end in range(2):
-        x = plan[state, N1_LO] if end == 0 else plan[state, N1_HI]
-        mine = c_lo if end == 0 else c_hi
-        for j in range(state):
-            if j != lo:
-                other = _member_cost(plan, j, size, lgm, x)
-                margin = min(margin, other / mine)
-    return lo + SETTLED if margin >= SETTLED_MARGIN else lo
+    if (c_lo > 0.0 and next_lo >= SETTLED_MARGIN * c_lo and np.isfinite(c_hi)
+            and next_hi >= SETTLED_MARGIN * c_hi):
+        return lo + SETTLED
+    return lo
 
 
 __all__ = ["COST", "CORRECTION", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",

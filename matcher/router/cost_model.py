@@ -69,8 +69,8 @@ class BandQuantities(NamedTuple):
 
 class SelectQuantities(NamedTuple):
     """§4.1's inputs for one incoming select tuple of direction ``d``: |S|, |Q|, the key's
-    partner count m′ and the estimate n′(v). A plan is folded with m′ and n′ at their lower
-    bounds over every tuple (1 and the histogram's least value)."""
+    partner count m′ and the estimate n′(v). A plan reads only the slowly moving ones (d, |S|,
+    |Q|); m′ and n′ vary per tuple."""
 
     d: int
     s: float
@@ -92,11 +92,11 @@ class WindowQuantities(NamedTuple):
     n1: float
 
 
-SelectPlan = tuple[float, int, float, float, Any]
-"""``(L, code, A, K, extra)``: the cost of a tuple is ``A + K · term`` with the per-tuple term
+SelectPlan = tuple[int, float, float, Any]
+"""``(code, A, K, extra)``: the cost of a tuple is ``A + K · term`` with the per-tuple term
 ``code`` 0: m′, 1: n′ · lg m′, 2: lg m′, 3: ``min(τ_S, f · n′) · (c₃ + c₄ lg m′)`` with
-``extra = (τ_S, f, c₃, c₄)`` (K = 1), 4: n′ plus ``extra · m′``; ``L`` is the cost at the
-lower bounds of m′ and n′."""
+``extra = (τ_S, f, c₃, c₄)`` (K = 1), 4: n′ plus ``extra · m′``. The router evaluates it per
+tuple in compiled code (``choice_kernels.member_cost``)."""
 WindowPlan = tuple[int, float, float, float, float, float]
 """``(code, A, K, K2, K3, τ)``: the cost of a tuple is, by ``code``, 0: ``A + K · m_b``;
 1: ``A + K · n′ · √m′``; 2, 3: ``A + K · m′_b + K2 · m̄_b (+ K3 · n′ · √m′)``, with m̄_b and m′_b
@@ -195,8 +195,7 @@ class SJJoinFirst(CostModel):
         return [1.0, lg(x.s), x.m1 * math.sqrt(x.q)]
 
     def plan(self, c: list[float], member: Any, x: SelectQuantities) -> SelectPlan:
-        a, k = c[0] + c[1] * lg(x.s), c[2] * math.sqrt(x.q)
-        return a + k * x.m1, 0, a, k, None
+        return 0, c[0] + c[1] * lg(x.s), c[2] * math.sqrt(x.q), None
 
 
 class SJSelectFirst(CostModel):
@@ -209,8 +208,7 @@ class SJSelectFirst(CostModel):
         return [1.0, lg(x.s), float(member.tau(x.d)), x.m1, x.n1]
 
     def plan(self, c: list[float], member: Any, x: SelectQuantities) -> SelectPlan:
-        a, k = c[0] + c[1] * lg(x.s) + c[2] * float(member.tau(x.d)), c[4]
-        return a + c[3] * x.m1 + k * x.n1, 4, a, k, c[3]
+        return 4, c[0] + c[1] * lg(x.s) + c[2] * float(member.tau(x.d)), c[4], c[3]
 
 
 class SJVanilla(CostModel):
@@ -222,8 +220,7 @@ class SJVanilla(CostModel):
         return [1.0, lg(x.s), x.q * lg(x.m1)]
 
     def plan(self, c: list[float], member: Any, x: SelectQuantities) -> SelectPlan:
-        a, k = c[0] + c[1] * lg(x.s), c[2] * x.q
-        return a + k * lg(x.m1), 2, a, k, None
+        return 2, c[0] + c[1] * lg(x.s), c[2] * x.q, None
 
 
 class SJSSI(CostModel):
@@ -237,8 +234,7 @@ class SJSSI(CostModel):
 
     def plan(self, c: list[float], member: Any, x: SelectQuantities) -> SelectPlan:
         tau = float(member.tau(x.d))
-        a, k = c[0] + c[1] * lg(x.s) + c[3] * math.sqrt(x.q * max(tau, 1.0)), c[2] * tau
-        return a + k * lg(x.m1), 2, a, k, None
+        return 2, c[0] + c[1] * lg(x.s) + c[3] * math.sqrt(x.q * max(tau, 1.0)), c[2] * tau, None
 
 
 class SJHotspot(CostModel):
@@ -259,10 +255,9 @@ class SJHotspot(CostModel):
         ns, tau_s = member.scattered_sizes(x.d)
         a = c[0] + c[1] * lg(x.s) + c[2] * lg(ns) + c[5] * member.hot_sqrt_sum(x.d)
         if not (ns and (c[3] or c[4])):
-            return a, 2, a, 0.0, None
+            return 2, a, 0.0, None
         f = member.sf_cost * ns / x.q if x.q else 0.0
-        return (a + min(tau_s, f * x.n1) * (c[3] + c[4] * lg(x.m1)), 3, a, 1.0,
-                (tau_s, f, c[3], c[4]))
+        return 3, a, 1.0, (tau_s, f, c[3], c[4])
 
 
 class WJJoinFirst(CostModel):

@@ -408,8 +408,6 @@ class SelectDynamic(_Routing, SelectStrategy):
         self._est: dict[int, Any] = {d: self.own.estimator(d) for d in (1, -1)}
         self._settled: dict[int, dict[int, int]] = {1: {}, -1: {}}  # m′ → member
         self._settled_corr = {d: list(self.corr[d]) for d in (1, -1)}  # corrections then
-        # countdowns with none of these bits set are timed tuples (with feedback on)
-        self._untimed = FEEDBACK_EVERY - 1
 
     def _add(self, q: int) -> None:
         for m in self.members:
@@ -496,12 +494,11 @@ class SelectDynamic(_Routing, SelectStrategy):
         model (``cost_model.SelectPlan``), with its current correction; the bounds of n′."""
         plan = self._plans[d]
         corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
-        lo = self.own.minimum(d)
-        x = SelectQuantities(d, float(len(table)), float(len(self.ids)), 1.0, lo)
-        plan[-1, N1_LO], plan[-1, N1_HI] = lo, self.own.maximum(d)
+        x = SelectQuantities(d, float(len(table)), float(len(self.ids)), 0.0, 0.0)
+        plan[-1, N1_LO], plan[-1, N1_HI] = self.own.minimum(d), self.own.maximum(d)
         for j, (model, mem, c0) in enumerate(zip(self.models, self.members, self.coef,
                                                  strict=True)):
-            fill_row(plan, j, *model.plan(c0, mem, x)[1:], corr[j])
+            fill_row(plan, j, *model.plan(c0, mem, x), corr[j])
         self._settle_anew(d)
 
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
@@ -517,7 +514,7 @@ class SelectDynamic(_Routing, SelectStrategy):
             self._refresh(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        if cd & self._untimed or not self.feedback:  # not a timed tuple
+        if cd & (FEEDBACK_EVERY - 1) or not self.feedback:  # not a timed tuple
             settled = self._settled[d]
             i = settled.get(size, -1)
             if i < 0:

@@ -45,7 +45,15 @@ from hotjoin.ops.bench.band import (
     clustered_bands,
 )
 from hotjoin.ops.bench.common import Progress, machine, plot_lines, write_json
-from hotjoin.ops.bench.select import VALUE_DOMAIN, a_ranges, clusters, key_sigma
+from hotjoin.ops.bench.select import (
+    VALUE_DOMAIN,
+    KeyedValues,
+    NumpyBruteForce,
+    Table1Data,
+    a_ranges,
+    clusters,
+    key_sigma,
+)
 from hotjoin.ops.bench.window import WindowBenchConfig, data, subs
 
 
@@ -70,7 +78,8 @@ class RouterBenchConfig:
 
 
 def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
-                  selection_rate: float) -> tuple[Engine, tuple[np.ndarray, np.ndarray]]:
+                  selection_rate: float) -> tuple[Engine, tuple[np.ndarray, np.ndarray],
+                                                  NumpyBruteForce]:
     rng = np.random.default_rng([c.seed, n, m, round(join_rate * 100),
                                  round(selection_rate * 1e5)])
     e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback,
@@ -86,14 +95,37 @@ def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
                       zip(a_lo.tolist(), a_hi.tolist(), c_lo.tolist(), c_hi.tolist(),
                           strict=True)])
     sigma = key_sigma(m, join_rate)
-    load(e, np.rint(rng.normal(5000.0, sigma, m)), rng.uniform(0.0, VALUE_DOMAIN, m),
-         np.arange(m, dtype=np.int64))
+    s_keys, s_vals = np.rint(rng.normal(5000.0, sigma, m)), rng.uniform(0.0, VALUE_DOMAIN, m)
+    s_ids = np.arange(m, dtype=np.int64)
+    load(e, s_keys, s_vals, s_ids)
     t = c.tuples + c.lead_in
     r = (np.rint(rng.normal(5000.0, sigma, t)), rng.uniform(0.0, VALUE_DOMAIN, t))
-    return e, r
+    brute = NumpyBruteForce(Table1Data(a_lo, a_hi, c_lo, c_hi, (s_keys, s_vals, s_ids), r),
+                            KeyedValues(s_keys, s_vals))
+    return e, r, brute
 
 
-def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, np.ndarray]]:
+def time_brute_force(brute: NumpyBruteForce, r: tuple[np.ndarray, ...], mt: MemberTimes,
+                     lead_in: int) -> float:
+    """Seconds the NumPy brute force (SPEC §6) takes for the tuples the members were timed on
+    (those with partners, after the lead-in, as ``time_members`` picks them); it must find the
+    same number of affected subscriptions on each (AssertionError otherwise)."""
+    rows = [(k, v) for k, v in zip(r[0].tolist(), r[1].tolist(), strict=True)
+            if brute.kv.get(k)[1] > brute.kv.get(k)[0]][lead_in:]
+    assert len(rows) == mt.affected.shape[0], (len(rows), mt.affected.shape)
+    got = np.zeros(len(rows))
+    t0 = time.perf_counter()
+    for x, (k, v) in enumerate(rows):
+        got[x] = brute.affected(k, v)[0].shape[0]
+    dt = time.perf_counter() - t0
+    bad = np.flatnonzero(got != mt.affected)
+    assert not bad.size, f"NumPy brute force: tuple {int(bad[0])} affects {got[bad[0]]:.0f}, " \
+        f"the engine {mt.affected[bad[0]]:.0f}"
+    return dt
+
+
+def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, np.ndarray],
+                                                      None]:
     bc = BandBenchConfig(subscriptions=n, s_size=n)
     s_keys, s_vals, s_times = s_arrays(_table_cfg(bc), n)
     hw, _ = calibrate_half_width(bc, s_keys, n, bc.tau)
@@ -103,16 +135,16 @@ def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray,
                                                                strict=True)])
     load(e, s_keys, s_vals, np.asarray(s_times, dtype=np.int64))
     rk, rv = r_arrays(_table_cfg(bc), c.tuples + c.lead_in, batch=7)[:2]
-    return e, (rk, rv)
+    return e, (rk, rv), None
 
 
-def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...]]:
+def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...], None]:
     wc = WindowBenchConfig(subscriptions=n, events=c.tuples + c.lead_in)
     s, r = data(wc, wc.per_key)
     e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback})
     e.subscribe_many(subs(wc, n, wc.w_spread))
     load(e, *s)
-    return e, r
+    return e, r, None
 
 
 def summarise(mt: MemberTimes) -> dict[str, Any]:
@@ -165,9 +197,14 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
     recs: list[dict[str, Any]] = []
     for fig, x, make in plan:
         kind = {"band": "band", "window": "window"}.get(fig, "select")
-        e, r = make()
+        e, r, brute = make()
         mt = _measure(e, kind, r, c)
         s = summarise(mt)
+        if brute is not None:  # the reference a user would write (SPEC §6), same tuples
+            secs = time_brute_force(brute, r, mt, c.lead_in)
+            s["throughput"]["NumPy brute force"] = mt.affected.shape[0] / secs
+            s["dynamic_over_numpy"] = (s["throughput"][mt.members[0][:3] + "Dynamic"]
+                                       / s["throughput"]["NumPy brute force"])
         recs.append({"figure": fig, "x": x, "kind": kind, **s})
         dyn = s["throughput"][mt.members[0][:3] + "Dynamic"]
         prog.step(f"fig {fig} x={x:g}: Dynamic {dyn:.0f}/s, best static {s['best_static']} "
@@ -192,6 +229,8 @@ def ratios(recs: list[dict[str, Any]]) -> dict[str, Any]:
         tag = f"fig {r['figure']} x={r['x']:g}"
         out[f"{tag}: Dynamic / best static ({r['best_static']})"] = r["dynamic_over_best_static"]
         out[f"{tag}: Optimum / Dynamic"] = r["optimum_over_dynamic"]
+        if "dynamic_over_numpy" in r:
+            out[f"{tag}: Dynamic / NumPy brute force"] = r["dynamic_over_numpy"]
     sel = [r for r in recs if r["kind"] == "select"]
     if sel:
         out["select: worst Dynamic / best static"] = min(r["dynamic_over_best_static"]

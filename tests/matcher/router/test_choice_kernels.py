@@ -1,8 +1,9 @@
-"""SJ-Dynamic's compiled decision (``matcher.router.choice_kernels``) against the cost formulas.
+"""SJ-Dynamic's compiled decision (``matcher.router.choice_kernels``) against a plain argmin.
 
 ``select_choice`` answers without n′ when the choice is the same at every n′ between the
 estimator's bounds, and says when it is *settled* by a margin (the router then reuses it per
-partner count). Both shortcuts must give exactly the argmin of the formulas at the tuple's n′.
+partner count). Both shortcuts must give exactly the argmin of the members' costs at the
+tuple's n′.
 """
 
 from __future__ import annotations
@@ -23,29 +24,13 @@ from hotjoin.matcher.router.choice_kernels import (
     SETTLED_MARGIN,
     empty_plan,
     fill_row,
+    member_cost,
     select_choice,
 )
 from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
 
-CONSTANTS = st.sampled_from([0.0, 0.5, 1.0, 3.0, 40.0, 1e3, 2e4])
-
-
-def _cost(row: tuple[int, float, float, Any, float], m1: int, n1: float) -> float:
-    """The ``cost_model.SelectPlan`` formula of one member, written out again."""
-    code, a, k, extra, corr = row
-    lgm = math.log2(m1 + 2.0)
-    if code == 0:
-        c = a + k * m1
-    elif code == 1:
-        c = a + k * n1 * lgm
-    elif code == 2:
-        c = a + k * lgm
-    elif code == 3:
-        tau, f, c3, c4 = extra
-        c = a + min(tau, f * n1) * (c3 + c4 * lgm)
-    else:
-        c = a + k * n1 + extra * m1
-    return c * corr
+CONSTANTS = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 3.0, 40.0, 1e3, 2e4]),
+                     st.floats(0.0, 100.0, allow_subnormal=False))
 
 
 @st.composite
@@ -74,7 +59,9 @@ def test_choice_is_the_argmin_at_the_tuples_estimate(rows: list[Any], m1: int, l
         fill_row(plan, j, code, a, k, extra, corr)
     plan[-1, N1_LO], plan[-1, N1_HI] = lo, lo + span
     n1 = lo + where * span  # the estimate lies between the bounds
-    costs = [_cost(r, m1, n1) for r in rows]
+    # each member's cost by the kernel's own formula, which test_cost_model checks against
+    # the features (Σ c_j · f_j); here the shortcuts and the argmin are under test
+    costs = [member_cost(plan, j, m1, n1) for j in range(len(rows))]
     best = min(costs)
     got = select_choice(plan, m1, -1.0)
     if got == NEEDS_N1:
@@ -88,6 +75,30 @@ def test_choice_is_the_argmin_at_the_tuples_estimate(rows: list[Any], m1: int, l
         for other, c in enumerate(costs):
             if other != j:
                 assert c >= SETTLED_MARGIN * costs[j] * (1 - 1e-12), (costs, j)
+
+
+def _plan(*rows: tuple[int, float, float, Any]) -> np.ndarray:
+    plan = empty_plan(len(rows))
+    for j, row in enumerate(rows):
+        fill_row(plan, j, *row, 1.0)
+    return plan
+
+
+def test_a_concave_winner_at_both_ends_is_not_settled() -> None:
+    """SJ-Hotspot's cost min(τ, f·n′)·c is concave in n′: cheapest at both ends of [0, 20]
+    (0 < 0.5 and 10 < 12.5) but not at n′ = 10, where 0.5 + 0.6·n′ = 6.5 < 10."""
+    plan = _plan((3, 0.0, 1.0, (10.0, 1.0, 1.0, 0.0)), (4, 0.5, 0.6, 0.0))
+    plan[-1, N1_LO], plan[-1, N1_HI] = 0.0, 20.0
+    assert select_choice(plan, 5, -1.0) == NEEDS_N1
+    assert select_choice(plan, 5, 10.0) == 1
+
+
+def test_settled_only_beyond_the_margin() -> None:
+    """Member 0 wins at both ends; by 1.05× it is chosen but not settled, by 1.2× it is."""
+    for other, settled in ((10.5, False), (12.0, True)):
+        plan = _plan((0, 10.0, 0.0, None), (0, other, 0.0, None))
+        plan[-1, N1_LO], plan[-1, N1_HI] = 0.0, 5.0
+        assert select_choice(plan, 3, -1.0) == (SETTLED if settled else 0)
 
 
 def test_settled_choices_follow_the_corrections() -> None:

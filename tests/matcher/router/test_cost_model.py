@@ -1,5 +1,6 @@
 """Each strategy's cost model is written once (``cost_model.MODELS``, paper 004 §4): its folded
-plan, as the router's per-tuple loop reads it, equals ``Σ c_j · features_j`` on every tuple."""
+plan, as the router evaluates it per tuple (select joins: the compiled
+``choice_kernels.member_cost``), equals ``Σ c_j · features_j`` on every tuple."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher import Engine, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.router.choice_kernels import empty_plan, fill_row, member_cost
 from hotjoin.matcher.router.cost_model import (
     FEATURES,
     MODELS,
     SelectQuantities,
     WindowQuantities,
     fresh_skyline,
-    lg,
     skyline_sizes,
 )
 from hotjoin.matcher.router.dynamic import DEFAULT_MEMBERS
@@ -25,19 +26,11 @@ MEMBERS = {"select": DEFAULT_MEMBERS["select"] + ("SJ-SSI",),
 
 
 def select_plan_cost(plan: tuple[Any, ...], x: SelectQuantities) -> float:
-    """The router's per-tuple formula for a select plan (``cost_model.SelectPlan``)."""
-    _, code, a, k, extra = plan
-    lgm = lg(x.m1)
-    if code == 0:
-        return a + k * x.m1
-    if code == 1:
-        return a + k * x.n1 * lgm
-    if code == 2:
-        return a + k * lgm
-    if code == 4:
-        return a + k * x.n1 + extra * x.m1
-    tau_s, f, c3, c4 = extra
-    return a + min(tau_s, f * x.n1) * (c3 + c4 * lgm)
+    """The router's per-tuple cost of a select plan (``cost_model.SelectPlan``): the kernel's
+    own formula (``choice_kernels.member_cost``) over the plan's row."""
+    row = empty_plan(1)
+    fill_row(row, 0, *plan, 1.0)
+    return member_cost(row, 0, int(x.m1), x.n1)
 
 
 def window_plan_cost(plan: tuple[Any, ...], member: Any, x: WindowQuantities) -> float:
