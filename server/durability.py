@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import logging
 import os
 import threading
@@ -39,6 +38,7 @@ from hotjoin.server import checkpoint, metrics, snapshot
 from hotjoin.server.book import SubscriptionBook
 from hotjoin.server.delivery import Chunk
 from hotjoin.server.errors import Unavailable
+from hotjoin.server.heap import freeze_long_lived, release_free_memory
 from hotjoin.server.log import OpLog, _fsync_dir, frame, write_all
 from hotjoin.server.match_log import MatchLog
 from hotjoin.server.match_log import encode as encode_match_columns
@@ -55,16 +55,6 @@ CHECKPOINT_IDLE_SECONDS = 5.0
 # the state": when every operation stores a tuple, the tail never catches up with the state.)
 # The capture under the lock is a few ms (columns).
 CHECKPOINT_BUSY_FACTOR = 2
-
-
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
-
-    A restart bulk-builds indexes through many temporaries; without this the process keeps
-    their pages (measured in process, 500,000 select joins + 1,000,000 tuples: 1,944 MiB after
-    the load, 1,692 MiB after the trim, 1,783 MiB for the engine before the restart)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class Durability:
@@ -140,6 +130,7 @@ class Durability:
                 self.log_ops = LogReplay(self.topic, engine, self._book, self._retention).run(directory / "log")
                 self._ckpt_ops = self.log_ops  # nothing checkpointed: the whole log is the tail
             release_free_memory()  # the rebuild's temporaries: RSS back near the pre-crash level
+            freeze_long_lived()  # the rebuilt state: out of the full collections' way
             # Durable delivery (server/match_log.py): every batch's messages are logged beside the
             # event log, so listeners resume across restarts within the delivery retention.
             opts = self._settings.delivery

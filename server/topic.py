@@ -65,6 +65,7 @@ from hotjoin.server.errors import (
     Unavailable,
     Unimplemented,
 )
+from hotjoin.server.heap import FREEZE_AFTER, freeze_long_lived
 from hotjoin.server.messages import MessageBuilder
 from hotjoin.server.settings import DEFAULT_SETTINGS, TopicSettings
 
@@ -400,6 +401,8 @@ class Topic:
                 token = self._write(ops, _chunk(parts), lambda: self.hub.add_subscriptions(adds))
                 metrics.SUBSCRIBE_OPS.labels(self.name, "subscribe").inc(len(ops))
         self.commit(token)
+        if len(ids) >= FREEZE_AFTER:
+            freeze_long_lived()  # a bulk load: keep the new long-lived objects out of full GCs
         if error is not None:
             cause = error.cause if isinstance(error, BatchError) else error
             applied = f" ({len(ids)} subscriptions before it were registered)" if ids else ""

@@ -38,6 +38,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from hotjoin.matcher.structures.growth import grown
+
 DELTA = 32
 """Slots of each group's delta run."""
 
@@ -266,9 +268,9 @@ class GappedGroupPool:
                 self.compact()
             if self._used + n > self.keys.shape[0]:
                 cap = max(2 * self.keys.shape[0], self._used + n)
-                self.keys = np.resize(self.keys, cap)
-                self.ids = np.resize(self.ids, cap)
-                self.aux = np.resize(self.aux, cap)
+                self.keys = grown(self.keys, cap, self._used)
+                self.ids = grown(self.ids, cap, self._used)
+                self.aux = grown(self.aux, cap, self._used)
         at = self._used
         self._used += n
         return at

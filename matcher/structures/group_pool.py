@@ -24,6 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from hotjoin.matcher.structures.growth import grown
+
 
 class PoolArrays(NamedTuple):
     """A :class:`GroupedSortedPool` as kernels read it: group ``g`` is the sorted run
@@ -143,9 +145,9 @@ class GroupedSortedPool:
                 self.compact()
             if self._used + n > self.keys.shape[0]:
                 cap = max(2 * self.keys.shape[0], self._used + n)
-                self.keys = np.resize(self.keys, cap)
-                self.ids = np.resize(self.ids, cap)
-                self.aux = np.resize(self.aux, cap)
+                self.keys = grown(self.keys, cap, self._used)
+                self.ids = grown(self.ids, cap, self._used)
+                self.aux = grown(self.aux, cap, self._used)
         at = self._used
         self._used += n
         return at

@@ -25,6 +25,8 @@ import math
 import numpy as np
 from numba import njit
 
+from hotjoin.matcher.structures.growth import grown
+
 
 @njit(cache=True)
 def insert_sorted(keys: np.ndarray, pays: np.ndarray, n: int, key: float, pay: int) -> None:
@@ -142,8 +144,8 @@ class SortedRuns:
                 self.merge(alive)
             else:
                 cap = 2 * self.delta_keys.shape[0]
-                self.delta_keys = np.resize(self.delta_keys, cap)
-                self.delta_pays = np.resize(self.delta_pays, cap)
+                self.delta_keys = grown(self.delta_keys, cap, self.n_delta)
+                self.delta_pays = grown(self.delta_pays, cap, self.n_delta)
         insert_sorted(self.delta_keys, self.delta_pays, self.n_delta, key, pay)
         self.n_delta += 1
 
@@ -164,8 +166,8 @@ class SortedRuns:
         need = self.n_delta + k
         if need > self.delta_keys.shape[0]:
             cap = max(need, 2 * self.delta_keys.shape[0])
-            self.delta_keys = np.resize(self.delta_keys, cap)
-            self.delta_pays = np.resize(self.delta_pays, cap)
+            self.delta_keys = grown(self.delta_keys, cap, self.n_delta)
+            self.delta_pays = grown(self.delta_pays, cap, self.n_delta)
         insert_sorted_many(self.delta_keys, self.delta_pays, self.n_delta, nk, np_)
         self.n_delta = need
         if self.n_delta > limit:
