@@ -204,7 +204,7 @@ class BaseTable:
         self._sync_free()
         if self.key_index is not None:
             old, self.key_index = self.key_index, None
-            new = self.enable_key_index()
+            new = self.enable_key_index(old.by_time is not None)
             new.succeed(old)
 
     def _store_columns(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
@@ -287,18 +287,25 @@ class BaseTable:
         self._sync_free()
         if self.key_index is not None:
             old, self.key_index = self.key_index, None
-            new = self.enable_key_index()
+            new = self.enable_key_index(old.by_time is not None)
             new.succeed(old)
         return slots
 
-    def enable_key_index(self) -> KeyIndex:
-        """Build (once) and return the per-join-key index of the stored tuples; O(n log n)."""
-        if self.key_index is None:
-            ix = KeyIndex()
+    def enable_key_index(self, time_order: bool = True) -> KeyIndex:
+        """Build (once) and return the per-join-key index of the stored tuples; O(n log n).
+
+        ``time_order``: also keep each key's tuples by time (window joins need it); asked for
+        later, it is added then."""
+        ix = self.key_index
+        if ix is None:
+            ix = KeyIndex(time_order)
             live = self.live_slots()
             ix.bulk(self.keys[live], self.values[live], self.times[live], live)
             self.key_index = ix
-        return self.key_index
+        elif time_order and ix.by_time is None:
+            live = self.live_slots()
+            ix.enable_time_order(self.keys[live], self.times[live], live)
+        return ix
 
     def live_columns(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bytes]]:
         """Copies of the stored tuples as columns ``(ids, keys, values, times, seqs, payloads)``

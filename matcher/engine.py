@@ -150,14 +150,14 @@ class Engine:
             return self.band
         if isinstance(sub, SelectJoin):
             if self.select is None:
-                self._enable_key_indexes()
+                self._enable_key_indexes(time_order=False)
                 name = self.strategy_names["select"]
                 self.select = (SelectDynamic(self.cols, self.options) if name == "SJ-Dynamic"
                                else make_select_strategy(name, self.cols, self.options))
             return self.select
         if isinstance(sub, WindowJoin):
             if self.window is None:
-                self._enable_key_indexes()
+                self._enable_key_indexes(time_order=True)
                 name = self.strategy_names["window"]
                 self.window = (
                     WindowDynamic(self.cols, self.options, self.tables) if name == "WJ-Dynamic"
@@ -165,9 +165,11 @@ class Engine:
             return self.window
         raise ValueError(f"not a subscription: {type(sub).__name__}")
 
-    def _enable_key_indexes(self) -> None:
+    def _enable_key_indexes(self, time_order: bool) -> None:
+        """Key indexes on both sides; by time too for window joins (select joins need only the
+        by-value order, and the by-time groups would double the index of every stored tuple)."""
         for t in self.tables.values():
-            t.enable_key_index()
+            t.enable_key_index(time_order)
 
     def subscribe(self, sub: Subscription, snapshot: bool = False) -> int:
         """Register ``sub``; returns its id. With ``snapshot`` it is also owed the current result."""

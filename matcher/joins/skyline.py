@@ -219,7 +219,7 @@ class SkylineIndex:
 
     def __init__(self, table: Any) -> None:
         self.table = table
-        ix = table.enable_key_index()
+        ix = table.enable_key_index(time_order=False)  # by value only (or as the engine keeps it)
         self.generation = ix.generation
         ix.insert_hooks.append(self._on_insert)
         ix.insert_many_hooks.append(self._on_insert_many)

@@ -65,6 +65,7 @@ class Partners:
         ix = table.key_index
         assert ix is not None
         bv, bt = ix.by_value, ix.by_time
+        assert bt is not None, "the engine keeps the by-time order once a window join exists"
         self.pv, self.ps, self.base, self.size = bv.keys, bv.ids, int(bv.start[g]), int(bv.size[g])
         self.tv, self.ts, self.tbase, self.tsize = bt.keys, bt.ids, int(bt.start[g]), int(bt.size[g])
 

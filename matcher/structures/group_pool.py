@@ -207,7 +207,7 @@ class GroupedSortedPool:
                 setattr(self, name, new)
         self.n_groups_alloc = max(self.n_groups_alloc, top)
         counts = counts.astype(np.int64)
-        caps = counts + np.maximum(4, counts // 4)
+        caps = counts + np.maximum(1, counts // 4)  # room for one more: most new keys get few
         at = self._reserve(int(caps.sum()))
         offs = at + np.cumsum(caps) - caps
         first = np.cumsum(counts) - counts

@@ -88,9 +88,10 @@ def _pool_insert_many(pool: GroupedSortedPool, groups: np.ndarray, ks: np.ndarra
 class KeyIndex:
     """Groups of tuples by join key, each sorted by value and by time (see module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, time_order: bool = True) -> None:
         self.by_value = GroupedSortedPool()
-        self.by_time = GroupedSortedPool()
+        #: the by-time groups, kept only when asked for (window joins): they double the index
+        self.by_time: GroupedSortedPool | None = GroupedSortedPool() if time_order else None
         self.group: dict[float, int] = {}
         self._free: list[int] = []
         self._next = 0
@@ -141,10 +142,12 @@ class KeyIndex:
             if g == self._next:
                 self._next += 1
             self.by_value.add_group(g)
-            self.by_time.add_group(g)
+            if self.by_time is not None:
+                self.by_time.add_group(g)
             self.group[key] = g
         self.by_value.insert(g, value, slot)
-        self.by_time.insert(g, float(time), slot)
+        if self.by_time is not None:
+            self.by_time.insert(g, float(time), slot)
         for h in self.insert_hooks:
             h(key, value, time, slot)
 
@@ -178,14 +181,14 @@ class KeyIndex:
             self._next += m - reuse
             group.update(zip(uk.tolist(), gids.tolist(), strict=True))
             counts = np.bincount(inv, minlength=uk.shape[0])
-            for pool, col in ((self.by_value, vals), (self.by_time, tms)):
+            for pool, col in self._pools(vals, tms):
                 order = np.lexsort((col[idx], inv))  # by group, then value/time; stable
                 pool.load_groups(gids, counts, col[idx][order], slots[idx][order])
         old = ~new
         if old.any():
             idx = np.flatnonzero(old)
-            _pool_insert_many(self.by_value, groups[idx], vals[idx], slots[idx])
-            _pool_insert_many(self.by_time, groups[idx], tms[idx], slots[idx])
+            for pool, col in self._pools(vals, tms):
+                _pool_insert_many(pool, groups[idx], col[idx], slots[idx])
         for hm in self.insert_many_hooks:
             hm(keys, values, times, slots)
         if self.insert_hooks and not self.insert_many_hooks:
@@ -200,10 +203,12 @@ class KeyIndex:
             h(key, value, time, slot)
         g = self.group[key]
         self.by_value.remove(g, value, slot)
-        self.by_time.remove(g, float(time), slot)
+        if self.by_time is not None:
+            self.by_time.remove(g, float(time), slot)
         if self.by_value.size[g] == 0:
             self.by_value.drop_group(g)
-            self.by_time.drop_group(g)
+            if self.by_time is not None:
+                self.by_time.drop_group(g)
             del self.group[key]
             self._free.append(g)
 
@@ -221,10 +226,42 @@ class KeyIndex:
         gids = np.arange(m, dtype=np.int64)
         counts = np.bincount(inv, minlength=m)
         slots = np.asarray(slots, dtype=np.int64)
-        for pool, col in ((self.by_value, values.astype(np.float64)),
-                          (self.by_time, times.astype(np.float64))):
+        for pool, col in self._pools(values.astype(np.float64), times.astype(np.float64)):
             order = np.lexsort((col, inv))  # by group, then value/time
             pool.load_groups(gids, counts, col[order], slots[order])
 
+    def enable_time_order(self, keys: np.ndarray, times: np.ndarray, slots: np.ndarray) -> None:
+        """Add the by-time groups to an index kept by value only, from the indexed tuples' keys,
+        times and slots (the table's live rows); a no-op when they exist. O(n log n).
+
+        >>> ix = KeyIndex(time_order=False)
+        >>> ix.add_many(np.array([3.0, 3.0]), np.array([5.0, 1.0]), np.array([10, 12]), np.arange(2))
+        >>> ix.enable_time_order(np.array([3.0, 3.0]), np.array([10, 12]), np.arange(2))
+        >>> ix.by_time.members(ix.lookup(3.0))
+        [(10.0, 0), (12.0, 1)]
+        """
+        if self.by_time is not None:
+            return
+        pool = GroupedSortedPool()
+        self.by_time = pool
+        n = keys.shape[0]
+        if n == 0:
+            return
+        groups = self.lookup_many(np.asarray(keys, dtype=np.float64))
+        tms = np.asarray(times).astype(np.float64)
+        order = np.lexsort((tms, groups))  # by group, then time
+        gids, counts = np.unique(groups, return_counts=True)
+        pool.load_groups(gids, counts, tms[order], np.asarray(slots, dtype=np.int64)[order])
+
+    def _pools(self, values: np.ndarray,
+               times: np.ndarray) -> list[tuple[GroupedSortedPool, np.ndarray]]:
+        """The pools kept, each with the column it is ordered by."""
+        if self.by_time is None:
+            return [(self.by_value, values)]
+        return [(self.by_value, values), (self.by_time, times)]
+
     def memory_bytes(self) -> int:
-        return self.by_value.memory_bytes() + self.by_time.memory_bytes() + 100 * len(self.group)
+        pools = self.by_value.memory_bytes()
+        if self.by_time is not None:
+            pools += self.by_time.memory_bytes()
+        return pools + 100 * len(self.group)

@@ -61,3 +61,48 @@ def test_unique_keys_batch_after_batch_stay_exact() -> None:
     got = ix.lookup_many(probe)
     assert got.tolist() == [ix.group.get(k, -1) for k in probe.tolist()]
     assert (got[: keys[::997].shape[0]] >= 0).all() and (got[-50:] == -1).all()
+
+
+def _groups(ix: KeyIndex, pool_name: str) -> dict[float, list[tuple[float, int]]]:
+    pool = getattr(ix, pool_name)
+    return {k: pool.members(g) for k, g in ix.group.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(program=ops, switch=st.integers(0, 60))
+def test_time_order_added_later_equals_time_order_from_the_start(
+        program: list[tuple[str, Any]], switch: int) -> None:
+    """An index kept by value only (select joins), given its by-time groups after ``switch``
+    operations (the first window join), holds the same groups as one kept by time throughout;
+    both keep matching under further churn."""
+    full, lazy = KeyIndex(), KeyIndex(time_order=False)
+    stored: dict[int, tuple[float, float, int]] = {}  # slot -> (key, value, time)
+    slot = 0
+    rng = np.random.default_rng(len(program))
+    for i, (op, arg) in enumerate(program):
+        if i == switch:
+            live = sorted(stored)
+            lazy.enable_time_order(np.array([stored[s][0] for s in live], dtype=np.float64),
+                                   np.array([stored[s][2] for s in live], dtype=np.int64),
+                                   np.array(live, dtype=np.int64))
+        if op in ("add_many", "add"):
+            keys = np.array(arg if op == "add_many" else [arg], dtype=np.float64) * 0.5
+            n = keys.shape[0]
+            vals = rng.integers(0, 5, n).astype(np.float64)
+            tms = rng.integers(0, 5, n).astype(np.int64)
+            slots = np.arange(slot, slot + n, dtype=np.int64)
+            for ix in (full, lazy):
+                ix.add_many(keys, vals, tms, slots)
+            stored.update({int(s): (float(k), float(v), int(t))
+                           for s, k, v, t in zip(slots, keys, vals, tms, strict=True)})
+            slot += n
+        elif op == "remove" and stored:
+            s = sorted(stored)[arg % len(stored)]
+            k, v, t = stored.pop(s)
+            for ix in (full, lazy):
+                ix.remove(k, v, t, s)
+        assert _groups(lazy, "by_value") == _groups(full, "by_value")
+        if lazy.by_time is None:
+            assert i < switch
+        else:
+            assert _groups(lazy, "by_time") == _groups(full, "by_time")
