@@ -318,29 +318,45 @@ class DeliveryHub:
 
     def add_subscriptions(self, items: Iterable[tuple[int, str, int] | tuple[int, str, int, str]]) -> None:
         """``(sid, subscriber, registered_seq[, owner])`` each; a subscriber's listeners that are
-        restricted to an owner attach only that owner's subscriptions."""
+        restricted to an owner attach only that owner's subscriptions. The per-subscription
+        columns are written as arrays (a restart registers every subscription at once)."""
+        items = list(items)
+        if not items:
+            return
+        sids = np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items))
+        regs = np.fromiter((it[2] for it in items), dtype=np.int64, count=len(items))
         with self._lock:
-            for item in items:
-                sid, subscriber, registered_seq = item[0], item[1], item[2]
-                owner = item[3] if len(item) > 3 else ""  # type: ignore[misc]
-                self._ensure(sid + 1)
-                self._exists[sid] = True
-                self._registered[sid] = registered_seq
-                self._unsub[sid] = 0
-                self._total[sid] = self._ptotal[sid] = 0
-                lb = self._lost_before
-                self._lost[sid] = lb if registered_seq <= lb else 0
-                if len(self._subscriber_of) <= sid:
-                    self._subscriber_of.extend([""] * (sid + 1 - len(self._subscriber_of)))
+            top = int(sids.max()) + 1
+            self._ensure(top)
+            self._exists[sids] = True
+            self._registered[sids] = regs
+            self._unsub[sids] = 0
+            self._total[sids] = 0
+            self._ptotal[sids] = 0
+            lb = self._lost_before
+            self._lost[sids] = np.where(regs <= lb, lb, 0)
+            if len(self._subscriber_of) < top:
+                self._subscriber_of.extend([""] * (top - len(self._subscriber_of)))
+            by_subscriber: dict[str, list[int]] = {}
+            for item, sid in zip(items, sids.tolist(), strict=True):
+                subscriber = item[1]
                 self._subscriber_of[sid] = subscriber
-                if owner:  # ids are never reused: an unset slot means ""
+                if len(item) > 3 and item[3]:  # ids are never reused: an unset slot means ""
                     if len(self._owner_of) <= sid:
                         self._owner_of.extend([""] * (sid + 1 - len(self._owner_of)))
-                    self._owner_of[sid] = owner
-                self._by_subscriber.setdefault(subscriber, array("q")).append(sid)
-                for lis in self._subscriber_listeners.get(subscriber, ()):
-                    if lis.owner is None or lis.owner == owner:
-                        lis._attach(sid, registered_seq - 1)
+                    self._owner_of[sid] = item[3]  # type: ignore[misc]
+                by_subscriber.setdefault(subscriber, []).append(sid)
+            for subscriber, ids in by_subscriber.items():
+                self._by_subscriber.setdefault(subscriber, array("q")).extend(ids)
+                listeners = self._subscriber_listeners.get(subscriber, ())
+                if not listeners:
+                    continue
+                for sid in ids:
+                    owner = self._owner_of[sid] if sid < len(self._owner_of) else ""
+                    reg = int(self._registered[sid])
+                    for lis in listeners:
+                        if lis.owner is None or lis.owner == owner:
+                            lis._attach(sid, reg - 1)
 
     def remove_subscription(self, sid: int, seq: int) -> None:
         """Mark q unsubscribed at ``seq``: listeners get an ``Unsubscribed`` after its messages."""
