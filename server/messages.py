@@ -124,15 +124,25 @@ class MessageBuilder:
             sign = np.asarray(out.sign, dtype=np.int64)[order][starts]
             ev, sids, counts = ev[starts], sids[starts], lens * sign
             pairs = {}
-            want = np.flatnonzero(~self._book.affected[sids])
+            wants = ~self._book.affected[sids]
+            want = np.flatnonzero(wants)
             if want.size:
-                pairs = _pairs_of_rows(want, starts, lens, out.r_id[order], out.s_id[order])
+                r_ord, s_ord = out.r_id[order], out.s_id[order]
+                pairs = _pairs_of_rows(want, starts, lens, r_ord, s_ord)
+                # the same pairs flat, rows in order, for the match log (no per-row regrouping)
+                if want.size < wants.shape[0]:
+                    keep = np.repeat(wants, lens)
+                    r_ord, s_ord = r_ord[keep], s_ord[keep]
+                flat = (want.astype(np.int64), r_ord, s_ord)
         used, op_index = np.unique(ev, return_inverse=True)
         signs = np.where(counts < 0, -1, 1).astype(np.int8)
         table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
         self._m_messages.inc(len(sids))
-        return Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table,  # type: ignore[arg-type]
-                     pairs or None)
+        chunk = Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table,  # type: ignore[arg-type]
+                      pairs or None)
+        if pairs:
+            chunk.flat = flat
+        return chunk
 
     def observe_delivery(self, items: list[Item]) -> None:
         """Count the messages a listener received and their publish-to-delivery latency."""
