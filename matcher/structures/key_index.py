@@ -6,6 +6,9 @@ selection ``S.B = b ∧ S.T ≥ t − w_max``). Here both are one *group* per di
 :class:`~matcher.group_pool.GroupedSortedPool`\\ s: ``by_value`` holds ``(value, slot)`` and
 ``by_time`` holds ``(float(time), slot)``, each sorted ascending inside the group. A kernel gets
 the whole substructure of key b as ``keys[start[g] : start[g] + size[g]]`` after one dict lookup.
+``by_time`` exists only for window joins (``KeyIndex(time_order=False)`` for select joins alone,
+``enable_time_order`` when the first window join arrives): it would double the index of every
+stored tuple.
 
 Invariant: group ``g`` of ``by_value`` and of ``by_time`` hold exactly the stored (live) tuples
 with key ``b`` where ``group[b] == g``; empty groups are dropped and their ids reused. Because the
