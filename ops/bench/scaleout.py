@@ -4,6 +4,10 @@ What is timed, all in one run on one workload (docs/scale-out.md, "Model"):
 
 - **single**: ``Engine.publish_affected`` per event in this process (the single-process server's
   matching, without its front end);
+- **single, batch path**: ``Engine.publish_batch`` in batches of ``--batch`` (what the server's
+  columnar publish calls, ``server/batch_apply.py``), the same events under fresh ids;
+- **N workers, batch path**: ``ShardedEngine.publish_batch`` likewise (one RPC per worker per
+  batch, each worker on the engine's compiled batch path): the server's path with ``--workers``;
 - **N workers**: ``ShardedEngine.publish_ops`` with batches of ``--batch`` events (one RPC per
   batch per worker), for each N of ``--workers``; and the same with one call per event
   (``publish_affected``, what ``server/topic.py`` does per event today);
@@ -85,6 +89,28 @@ def _timed_single(eng: Engine, events: list[Event]) -> tuple[float, int]:
     return time.perf_counter() - t0, pairs
 
 
+def _columns(events: list[Event], prefix: str, t0: int) -> tuple[np.ndarray, ...]:
+    """``events`` as ``publish_batch`` columns, with fresh ids (``prefix``) and times from ``t0``
+    (the same keys and values: for select joins S tuples never join S tuples, so the matches are
+    those of the original events)."""
+    n = len(events)
+    return (np.ones(n, dtype=np.int8), np.array([f"{prefix}{i}" for i in range(n)], dtype=object),
+            np.array([e.key for e in events]), np.array([e.value for e in events]),
+            np.arange(t0, t0 + n, dtype=np.int64))
+
+
+def _timed_batches(eng: Any, cols: tuple[np.ndarray, ...], batch: int) -> tuple[float, float, int]:
+    """Wall and CPU seconds and pairs of ``publish_batch`` (AFFECTED output) over ``cols`` in
+    batches of ``batch``: the server's path (``server/batch_apply.py``)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    pairs = 0
+    n = cols[0].shape[0]
+    for i in range(0, n, batch):
+        res = eng.publish_batch(*(c[i : i + batch] for c in cols), output="affected")
+        pairs += int(np.asarray(res.output.count).sum())
+    return time.perf_counter() - t0, time.process_time() - c0, pairs
+
+
 def _front_end_alone(n_events: int, batch: int) -> float:
     """Seconds per event of Topic.publish (order, log, fsync, hub) with no subscriptions."""
     # the server stack loads only when this runs: the CLI imports this module to build its
@@ -124,6 +150,16 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
                      "cpu_us_per_event": 1e6 * _last_cpu[0] / events}
     _progress(f"single process: {events / dt:,.0f} events/s, {1e6 * _last_cpu[0] / events:.0f} us CPU "
               f"per event ({pairs:,} pairs)")
+    # single process, the server's batch path (fresh ids and later times, same keys and values)
+    t_batch = w["events"][-1].time + 1_000
+    warm = _columns(w["events"][:20], "wb", t_batch - 100)  # the batch kernels load on first use
+    _timed_batches(eng, warm, batch)
+    dt_b, cpu_b, pairs_b = _timed_batches(eng, _columns(w["events"], "b", t_batch), batch)
+    assert pairs_b == pairs, f"batch path: {pairs_b} pairs, one at a time {pairs}"
+    res["single_batch"] = {"events_per_s": events / dt_b, "us_per_event": 1e6 * dt_b / events,
+                           "cpu_us_per_event": 1e6 * cpu_b / events}
+    _progress(f"single process, publish_batch: {events / dt_b:,.0f} events/s, "
+              f"{1e6 * cpu_b / events:.0f} us CPU per event")
     # reference: NumPy brute force on a sample, checked against the engine
     idx = list(range(0, events, max(1, events // sample)))[:sample]
     check = Engine()
@@ -174,7 +210,16 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
         dt_n, front_cpu = time.perf_counter() - t0, time.process_time() - c0
         worker_cpu = [s["cpu_seconds"] - c for s, c in zip(sh.refresh_status(), cpu0, strict=True)]
         assert pairs_n == pairs, f"{n} workers: {pairs_n} pairs, single process {pairs}"
-        t_end = w["events"][-1].time
+        # the server's path: publish_batch, one RPC per worker per batch
+        _timed_batches(sh, warm, batch)
+        cpu0 = [s["cpu_seconds"] for s in sh.refresh_status()]
+        dt_nb, front_b, pairs_nb = _timed_batches(sh, _columns(w["events"], "b", t_batch), batch)
+        worker_b = [s["cpu_seconds"] - c for s, c in zip(sh.refresh_status(), cpu0, strict=True)]
+        assert pairs_nb == pairs, f"{n} workers, batch path: {pairs_nb} pairs, single process {pairs}"
+        _progress(f"{n} worker(s), publish_batch: {events / dt_nb:,.0f} events/s; CPU per event: front "
+                  f"end {1e6 * front_b / events:.0f} us, workers "
+                  + ", ".join(f"{1e6 * c / events:.0f}" for c in worker_b) + " us")
+        t_end = t_batch + events
         extra = [Event("S", f"x{i}", e.key, e.value, t_end + 1 + i)
                  for i, e in enumerate(w["events"][:per_event])]
         t0 = time.perf_counter()
@@ -200,7 +245,11 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
                                   "modelled_events_per_s": events / max(front_cpu, *worker_cpu),
                                   "kill_batch_seconds": kill_s,
                                   "recovery_seconds": info["last_recovery_seconds"],
-                                  "tail_ops_replayed": tail_before}
+                                  "tail_ops_replayed": tail_before,
+                                  "batch": {"events_per_s": events / dt_nb,
+                                            "front_end_cpu_us_per_event": 1e6 * front_b / events,
+                                            "worker_cpu_us_per_event": [1e6 * c / events for c in worker_b],
+                                            "modelled_events_per_s": events / max(front_b, *worker_b)}}
         _progress(f"{n} worker(s): CPU per event: front end {1e6 * front_cpu / events:.0f} us, workers "
                   + ", ".join(f"{1e6 * c / events:.0f}" for c in worker_cpu) + " us; modelled with a "
                   f"core each: {events / max(front_cpu, *worker_cpu):,.0f} events/s")
@@ -218,6 +267,14 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
     if "2" in r:
         res["ratios"]["modelled_2_workers_vs_single"] = (r["2"]["modelled_events_per_s"] * 1e-6
                                                         * res["single"]["cpu_us_per_event"])
+    if "1" in r and "2" in r:
+        res["ratios"]["batch_2_workers_vs_1_worker"] = (r["2"]["batch"]["events_per_s"]
+                                                       / r["1"]["batch"]["events_per_s"])
+    if "2" in r:
+        res["ratios"]["batch_2_workers_vs_single"] = (r["2"]["batch"]["events_per_s"]
+                                                     / res["single_batch"]["events_per_s"])
+        res["ratios"]["batch_modelled_2_workers_vs_single"] = (
+            r["2"]["batch"]["modelled_events_per_s"] * 1e-6 * res["single_batch"]["cpu_us_per_event"])
     res["ratios"]["single_vs_numpy"] = res["single"]["events_per_s"] / res["numpy_brute_force"]["events_per_s"]
     _progress("ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in res["ratios"].items()))
     return res
@@ -264,6 +321,9 @@ def to_markdown(res: dict[str, Any]) -> str:
              f"({s['us_per_event']:,.0f} µs/event) | {s['cpu_us_per_event']:,.0f} µs/event |",
              f"| reference: NumPy brute force (sample of {res['numpy_brute_force']['sample']}, same counts) | "
              f"{res['numpy_brute_force']['events_per_s']:,.0f} events/s | — |",
+             f"| single process, `Engine.publish_batch` (the server's path) | "
+             f"{res['single_batch']['events_per_s']:,.0f} events/s | "
+             f"{res['single_batch']['cpu_us_per_event']:,.0f} µs/event |",
              f"| front end alone (`Topic.publish`: validation, seq, log + fsync, hub; batches of "
              f"{res['config']['batch']}) | {fe['us_per_event']:,.1f} µs/event | — |"]
     for n, m in res["worker_matching"].items():
@@ -271,6 +331,11 @@ def to_markdown(res: dict[str, Any]) -> str:
                      f"{m['us_per_event']:,.0f} µs/event | {m['cpu_us_per_event']:,.0f} µs/event |")
     for n, x in res["workers"].items():
         cpu = ", ".join(f"{c:,.0f}" for c in x["worker_cpu_us_per_event"])
+        b = x["batch"]
+        bcpu = ", ".join(f"{c:,.0f}" for c in b["worker_cpu_us_per_event"])
+        lines.append(f"| {n} Ray worker(s), `publish_batch` (the server's path) | "
+                     f"{b['events_per_s']:,.0f} events/s | front end "
+                     f"{b['front_end_cpu_us_per_event']:,.0f}, workers {bcpu} µs/event |")
         lines.append(f"| {n} Ray worker(s), `publish_ops` batches | {x['events_per_s']:,.0f} events/s | "
                      f"front end {x['front_end_cpu_us_per_event']:,.0f}, workers {cpu} µs/event → "
                      f"{x['modelled_events_per_s']:,.0f} events/s with a core each |")
@@ -287,4 +352,10 @@ def to_markdown(res: dict[str, Any]) -> str:
     if "2_workers_vs_single" in r:
         lines.append(f"| 2 workers vs single process ≥ 1.4× | {r['2_workers_vs_single']:.2f}× | "
                      f"{r['modelled_2_workers_vs_single']:.2f}× |")
+    if "batch_2_workers_vs_1_worker" in r:
+        lines.append(f"| batch path: 2 workers vs 1 worker ≥ 1.6× | {r['batch_2_workers_vs_1_worker']:.2f}× | — |")
+    if "batch_2_workers_vs_single" in r:
+        lines.append(f"| batch path: 2 workers vs single process ≥ 1.4× | "
+                     f"{r['batch_2_workers_vs_single']:.2f}× | "
+                     f"{r['batch_modelled_2_workers_vs_single']:.2f}× |")
     return "\n".join(lines)

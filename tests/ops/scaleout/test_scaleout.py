@@ -276,6 +276,11 @@ def test_bench_scaleout_smoke(local_ray: Any) -> None:
     res = scaleout.run(2_000, 200, 60, 20, 2.0, 30, [2], 10, 5)
     assert res["workers"]["2"]["events_per_s"] > 0 and res["single"]["pairs"] > 0
     assert res["workers"]["2"]["recovery_seconds"] > 0 and res["front_end"]["us_per_event"] > 0
-    assert set(res["ratios"]) == {"2_workers_vs_single", "single_vs_numpy", "modelled_2_workers_vs_single"}
+    assert set(res["ratios"]) == {"2_workers_vs_single", "single_vs_numpy", "modelled_2_workers_vs_single",
+                                  "batch_2_workers_vs_single", "batch_modelled_2_workers_vs_single"}
     assert len(res["workers"]["2"]["worker_cpu_us_per_event"]) == 2
-    assert "| 2 workers vs single process ≥ 1.4× |" in scaleout.to_markdown(res)
+    # the server's path (publish_batch) timed too; the bench asserts its pair counts
+    assert res["single_batch"]["events_per_s"] > 0 and res["workers"]["2"]["batch"]["events_per_s"] > 0
+    assert len(res["workers"]["2"]["batch"]["worker_cpu_us_per_event"]) == 2
+    md = scaleout.to_markdown(res)
+    assert "| 2 workers vs single process ≥ 1.4× |" in md and "| batch path: 2 workers vs single" in md
