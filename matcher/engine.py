@@ -927,12 +927,14 @@ def _gather(parts: list[tuple[np.ndarray, ...]], output: str, sign: int) -> Batc
     """Concatenate per-event output columns into one ``BatchOutput`` (rows in event order)."""
     if not parts or output == "none":
         return empty_output(output)
-    ev = np.concatenate([p[0] for p in parts])
-    q = np.concatenate([p[1] for p in parts])
+    def cat(i: int) -> np.ndarray:  # a batch of one run: its columns as they are, no copy
+        return parts[0][i] if len(parts) == 1 else np.concatenate([p[i] for p in parts])
+
+    ev, q = cat(0), cat(1)
     signs = np.full(ev.shape[0], sign, dtype=np.int8)
     if output == "pairs":
         r_id = np.concatenate([p[3][0] for p in parts])
         s_id = np.concatenate([p[3][1] for p in parts])
         return BatchOutput(ev, q, signs, np.full(ev.shape[0], sign, dtype=np.int64), r_id, s_id)
-    counts = np.concatenate([p[2] for p in parts]).astype(np.int64) * sign
-    return BatchOutput(ev, q, signs, counts, None, None)
+    counts = cat(2).astype(np.int64, copy=False)
+    return BatchOutput(ev, q, signs, counts if sign == 1 else counts * sign, None, None)
