@@ -461,6 +461,7 @@ def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Pat
 def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, deliveries: np.ndarray,
           wire: str = "columns") -> str:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -472,6 +473,9 @@ def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, 
             xs = np.sort(x) / 1e6
             ax.plot(xs, np.arange(1, xs.size + 1) / xs.size, label=name)
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # labels would overlap
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("fraction ≤ x")
     rate = f"rate {cfg.rate:g}/s" if cfg.rate else "unthrottled"
