@@ -180,9 +180,12 @@ class Chunk:
 
 
 # Memory estimate of a buffered message (documented in server/PERSISTENCE.md): its columns and
-# array slots, plus per pair two references and a share of the id strings; per operation its
-# table entry (tuple, event id, op name).
+# array slots; a PAIRS message also its entry of the pairs dict (two array views, a tuple, the
+# dict slot: ~280 B, measured with tracemalloc at 389 B per one-pair message in all), plus per
+# pair two references and a share of the id strings; per operation its table entry (tuple, event
+# id, op name). tests/server/test_delivery_memory.py checks the estimate against tracemalloc.
 ROW_BYTES = 48
+PAIRS_ROW_BYTES = 280
 PAIR_BYTES = 64
 OP_BYTES = 160
 
@@ -194,7 +197,7 @@ def row_bytes(ch: Chunk | MatchBlock) -> np.ndarray:
         flat = getattr(ch, "flat", None)
         rows = flat[0] if flat is not None else np.fromiter(ch.pairs.keys(), dtype=np.int64,
                                                             count=len(ch.pairs))
-        out[rows] += PAIR_BYTES * ch.counts[rows]
+        out[rows] += PAIRS_ROW_BYTES + PAIR_BYTES * ch.counts[rows]
     return out
 
 
