@@ -77,16 +77,9 @@ class MessageBuilder:
         uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
         pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         wanted = ~self._book.affected[uniq]
-        want = np.flatnonzero(wanted)
         flat = None
-        if want.size:
-            r_ids, s_ids = out.r_ids[order], out.s_ids[order]
-            pairs = _pairs_of_rows(want, starts, counts, r_ids, s_ids)
-            if want.size == uniq.size:  # the same pairs as two arrays, for the match log
-                flat = (want, r_ids, s_ids)
-            else:
-                m = np.repeat(wanted, counts)
-                flat = (want, r_ids[m], s_ids[m])
+        if wanted.any():
+            pairs, flat = _pairs_of(wanted, starts, counts, out.r_ids[order], out.s_ids[order])
         sink.append(OpMatches(seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
         self._m_messages.inc(len(uniq))
 
@@ -124,16 +117,9 @@ class MessageBuilder:
             sign = np.asarray(out.sign, dtype=np.int64)[order][starts]
             ev, sids, counts = ev[starts], sids[starts], lens * sign
             pairs = {}
-            wants = ~self._book.affected[sids]
-            want = np.flatnonzero(wants)
-            if want.size:
-                r_ord, s_ord = out.r_id[order], out.s_id[order]
-                pairs = _pairs_of_rows(want, starts, lens, r_ord, s_ord)
-                # the same pairs flat, rows in order, for the match log (no per-row regrouping)
-                if want.size < wants.shape[0]:
-                    keep = np.repeat(wants, lens)
-                    r_ord, s_ord = r_ord[keep], s_ord[keep]
-                flat = (want.astype(np.int64), r_ord, s_ord)
+            wanted = ~self._book.affected[sids]
+            if wanted.any():
+                pairs, flat = _pairs_of(wanted, starts, lens, out.r_id[order], out.s_id[order])
         used, op_index = np.unique(ev, return_inverse=True)
         signs = np.where(counts < 0, -1, 1).astype(np.int8)
         table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
@@ -159,6 +145,20 @@ class MessageBuilder:
                 self._m_to_delivery.observe_many((now - rns) / 1e9)
         if n:
             self._m_deliveries.inc(n)
+
+
+def _pairs_of(wanted: np.ndarray, starts: np.ndarray, lens: np.ndarray, r_ids: np.ndarray,
+              s_ids: np.ndarray) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]],
+                                          tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The pairs of the PAIRS rows (``wanted``; row i's run is ``starts[i]``, ``lens[i]`` long in
+    the id arrays) twice: per row, for the hub's messages, and flat — (rows, r_ids, s_ids), rows in
+    order — for the match log, which then stores them without regrouping."""
+    want = np.flatnonzero(wanted).astype(np.int64)
+    pairs = _pairs_of_rows(want, starts, lens, r_ids, s_ids)
+    if want.size < wanted.shape[0]:  # leave out the AFFECTED rows' pairs
+        keep = np.repeat(wanted, lens)
+        r_ids, s_ids = r_ids[keep], s_ids[keep]
+    return pairs, (want, r_ids, s_ids)
 
 
 def _pairs_of_rows(rows: np.ndarray, starts: np.ndarray, lens: np.ndarray, r_ids: np.ndarray,

@@ -1071,16 +1071,15 @@ def _region_edges(bp: np.ndarray) -> np.ndarray:
     # edges stay finite (clipped below) for any finite data
     span = 2.0 * (float(fin[-1]) / 2 - float(fin[0]) / 2) if fin.shape[0] >= 2 else 0.0
     vw = min(span / max(fin.shape[0] - 1, 1), 1e306) if span > 0 else 1.0
-    if fin.shape[0] == 0:
-        e = np.array([-0.5, 0.5]) if e.shape[0] == 2 else np.array([0.0, 1.0])
-    else:
-        with np.errstate(over="ignore"):  # an edge next to ±1.8e308 may overflow: clipped below
+    fmax = float(np.finfo(np.float64).max)
+    with np.errstate(over="ignore"):  # edges next to ±1.8e308 may overflow: clipped at the end
+        if fin.shape[0] == 0:
+            e = np.array([-0.5, 0.5]) if e.shape[0] == 2 else np.array([0.0, 1.0])
+        else:
             if e[0] == -_INF:
                 e[0] = e[1] - vw
             if e[-1] == _INF:
                 e[-1] = e[-2] + vw
-    fmax = float(np.finfo(np.float64).max)
-    with np.errstate(over="ignore"):
         return np.clip(np.concatenate([[e[0] - vw], e, [e[-1] + vw]]), -fmax, fmax)
 
 

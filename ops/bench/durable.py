@@ -27,7 +27,7 @@ import numpy as np
 
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.clients.commands.demo import free_port, start_server, stop_server
-from hotjoin.ops.loadtest import ServeBenchConfig, run_one
+from hotjoin.ops.loadtest import ServeBenchConfig, numpy_reference, run_one
 from hotjoin.server.delivery import Chunk, OpMatches
 from hotjoin.server.match_log import MatchLog, decode, encode
 
@@ -185,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(rec), flush=True)
                 pair[mode] = rec
             d, m = pair["durable"], pair["memory-only"]
+            ref = numpy_reference(cfg, args.subscriptions)  # SPEC §6: the same run's brute force
+            print(json.dumps(ref), flush=True)
             rows.append({
+                "numpy": ref["throughput_events_per_s"],
                 "delivery": delivery, "rate": rate or "max",
                 "thr_durable": d["throughput_events_per_s"], "thr_memory": m["throughput_events_per_s"],
                 "ack_p99": (d["publish_to_ack_ms"].get("p99"), m["publish_to_ack_ms"].get("p99")),
@@ -195,12 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("| delivery | rate | events/s durable | events/s memory-only | ratio | ack p99 ms (durable / memory) "
-          "| delivery p99 ms (durable / memory) | messages/event |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| delivery p99 ms (durable / memory) | messages/event | NumPy brute force events/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['delivery']} | {r['rate']} | {r['thr_durable']:.0f} | {r['thr_memory']:.0f} | "
               f"{r['thr_durable'] / max(r['thr_memory'], 1e-9):.2f} | {r['ack_p99'][0]} / {r['ack_p99'][1]} | "
-              f"{r['del_p99'][0]} / {r['del_p99'][1]} | {r['messages_per_event']} |")
+              f"{r['del_p99'][0]} / {r['del_p99'][1]} | {r['messages_per_event']} | {r['numpy']:.0f} |")
     return 0
 
 
