@@ -395,6 +395,17 @@ def admit_publish(cols: Columns, tables: Sequence[Any], lateness: int, retention
     return Admission(status, seqs, maxes, int(mt) if moved else max_time, int(s))
 
 
+def rejection_reasons(cols: Columns, adm: Admission, lateness: int) -> dict[int, str]:
+    """Per rejected event of an admitted batch, its one-line reason (invalid ones keep theirs)."""
+    reasons = dict(cols.reasons)
+    status = adm.status
+    for i in np.flatnonzero((status != OK) & (status != INVALID)).tolist():
+        side = "S" if int(cols.side[i]) else "R"
+        reasons[i] = reason_for(int(status[i]), side, cols.ids[i], int(cols.times[i]),
+                                int(adm.maxes[i]) - lateness)
+    return reasons
+
+
 def _clip_time(t: int) -> int:
     """A stored clock beyond ±2^61 (from the one-at-a-time path) as an int64 the kernel can use."""
     return max(min(int(t), _CLIP), -_CLIP)

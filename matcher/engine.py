@@ -29,6 +29,7 @@ from hotjoin.matcher.batch import (
     empty_output,
     publish_columns,
     reason_for,
+    rejection_reasons,
     side_codes,
 )
 from hotjoin.matcher.errors import (
@@ -644,12 +645,7 @@ class Engine:
         adm = admit_publish(cols, (self.tables["R"], self.tables["S"]), self.lateness,
                             self.retention, self._max_time, self._seq)
         status = adm.status
-        reasons = dict(cols.reasons)
-        rejected = np.flatnonzero((status != EventStatus.OK) & (status != EventStatus.INVALID))
-        for i in rejected.tolist():
-            side = _SIDE_NAMES[int(cols.side[i])]
-            reasons[i] = reason_for(int(status[i]), side, cols.ids[i], int(cols.times[i]),
-                                    int(adm.maxes[i]) - self.lateness)
+        reasons = rejection_reasons(cols, adm, self.lateness)
         acc = np.flatnonzero(status == EventStatus.OK)
         parts: list[tuple[np.ndarray, ...]] = []
         if acc.shape[0]:
@@ -657,6 +653,46 @@ class Engine:
         self._seq = adm.seq
         self._max_time = adm.max_time
         return BatchResult(status, adm.seqs, reasons, _gather(parts, output, 1))
+
+    def publish_admitted(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
+                         payloads: Any, seqs: Any, maxes: Any, *,
+                         output: str = "affected") -> BatchOutput:
+        """Store and match a batch that a topic-wide admission has already accepted.
+
+        Event i takes sequence number ``seqs[i]`` and sees the topic's clock ``maxes[i]`` (the
+        largest event time after it: the watermark and retention limit it is matched under).
+        The key-partitioned scale-out front end (``ops/scaleout``) admits a topic's batch once
+        (``batch.admit_publish``) and sends each worker the events of its keys; the worker
+        applies them here with the same compiled runs as ``publish_batch``, so the pairs and
+        their sequence numbers are those of one engine (SPEC §3). No duplicate or lateness
+        check is made; ``ValueError`` (nothing changed) for invalid columns, seqs not after
+        ``seq`` and increasing, or clocks going back.
+        """
+        mode = _BATCH_MODES[check_output(output)]
+        cols = publish_columns(sides, ids, keys, values, times, payloads)
+        n = cols.times.shape[0]
+        sq = np.asarray(seqs, dtype=np.int64).reshape(-1)
+        mx = np.asarray(maxes, dtype=np.int64).reshape(-1)
+        if sq.shape[0] != n or mx.shape[0] != n:
+            raise ValueError(f"publish_admitted: {n} events but {sq.shape[0]} seqs and "
+                             f"{mx.shape[0]} clocks")
+        if n == 0:
+            return _gather([], output, 1)
+        if not cols.valid.all():
+            i = int(np.flatnonzero(~cols.valid)[0])
+            raise ValueError(f"publish_admitted: event {i} is invalid: "
+                             f"{cols.reasons.get(i, 'invalid event')}")
+        if sq[0] <= self._seq or (n > 1 and bool((np.diff(sq) <= 0).any())):
+            raise ValueError(f"publish_admitted: seqs must increase from after {self._seq}")
+        if (n > 1 and bool((np.diff(mx) < 0).any())) or bool((mx < cols.times).any()) or (
+                self._max_time is not None and int(mx[0]) < self._max_time):
+            raise ValueError("publish_admitted: clocks must not go back nor lie below the "
+                             "events' times")
+        parts: list[tuple[np.ndarray, ...]] = []
+        self._apply_publishes(cols, sq, mx, np.arange(n), mode, parts)
+        self._seq = int(sq[-1])
+        self._max_time = int(mx[-1])
+        return _gather(parts, output, 1)
 
     def _apply_publishes(self, cols: Any, seqs: np.ndarray, maxes: np.ndarray, acc: np.ndarray,
                          mode: int, parts: list[tuple[np.ndarray, ...]]) -> None:

@@ -527,7 +527,7 @@ class TopicStatsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners", "delivery", "workers")
+    __slots__ = ("topic", "seq", "watermark", "tuples", "subscriptions", "tau", "hotspots", "decisions", "listeners", "delivery", "workers", "scale_out_scheme")
     class TuplesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -574,6 +574,7 @@ class TopicStats(_message.Message):
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    SCALE_OUT_SCHEME_FIELD_NUMBER: _ClassVar[int]
     topic: str
     seq: int
     watermark: int
@@ -585,7 +586,8 @@ class TopicStats(_message.Message):
     listeners: int
     delivery: DeliveryStats
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStats]
-    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ..., delivery: _Optional[_Union[DeliveryStats, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerStats, _Mapping]]] = ...) -> None: ...
+    scale_out_scheme: str
+    def __init__(self, topic: _Optional[str] = ..., seq: _Optional[int] = ..., watermark: _Optional[int] = ..., tuples: _Optional[_Mapping[str, int]] = ..., subscriptions: _Optional[_Mapping[str, int]] = ..., tau: _Optional[_Mapping[str, int]] = ..., hotspots: _Optional[_Mapping[str, int]] = ..., decisions: _Optional[_Mapping[str, int]] = ..., listeners: _Optional[int] = ..., delivery: _Optional[_Union[DeliveryStats, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerStats, _Mapping]]] = ..., scale_out_scheme: _Optional[str] = ...) -> None: ...
 
 class DeliveryStats(_message.Message):
     __slots__ = ("buffer_bytes", "buffer_limit_bytes", "buffer_messages", "match_log_bytes", "retained_from_seq", "committed_cursors", "cursor_lag_sum", "cursor_lag_max")

@@ -613,6 +613,8 @@ class StatsService(rpc.StatsServiceServicer):
             getattr(out, field).update({k: int(v) for k, v in st.get(field, {}).items()})
         if "delivery" in st:
             out.delivery.CopyFrom(pb.DeliveryStats(**st["delivery"]))
+        if st.get("scheme"):
+            out.scale_out_scheme = st["scheme"]
         for w in st.get("workers", ()):  # scale-out (docs/scale-out.md)
             out.workers.add(**{k: w[k] for k in ("worker", "healthy", "seq", "lag", "memory_bytes",
                                                  "restarts", "subscriptions")})

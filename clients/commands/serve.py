@@ -61,6 +61,11 @@ def register(sub: Any) -> None:
     w.add_argument("--ray-address", default=None,
                    help="with --workers: an existing Ray cluster ('auto', or HOST:PORT); default: "
                         "start a local Ray instance")
+    w.add_argument("--scale-out-scheme", choices=("subscription", "key"), default="subscription",
+                   help="with --workers: 'subscription' (default) shards the subscriptions, every "
+                        "worker stores every tuple, all join kinds; 'key' shards the tuples by "
+                        "join key, each event is matched by one worker, select and window joins "
+                        "only (docs/scale-out.md)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0,
                    help="on SIGTERM/SIGINT: stop accepting work, let in-flight batches finish or "
                         "answer UNAVAILABLE, end listeners, and exit within this many seconds "
@@ -148,6 +153,8 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
         raise CliError(f"--workers must be >= 0, got {args.workers}")
     if args.ray_address and not args.workers:
         raise CliError("--ray-address needs --workers N")
+    if args.scale_out_scheme != "subscription" and not args.workers:
+        raise CliError("--scale-out-scheme needs --workers N")
     if args.workers:
         from hotjoin.ops.scaleout.engine import ShardedEngineFactory, ensure_ray
 
@@ -155,7 +162,8 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
             ensure_ray(args.ray_address)
         except Exception as e:  # no cluster at that address, or Ray cannot start here
             raise CliError(f"cannot start or reach Ray ({args.ray_address or 'local'}): {e}") from None
-        kwargs["engine_factory"] = ShardedEngineFactory(args.workers, args.ray_address)
+        kwargs["engine_factory"] = ShardedEngineFactory(args.workers, args.ray_address,
+                                                        scheme=args.scale_out_scheme)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CliError("TLS needs both --tls-cert and --tls-key")
     if args.tls_client_ca is not None and args.tls_cert is None:

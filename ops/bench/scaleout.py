@@ -6,13 +6,17 @@ What is timed, all in one run on one workload (docs/scale-out.md, "Model"):
   matching, without its front end);
 - **single, batch path**: ``Engine.publish_batch`` in batches of ``--batch`` (what the server's
   columnar publish calls, ``server/batch_apply.py``), the same events under fresh ids;
-- **N workers, batch path**: ``ShardedEngine.publish_batch`` likewise (one RPC per worker per
-  batch, each worker on the engine's compiled batch path): the server's path with ``--workers``;
+- **N workers, batch path**: the scale-out engine's ``publish_batch`` likewise (one RPC per worker
+  per batch, each worker on the engine's compiled batch path): the server's path with
+  ``--workers``. ``--scheme subscription`` (``ShardedEngine``: every worker stores every tuple and
+  matches its share of the subscriptions) or ``--scheme key`` (``KeyShardedEngine``: each event
+  goes to the worker of its key, which holds every subscription);
 - **N workers**: ``ShardedEngine.publish_ops`` with batches of ``--batch`` events (one RPC per
   batch per worker), for each N of ``--workers``; and the same with one call per event
   (``publish_affected``, what ``server/topic.py`` does per event today);
-- **worker matching cost**: ``Engine.publish_affected`` with the subscriptions of one shard of
-  N (1/N of them), in process: what one worker spends per event;
+- **worker matching cost**: ``Engine.publish_affected`` in process with what worker 0 of N
+  holds (subscription scheme: 1/N of the subscriptions, every event; key scheme: every
+  subscription, the stored tuples and events of its keys), per topic event;
 - **front end alone**: ``server.topic.Topic.publish`` (validation, ordering, log write + fsync,
   delivery hub) in batches of ``--batch`` over an engine without subscriptions;
 - **reference**: the NumPy brute force a user would write (for each stored partner of the
@@ -41,6 +45,7 @@ from hotjoin.clients.cli import CliError
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.model import Event, Range, SelectJoin
 from hotjoin.ops.scaleout.engine import ShardedEngine, ensure_ray
+from hotjoin.ops.scaleout.key_engine import KeyShardedEngine, worker_of_keys
 
 
 def _progress(msg: str) -> None:
@@ -132,12 +137,14 @@ def _front_end_alone(n_events: int, batch: int) -> float:
 
 
 def run(subscriptions: int, stored: int, events: int, keys: int, width: float, batch: int,
-        workers: list[int], per_event: int, sample: int) -> dict[str, Any]:
-    _progress(f"workload: {subscriptions:,} select joins, {stored:,} stored, {events:,} events")
+        workers: list[int], per_event: int, sample: int, scheme: str = "subscription") -> dict[str, Any]:
+    _progress(f"workload: {subscriptions:,} select joins, {stored:,} stored, {events:,} events; "
+              f"scale-out scheme: {scheme}")
     w = workload(subscriptions, stored, events, keys, width)
+    facade = KeyShardedEngine if scheme == "key" else ShardedEngine
     res: dict[str, Any] = {"config": {"subscriptions": subscriptions, "stored": stored,
                                       "events": events, "keys": keys, "width": width,
-                                      "batch": batch, "workers": workers},
+                                      "batch": batch, "workers": workers, "scheme": scheme},
                            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                        "platform": platform.platform()}}
     # single process
@@ -180,16 +187,28 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
     res["numpy_brute_force"] = {"events_per_s": 1 / bf_dt, "us_per_event": 1e6 * bf_dt,
                                 "sample": len(idx)}
     _progress(f"NumPy brute force: {1 / bf_dt:,.0f} events/s (sample of {len(idx)}, counts equal)")
-    # one worker's matching: the subscriptions of one shard, in process
+    # one worker's matching: what worker 0 of n holds, in process (per topic event)
     res["worker_matching"] = {}
     for n in sorted(set(workers)):
         part = Engine()
-        part.subscribe_many(w["subs"][: len(w["subs"]) // n])
-        part.publish_many(w["stored"], match=False)
-        dt_p, _ = _timed_single(part, w["events"])
+        if scheme == "key":
+            part.subscribe_many(w["subs"])
+            mine = worker_of_keys(w["rk"], n) == 0
+            part.publish_many([e for e, m in zip(w["stored"], mine.tolist(), strict=True) if m],
+                              match=False)
+            own = worker_of_keys(np.array([e.key for e in w["events"]]), n) == 0
+            evs = [e for e, m in zip(w["events"], own.tolist(), strict=True) if m]
+            what = f"the keys of worker 0 of {n}"
+        else:
+            part.subscribe_many(w["subs"][: len(w["subs"]) // n])
+            part.publish_many(w["stored"], match=False)
+            evs = w["events"]
+            what = f"1/{n} of the subscriptions"
+        _timed_single(part, [Event("S", f"warm{i}", 0.0, 50.0, 0) for i in range(20)])  # as single
+        dt_p, _ = _timed_single(part, evs)
         res["worker_matching"][str(n)] = {"us_per_event": 1e6 * dt_p / events,
                                           "cpu_us_per_event": 1e6 * _last_cpu[0] / events}
-        _progress(f"matching 1/{n} of the subscriptions: {1e6 * dt_p / events:.1f} us/event")
+        _progress(f"matching {what}: {1e6 * dt_p / events:.1f} us per topic event")
         del part
     # front end alone
     fe = _front_end_alone(max(events, 2000), batch)
@@ -199,7 +218,7 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
     ensure_ray()
     res["workers"] = {}
     for n in workers:
-        sh = ShardedEngine(workers=n, worker_cpus=0)
+        sh = facade(workers=n, worker_cpus=0)
         sh.subscribe_many(w["subs"])
         sh.publish_many(w["stored"], match=False)
         sh.publish_ops([Event("S", f"warm{i}", 0.0, 50.0, 0) for i in range(20)], "affected")
@@ -292,6 +311,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", default="1,2", help="comma-separated worker counts")
     p.add_argument("--per-event", type=int, default=200, help="events timed with one call each")
     p.add_argument("--sample", type=int, default=20, help="events timed by the NumPy brute force")
+    p.add_argument("--scheme", choices=("subscription", "key"), default="subscription",
+                   help="scale-out scheme of the workers (docs/scale-out.md)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 subscriptions, 300 events")
     p.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
 
@@ -307,7 +328,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.quick:
         subs, events, per_event = 20_000, 300, 50
     res = run(subs, args.stored, events, args.keys, args.width, args.batch, workers, per_event,
-              min(args.sample, events))
+              min(args.sample, events), args.scheme)
     print(json.dumps(res["ratios"]))
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
@@ -329,7 +350,9 @@ def to_markdown(res: dict[str, Any]) -> str:
              f"| front end alone (`Topic.publish`: validation, seq, log + fsync, hub; batches of "
              f"{res['config']['batch']}) | {fe['us_per_event']:,.1f} µs/event | — |"]
     for n, m in res["worker_matching"].items():
-        lines.append(f"| one worker's matching: 1/{n} of the subscriptions, in process | "
+        held = (f"the keys of worker 0 of {n}, all subscriptions" if res["config"].get("scheme") == "key"
+                else f"1/{n} of the subscriptions")
+        lines.append(f"| one worker's matching: {held}, in process (per topic event) | "
                      f"{m['us_per_event']:,.0f} µs/event | {m['cpu_us_per_event']:,.0f} µs/event |")
     for n, x in res["workers"].items():
         cpu = ", ".join(f"{c:,.0f}" for c in x["worker_cpu_us_per_event"])

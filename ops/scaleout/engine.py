@@ -32,7 +32,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +100,8 @@ class _Shard:
 
 class ShardedEngine:
     """A topic's engine whose matching runs in ``workers`` Ray actors (subscription shards)."""
+
+    scheme = "subscription-partitioned"
 
     def __init__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto", *, workers: int = 2,
@@ -169,7 +171,45 @@ class ShardedEngine:
                 self._after_call(i, batches[i])
             return out
 
-    def _after_call(self, i: int, ops: Sequence[W.Op]) -> None:
+    def apply_chunks(self, chunks: Sequence[Mapping[int, Sequence[W.Op]]],
+                     consume: Callable[[int, dict[int, list[Any]]], None]) -> None:
+        """Pipeline: send every chunk's batches at once (each actor runs its calls in order), then
+        hand chunk c's results to ``consume(c, results)`` as they come, so the caller works on
+        chunk c while the workers compute chunk c + 1.
+
+        A shard found dead is rebuilt from its snapshot and tail (which holds the chunks already
+        consumed) and the failed chunk re-sent; its later chunks, sent to the dead actor, are sent
+        again to the new one. Snapshots start only after the last chunk: a snapshot queued behind
+        calls already sent would cover more than the tail says.
+        """
+        import ray
+        from ray.exceptions import RayActorError
+
+        with self._lock:
+            if self._broken:
+                raise Unavailable(f"{self._broken}; the topic is unavailable until the server restarts")
+            shards = self._started()
+            sent = [{i: (shards[i].actor, shards[i].actor.apply.remote(list(ops)))
+                     for i, ops in ch.items()} for ch in chunks]
+            last = len(chunks) - 1
+            for c, ch in enumerate(chunks):
+                out: dict[int, list[Any]] = {}
+                for i, ops in ch.items():
+                    actor, ref = sent[c][i]
+                    try:
+                        out[i] = ray.get(ref)
+                    except RayActorError:
+                        if shards[i].actor is actor:  # this chunk met the crash: rebuild
+                            out[i] = self._recover(i, ops)
+                        else:  # rebuilt for an earlier chunk: this call went to the dead actor
+                            try:
+                                out[i] = ray.get(shards[i].actor.apply.remote(list(ops)))
+                            except RayActorError:
+                                out[i] = self._recover(i, ops)
+                    self._after_call(i, ops, snapshot=c == last)
+                consume(c, out)
+
+    def _after_call(self, i: int, ops: Sequence[W.Op], snapshot: bool = True) -> None:
         """Record a completed batch in the tail; confirm / start snapshots."""
         sh = self._shards[i]
         if sh.pending is not None:  # the actor answered a call made after the snapshot
@@ -184,7 +224,7 @@ class ShardedEngine:
                 wt = _weight(op)
                 sh.weights.append(wt)
                 sh.weight += wt
-        if sh.pending is None and sh.weight >= self.snapshot_every:
+        if snapshot and sh.pending is None and sh.weight >= self.snapshot_every:
             sh.pending = (sh.actor.snapshot.remote(), len(sh.tail))
 
     def _recover(self, i: int, batch: Sequence[W.Op]) -> list[Any]:
@@ -589,13 +629,11 @@ class ShardedEngine:
         """Engine stats merged over the shards, plus ``workers`` (health, lag, memory)."""
         sts = [s.get("stats", {}) for s in self.refresh_status()]
         first = sts[0] if sts else {}
-        subs: dict[str, int] = {}
+        tuples, subs = self._merge_counts(sts)
         tau: dict[str, int] = {}
         hot: dict[str, int] = {}
         dec: dict[str, int] = {}
         for st in sts:
-            for k, v in st.get("subscriptions", {}).items():
-                subs[k] = subs.get(k, 0) + int(v)
             for k, v in st.get("tau", {}).items():
                 tau[k] = max(tau.get(k, 0), int(v))
             for k, v in st.get("hotspots", {}).items():
@@ -603,12 +641,21 @@ class ShardedEngine:
             for k, v in st.get("decisions", {}).items():
                 dec[k] = dec.get(k, 0) + int(v)
         return {"seq": self._seq, "watermark": self.watermark,
-                "tuples": dict(first.get("tuples", {"R": 0, "S": 0})),
+                "tuples": tuples,
                 "subscriptions": subs, "strategies": dict(self.strategy_names),
                 "tau": tau, "hotspots": hot, "decisions": dec,
                 "band": first.get("band", {}), "select": first.get("select", {}),
                 "window": first.get("window", {}),
-                "scheme": "subscription-partitioned", "workers": self.workers_info()}
+                "scheme": self.scheme, "workers": self.workers_info()}
+
+    def _merge_counts(self, sts: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+        """Tuples from worker 0 (each holds all); subscriptions summed (each holds some)."""
+        first = sts[0] if sts else {}
+        subs: dict[str, int] = {}
+        for st in sts:
+            for k, v in st.get("subscriptions", {}).items():
+                subs[k] = subs.get(k, 0) + int(v)
+        return dict(first.get("tuples", {"R": 0, "S": 0})), subs
 
     def memory_bytes(self) -> int:
         return sum(int(s.get("memory_bytes", 0)) for s in self.refresh_status())
@@ -622,22 +669,36 @@ def _weight(op: W.Op) -> int:
     """Replay work of one tail operation: the subscriptions or tuples it carries."""
     if op[0] in (W.SUBSCRIBE, W.PUBLISH_MANY, W.RESTORE_EVENTS):
         return max(len(op[2]), 1)
-    if op[0] == W.RESTORE_COLUMNS:
+    if op[0] in (W.RESTORE_COLUMNS, W.PUBLISH_ADMITTED, W.PUBLISH_BATCH):
         return max(len(op[3]), 1)
     return 1
 
 
-class ShardedEngineFactory:
-    """``engine_factory`` for the server: each topic gets a ``ShardedEngine`` of ``workers``."""
+SCHEMES = ("subscription", "key")
+"""``--scale-out-scheme``: subscription-partitioned (every kind of join; every worker stores every
+tuple) or key-partitioned (select and window joins; each tuple on one worker)."""
 
-    def __init__(self, workers: int, ray_address: str | None = None, worker_cpus: float = 0) -> None:
+
+class ShardedEngineFactory:
+    """``engine_factory`` for the server: each topic gets a scale-out engine of ``workers``."""
+
+    def __init__(self, workers: int, ray_address: str | None = None, worker_cpus: float = 0,
+                 scheme: str = "subscription") -> None:
         if workers < 1:
             raise ValueError(f"--workers must be >= 1, got {workers}")
+        if scheme not in SCHEMES:
+            raise ValueError(f"--scale-out-scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
         self.workers = workers
         self.ray_address = ray_address
         self.worker_cpus = worker_cpus
+        self.scheme = scheme
 
     def __call__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto") -> ShardedEngine:
-        return ShardedEngine(lateness, retention, strategy, workers=self.workers,
-                             ray_address=self.ray_address, worker_cpus=self.worker_cpus)
+        cls = ShardedEngine
+        if self.scheme == "key":
+            from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
+
+            cls = KeyShardedEngine
+        return cls(lateness, retention, strategy, workers=self.workers,
+                   ray_address=self.ray_address, worker_cpus=self.worker_cpus)

@@ -29,7 +29,11 @@ Op = tuple[Any, ...]
 # operation kinds
 PUBLISH = "pub"          # (PUBLISH, seq, event, mode): mode "pairs" | "affected" | "list"
 PUBLISH_BATCH = "pubbatch"  # (PUBLISH_BATCH, seq, sides, ids, keys, values, times, payloads, output)
+PUBLISH_ADMITTED = "pubadm"  # (PUBLISH_ADMITTED, seq, sides, ids, keys, values, times, payloads,
+#                               seqs, maxes, output): a batch admitted by the key-partitioned
+#                               front end, each event at its own seq and topic clock
 PUBLISH_MANY = "pubmany"  # (PUBLISH_MANY, seq, events): publish_many(match=False) (log replay)
+ADVANCE = "adv"          # (ADVANCE, seq, max_time): the topic's clock before the next operation
 DELETE = "del"           # (DELETE, seq, side, id, mode): mode "pairs" | "affected" | "list" | "none"
 SUBSCRIBE = "sub"        # (SUBSCRIBE, seq, subs, snapshot) -> local ids
 UNSUBSCRIBE = "unsub"    # (UNSUBSCRIBE, seq, local id)
@@ -42,8 +46,9 @@ GET_EVENT = "get"        # (GET_EVENT, 0, side, id) -> Event | None (read only)
 STORED = "stored"        # (STORED, 0) -> [(Event, seq)] of every stored tuple (read only)
 
 # operations that change the state (kept in the facade's tail for recovery); reads are not
-MUTATING = frozenset({PUBLISH, PUBLISH_BATCH, PUBLISH_MANY, DELETE, SUBSCRIBE, UNSUBSCRIBE, RESTORE_CLOCK,
-                      RESTORE_COLUMNS, RESTORE_EVENTS, RESTORE_SUB})
+MUTATING = frozenset({PUBLISH, PUBLISH_BATCH, PUBLISH_ADMITTED, PUBLISH_MANY, ADVANCE, DELETE,
+                      SUBSCRIBE, UNSUBSCRIBE, RESTORE_CLOCK, RESTORE_COLUMNS, RESTORE_EVENTS,
+                      RESTORE_SUB})
 
 
 class OpError:
@@ -80,6 +85,7 @@ class ShardWorker:
             self.engine.load_state(pickle.loads(state))
         self.applied = 0  # operations applied since start (health: is it moving)
         self.cpu_seconds = 0.0  # CPU time spent applying (the model's per-worker cost)
+        self.busy_seconds = 0.0  # wall time spent applying (CPU time plus waiting for a core)
 
     def pid(self) -> int:
         return os.getpid()
@@ -87,7 +93,7 @@ class ShardWorker:
     def apply(self, ops: Sequence[Op]) -> list[Any]:
         """Apply ``ops`` in order; one result per operation (``OpError`` for a rejected one)."""
         out: list[Any] = []
-        t0 = time.process_time()
+        t0, w0 = time.process_time(), time.perf_counter()
         for op in ops:
             try:
                 out.append(self._apply(op))
@@ -95,6 +101,7 @@ class ShardWorker:
                 out.append(OpError(e))
         self.applied += len(ops)
         self.cpu_seconds += time.process_time() - t0
+        self.busy_seconds += time.perf_counter() - w0
         return out
 
     def _align(self, seq: int | None) -> None:
@@ -113,6 +120,8 @@ class ShardWorker:
                 return e.publish_columnar(ev)
             if mode == "affected":
                 return e.publish_affected(ev)
+            if mode == "none":  # state only (log replay)
+                return e.publish_many([ev], match=False)
             return e.publish(ev)
         if kind == DELETE:
             self._align(seq)
@@ -125,6 +134,12 @@ class ShardWorker:
         if kind == PUBLISH_BATCH:  # the compiled batch path (SPEC §7), one call per batch
             self._align(seq)
             return e.publish_batch(*op[2:8], output=op[8])
+        if kind == PUBLISH_ADMITTED:  # key-partitioned: admitted topic-wide by the front end
+            return e.publish_admitted(*op[2:10], output=op[10])
+        if kind == ADVANCE:  # key-partitioned: catch up with the topic's seq and clock
+            if seq > e.seq:
+                e.advance_clock(seq, op[2])
+            return None
         if kind == PUBLISH_MANY:
             self._align(seq)
             return e.publish_many(op[2], match=False)
@@ -161,5 +176,5 @@ class ShardWorker:
         e = self.engine
         return {"pid": os.getpid(), "seq": e.seq, "memory_bytes": e.memory_bytes(),
                 "subscriptions": len(e.subs), "applied": self.applied, "time": time.time(),
-                "cpu_seconds": self.cpu_seconds,
+                "cpu_seconds": self.cpu_seconds, "busy_seconds": self.busy_seconds,
                 "stats": e.stats()}

@@ -468,3 +468,25 @@ def test_batch_and_one_at_a_time_calls_interleave_on_one_engine(clock: tuple[int
                 _one(oracle, "delete", (side, side.lower() + x), "pairs")
         assert (e.seq, e.watermark) == (oracle.seq, oracle.watermark)
     e.check_invariants()
+
+
+def test_publish_admitted_applies_given_seqs_and_clocks_and_refuses_bad_input() -> None:
+    """``publish_admitted`` (the key-partitioned workers' call): events take the given seqs and
+    are matched under the given topic clock; bad columns, seqs or clocks change nothing."""
+    e = Engine(lateness=0, retention=5)
+    sid = e.subscribe(SelectJoin())
+    out = e.publish_admitted(["R", "S"], ["r", "s"], [1.0, 1.0], [0.0, 0.0], [10, 10], None,
+                             [5, 9], [10, 10], output="pairs")
+    assert out.event.tolist() == [1] and out.subscription.tolist() == [sid]
+    assert e.seq == 9 and e.watermark == 10
+    # the topic's clock (30, from events on other workers) expires r and s before s2 matches
+    out = e.publish_admitted(["S"], ["s2"], [1.0], [0.0], [26], None, [12], [30], output="pairs")
+    assert len(out) == 0 and e.get_event("R", "r") is None and e.watermark == 30
+    for bad in ([[11], [30]], [[13, 13], [30, 30]], [[13], [29]], [[13], [20]]):
+        n = len(bad[0])
+        with pytest.raises(ValueError):
+            e.publish_admitted(["R"] * n, [f"x{i}" for i in range(n)], [1.0] * n, [0.0] * n,
+                               [30 - i for i in range(n)][::-1] if n > 1 else [25], None, *bad)
+    with pytest.raises(ValueError, match="invalid"):
+        e.publish_admitted(["R"], ["y"], [math.nan], [0.0], [30], None, [13], [30])
+    assert e.seq == 12 and e.get_event("R", "x0") is None and e.get_event("R", "y") is None

@@ -78,8 +78,8 @@ def _range(rng: random.Random, lo: float, hi: float) -> Range:
     return Range(None if rng.random() < 0.2 else round(a, 1), None if rng.random() < 0.2 else round(b, 1))
 
 
-def _sub(rng: random.Random) -> Any:
-    kind = rng.choice(("select", "band", "window"))
+def _sub(rng: random.Random, kinds: tuple[str, ...] = ("select", "band", "window")) -> Any:
+    kind = rng.choice(kinds)
     if kind == "select":
         return SelectJoin(a=_range(rng, 0, 10), c=_range(rng, 0, 10))
     if kind == "band":
@@ -117,7 +117,8 @@ class Twin:
         return ra
 
 
-def _program(twin: Twin, rng: random.Random, n_ops: int, kill: Any = None) -> None:
+def _program(twin: Twin, rng: random.Random, n_ops: int, kill: Any = None,
+             kinds: tuple[str, ...] = ("select", "band", "window")) -> None:
     stored: dict[str, list[str]] = {"R": [], "S": []}
     live: list[int] = []
     t = 100
@@ -127,9 +128,9 @@ def _program(twin: Twin, rng: random.Random, n_ops: int, kill: Any = None) -> No
         x = rng.random()
         if x < 0.12 or not live:
             if rng.random() < 0.5:
-                live.append(twin("subscribe", _sub(rng), snapshot=rng.random() < 0.3))
+                live.append(twin("subscribe", _sub(rng, kinds), snapshot=rng.random() < 0.3))
             else:
-                live.extend(twin("subscribe_many", [_sub(rng) for _ in range(rng.randint(0, 7))],
+                live.extend(twin("subscribe_many", [_sub(rng, kinds) for _ in range(rng.randint(0, 7))],
                                  snapshot=rng.random() < 0.3))
         elif x < 0.17:
             sid = live.pop(rng.randrange(len(live)))
@@ -284,3 +285,99 @@ def test_bench_scaleout_smoke(local_ray: Any) -> None:
     assert len(res["workers"]["2"]["batch"]["worker_cpu_us_per_event"]) == 2
     md = scaleout.to_markdown(res)
     assert "| 2 workers vs single process ≥ 1.4× |" in md and "| batch path: 2 workers vs single" in md
+    key = scaleout.run(2_000, 200, 60, 20, 2.0, 30, [2], 10, 5, "key")
+    assert key["config"]["scheme"] == "key" and key["workers"]["2"]["batch"]["events_per_s"] > 0
+    assert "the keys of worker 0 of 2" in scaleout.to_markdown(key)
+
+
+# -- the key-partitioned scheme (ops/scaleout/key_engine.py) ----------------------------------
+SELECT_WINDOW = ("select", "window")
+
+
+@pytest.mark.parametrize(("lateness", "retention", "seed"),
+                         [(0, None, 11), (3, None, 12), (2, 4, 13), (0, 0, 14)])
+def test_key_sharded_equals_single_engine(local_ray: Any, lateness: int, retention: int | None,
+                                          seed: int) -> None:
+    """Key-partitioned: every outcome (statuses, errors, pairs, seqs, watermark) as one engine,
+    with lateness and retention decided on the topic's clock though each worker sees some keys."""
+    from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
+
+    rng = random.Random(seed)
+    keyed = KeyShardedEngine(lateness, retention, workers=2, snapshot_every=40)
+    keyed.pipeline_min_events = 1 + seed % 2  # batches of up to 6 events cut into 1-3 chunks
+    twin = Twin(Engine(lateness=lateness, retention=retention), keyed)
+    _program(twin, rng, 260, kinds=SELECT_WINDOW)
+    st = keyed.stats()
+    assert st["scheme"] == "key-partitioned"
+    assert st["tuples"] == twin.a.stats()["tuples"]  # summed over workers: each holds some keys
+    assert st["subscriptions"] == twin.a.stats()["subscriptions"]
+    per_worker = [w["seq"] for w in st["workers"]]
+    assert all(s <= twin.a.seq for s in per_worker)
+    assert sorted((e.side, e.id, s) for e, s in keyed.stored_tuples()) == sorted(
+        (e.side, e.id, s) for t in twin.a.tables.values() for e, s in t.events())
+    keyed.close()
+
+
+def test_key_sharded_worker_kills_change_nothing(local_ray: Any) -> None:
+    from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
+
+    rng = random.Random(17)
+    keyed = KeyShardedEngine(2, 6, workers=2, snapshot_every=25)
+    keyed.pipeline_min_events = 1  # kills meet pipelined chunks too
+    twin = Twin(Engine(lateness=2, retention=6), keyed)
+    _program(twin, rng, 180, kill={30, 90, 91, 150}, kinds=SELECT_WINDOW)
+    assert keyed.recoveries >= 3
+    keyed.close()
+
+
+def test_key_sharded_routes_each_event_to_one_worker(local_ray: Any) -> None:
+    """Each tuple is stored on exactly one worker, the one its key hashes to; -0.0 and 0.0 are
+    one key; band joins are refused with a message naming the other scheme."""
+    from hotjoin.ops.scaleout.key_engine import KeyShardedEngine, worker_of_keys
+
+    keyed = KeyShardedEngine(0, None, workers=2)
+    single = Engine()
+    twin = Twin(single, keyed)
+    twin("subscribe", SelectJoin())
+    keys = [float(k) for k in range(40)] + [-0.0, 0.0]
+    res = twin("publish_batch", ["R"] * len(keys), [f"r{i}" for i in range(len(keys))], keys,
+               [1.0] * len(keys), list(range(len(keys))), output="pairs")
+    assert res.status.tolist() == [0] * len(keys)
+    twin("publish_batch", ["S", "S"], ["s0", "s1"], [0.0, -0.0], [1.0, 1.0], [50, 51],
+         output="pairs")  # each S pairs with both zero-key R tuples
+    own = worker_of_keys(np.array(keys), 2)
+    assert set(own.tolist()) == {0, 1}
+    stored = [w["stats"]["tuples"]["R"] for w in keyed.refresh_status()]
+    assert stored == [int((own == 0).sum()), int((own == 1).sum())]
+    with pytest.raises(ValueError, match="subscription"):
+        keyed.subscribe(BandJoin())
+    assert keyed.seq == single.seq
+    # a duplicate id under another key is found across workers (the front end's id table)
+    twin("publish_batch", ["R"], ["r0"], [39.0], [1.0], [60])
+    twin("publish_columnar", Event("R", "r1", 7.0, 1.0, 61))
+    keyed.close()
+
+
+def test_key_sharded_pipelined_batch_survives_a_dead_worker(local_ray: Any) -> None:
+    """A batch cut into 3 chunks (all sent at once) meets a killed worker: the first chunk
+    rebuilds it, the later chunks (sent to the dead actor) are sent again; output as one engine."""
+    from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
+
+    keyed = KeyShardedEngine(1, None, workers=2, snapshot_every=10)
+    keyed.pipeline_min_events = 1
+    twin = Twin(Engine(lateness=1), keyed)
+    twin("subscribe_many", [SelectJoin(), WindowJoin(w=3), SelectJoin(a=Range(2, 6))])
+
+    def batch(tag: str, t0: int) -> Any:
+        n = 12
+        return twin("publish_batch", ["R" if i % 3 else "S" for i in range(n)],
+                    [f"{tag}{i}" for i in range(n)], [float(i % 5) for i in range(n)],
+                    [float(i) for i in range(n)], [t0 + i // 2 for i in range(n)], output="pairs")
+
+    batch("a", 10)
+    for k in range(3):
+        keyed.kill_worker(k % 2)
+        res = batch(f"k{k}", 20 + 10 * k)
+        assert (res.status == 0).all() and len(res.output)
+    assert keyed.recoveries == 3
+    keyed.close()

@@ -46,11 +46,13 @@ def local_ray() -> Any:
     ray.shutdown()
 
 
-@pytest.mark.parametrize(("kind", "seed", "kill"), [("window", 2, False), ("band", 1, True)])
+@pytest.mark.parametrize(("kind", "seed", "kill", "scheme"),
+                         [("window", 2, False, "subscription"), ("band", 1, True, "subscription"),
+                          ("select", 2, False, "key"), ("window", 3, True, "key")])
 def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, kind: str, seed: int,
-                                               kill: bool) -> None:
+                                               kill: bool, scheme: str) -> None:
     srv = HotjoinServer(data_dir=tmp_path, port=0, buffer_capacity=100_000,
-                        engine_factory=ShardedEngineFactory(2)).start()
+                        engine_factory=ShardedEngineFactory(2, scheme=scheme)).start()
     stop = threading.Event()
     kills: list[int] = []
 
@@ -78,7 +80,10 @@ def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, k
             # the stats RPC and Prometheus show every worker's health, last seq and memory
             assert [w.worker for w in st.workers] == [0, 1] and all(w.healthy for w in st.workers)
             assert all(w.memory_bytes > 0 and w.seq <= st.seq for w in st.workers)
-            assert sum(w.subscriptions for w in st.workers) == sum(st.subscriptions.values())
+            held = [w.subscriptions for w in st.workers]  # key scheme: every worker holds all
+            total = sum(st.subscriptions.values())
+            assert (sum(held) == total) if scheme == "subscription" else (held == [total, total])
+            assert st.scale_out_scheme == f"{scheme}-partitioned"
             scrape = generate_latest(metrics.REGISTRY).decode()
             assert 'hotjoin_worker_healthy{topic="t",worker="1"} 1.0' in scrape
             assert 'hotjoin_worker_memory_bytes{topic="t",worker="0"}' in scrape
@@ -180,5 +185,24 @@ def test_compaction_and_restart_with_workers(local_ray: Any, tmp_path: Path) -> 
             resp = c.publish("t", [event("R", "e9-9", 0.0, 0.0, time=200), event("R", "x", 0.0, 0.0, time=200)])
             assert [s.code for s in resp.statuses] == [pb.DUPLICATE, pb.OK]
             assert resp.statuses[1].seq == before[0] + 2
+    finally:
+        srv.stop(0)
+
+
+def test_key_scheme_refuses_band_joins_with_a_clear_status(local_ray: Any, tmp_path: Path) -> None:
+    """A key-partitioned topic cannot serve band joins: INVALID_ARGUMENT naming the other
+    scheme, and nothing changes (the topic's seq stays)."""
+    import grpc
+
+    srv = HotjoinServer(data_dir=tmp_path, port=0,
+                        engine_factory=ShardedEngineFactory(2, scheme="key")).start()
+    try:
+        with HotjoinClient(srv.target) as c:
+            c.create_topic("t")
+            with pytest.raises(grpc.RpcError) as err:
+                c.subscribe("t", band((-1, 1)))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "--scale-out-scheme subscription" in (err.value.details() or "")
+            assert c.get_topic("t").seq == 0
     finally:
         srv.stop(0)
