@@ -248,7 +248,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
     port, _ = free_port(0)
     mport = port
     while mport == port:  # two probes of port 0 may hand out the same port
-        mport, _ = free_port(0)
+        mport, _ = free_port(0, exclude=port)
     target = f"127.0.0.1:{port}"
     proc = start_server(data, port, mport, work / f"server-{n_subs}.log",
                         ("--max-workers", "32", *cfg.extra_server_args))

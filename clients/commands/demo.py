@@ -51,15 +51,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def free_port(preferred: int) -> tuple[int, bool]:
-    """``preferred`` if it can be bound on loopback, else a free port: ``(port, is_preferred)``."""
-    for port in (preferred, 0):
+def free_port(preferred: int, exclude: int | None = None) -> tuple[int, bool]:
+    """``preferred`` if it can be bound on loopback, else a free port other than ``exclude`` (a
+    port picked before but not yet bound: the kernel may hand it out again): ``(port,
+    is_preferred)``."""
+    for port in (preferred, 0, 0, 0):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return s.getsockname()[1], port == preferred or preferred == 0
+            got = s.getsockname()[1]
+            if got == exclude:
+                continue
+            return got, port == preferred or preferred == 0
     raise OSError("no free loopback port")
 
 
@@ -158,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
         data_dir = Path(tmp) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     port, ok = free_port(args.port)
-    mport, mok = free_port(args.metrics_port)
+    mport, mok = free_port(args.metrics_port, exclude=port)
     print(f"hotjoin demo: server on 127.0.0.1:{port}"
           f"{'' if ok else f' (port {args.port} is taken)'}, metrics on "
           f"http://127.0.0.1:{mport}/metrics{'' if mok else f' (port {args.metrics_port} is taken)'}"

@@ -61,11 +61,13 @@ def register(sub: Any) -> None:
     w.add_argument("--ray-address", default=None,
                    help="with --workers: an existing Ray cluster ('auto', or HOST:PORT); default: "
                         "start a local Ray instance")
-    w.add_argument("--scale-out-scheme", choices=("subscription", "key"), default="subscription",
-                   help="with --workers: 'subscription' (default) shards the subscriptions, every "
-                        "worker stores every tuple, all join kinds; 'key' shards the tuples by "
-                        "join key, each event is matched by one worker, select and window joins "
-                        "only (docs/scale-out.md)")
+    w.add_argument("--scale-out-scheme", choices=("subscription", "key", "key-replicated"),
+                   default="subscription",
+                   help="with --workers: 'subscription' (default) shards the subscriptions and "
+                        "every worker stores every tuple; 'key' shards the tuples by join key, so "
+                        "each event is matched by one worker (a band join subscription replicates "
+                        "the S tuples to every worker); 'key-replicated' keeps S on every worker "
+                        "and spreads R round robin, which splits hot keys (docs/scale-out.md)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0,
                    help="on SIGTERM/SIGINT: stop accepting work, let in-flight batches finish or "
                         "answer UNAVAILABLE, end listeners, and exit within this many seconds "

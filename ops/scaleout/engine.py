@@ -224,7 +224,9 @@ class ShardedEngine:
                 wt = _weight(op)
                 sh.weights.append(wt)
                 sh.weight += wt
-        if snapshot and sh.pending is None and sh.weight >= self.snapshot_every:
+        # a snapshot copies the shard's whole state (mostly its subscriptions): take one once
+        # the tail holds as many items, so its cost stays O(1) per operation
+        if snapshot and sh.pending is None and sh.weight >= max(self.snapshot_every, sh.live):
             sh.pending = (sh.actor.snapshot.remote(), len(sh.tail))
 
     def _recover(self, i: int, batch: Sequence[W.Op]) -> list[Any]:
@@ -239,8 +241,8 @@ class ShardedEngine:
             sh.pending = None  # a snapshot the dead actor was taking is not trusted
             try:
                 sh.actor = self._new_actor(sh.snapshot)
-                if sh.tail:
-                    ray.get(sh.actor.apply.remote(sh.tail))
+                if sh.tail:  # state only: the tail's output was delivered before the crash
+                    ray.get(sh.actor.apply.remote([_quiet(op) for op in sh.tail]))
                 res = ray.get(sh.actor.apply.remote(list(batch)))
             except RayActorError as e:
                 log.warning("scale-out shard %d: restart attempt %d failed: %s", i, attempt + 1,
@@ -665,6 +667,14 @@ class ShardedEngine:
         raise TypeError("a ShardedEngine is not picklable: its state lives in its Ray actors")
 
 
+def _quiet(op: W.Op) -> W.Op:
+    """``op`` with its output switched off, for replaying a tail: a state-only publish or
+    delete leaves the same tuples, clock and subscriptions and skips the matching."""
+    if op[0] in (W.PUBLISH, W.DELETE, W.PUBLISH_BATCH, W.PUBLISH_ADMITTED):  # output is last
+        return (*op[:-1], "none")
+    return op
+
+
 def _weight(op: W.Op) -> int:
     """Replay work of one tail operation: the subscriptions or tuples it carries."""
     if op[0] in (W.SUBSCRIBE, W.PUBLISH_MANY, W.RESTORE_EVENTS):
@@ -674,9 +684,11 @@ def _weight(op: W.Op) -> int:
     return 1
 
 
-SCHEMES = ("subscription", "key")
-"""``--scale-out-scheme``: subscription-partitioned (every kind of join; every worker stores every
-tuple) or key-partitioned (select and window joins; each tuple on one worker)."""
+SCHEMES = ("subscription", "key", "key-replicated")
+"""``--scale-out-scheme``: subscription-partitioned (every worker stores every tuple and a share
+of the subscriptions), key-partitioned (every worker holds every subscription; tuples by join key,
+S replicated once a band join subscribes), or key-replicated (S replicated from the start, R
+spread round robin: hot keys split)."""
 
 
 class ShardedEngineFactory:
@@ -695,10 +707,11 @@ class ShardedEngineFactory:
 
     def __call__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto") -> ShardedEngine:
-        cls = ShardedEngine
-        if self.scheme == "key":
+        if self.scheme != "subscription":
             from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
 
-            cls = KeyShardedEngine
-        return cls(lateness, retention, strategy, workers=self.workers,
-                   ray_address=self.ray_address, worker_cpus=self.worker_cpus)
+            return KeyShardedEngine(lateness, retention, strategy, workers=self.workers,
+                                    ray_address=self.ray_address, worker_cpus=self.worker_cpus,
+                                    replicate=self.scheme == "key-replicated")
+        return ShardedEngine(lateness, retention, strategy, workers=self.workers,
+                             ray_address=self.ray_address, worker_cpus=self.worker_cpus)

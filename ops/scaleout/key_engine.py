@@ -5,8 +5,14 @@ Every tuple lives on the one worker its join key hashes to (both sides, one hash
 only tuples of equal keys, so each pair is found by exactly one worker, the one holding both
 tuples — the replay's exactness argument (``ops/replay/sharding.py``) made online. Each event
 therefore costs one worker's matching instead of every worker's, which is what divides a
-matching-bound topic's work. Band joins pair tuples of different keys and are refused here (they
-need the subscription-partitioned scheme, ``engine.ShardedEngine``).
+matching-bound topic's work.
+
+Band joins pair tuples of different keys. When the first band join subscribes, every stored S
+tuple is copied to every worker, and from then on S tuples go to every worker and R tuples round
+robin by sequence number: each pair is still found once, by the worker holding its R tuple (the
+replay's border replication, with the border at infinity since the widest band is not known in
+advance). R's round robin also splits hot keys; ``replicate=True`` (``--scale-out-scheme
+key-replicated``) starts a topic that way.
 
 What must be single per topic is decided once, here, before anything is routed (SPEC §3):
 
@@ -74,8 +80,9 @@ PIPELINE_CHUNKS = 3
 merges chunk c's rows while the workers match chunk c + 1 (``ShardedEngine.apply_chunks``)."""
 PIPELINE_MIN_EVENTS = 128  # accepted events per chunk at least (each chunk is one RPC per worker)
 
-BAND_REFUSED = ("band joins pair tuples of different keys, so a key-partitioned scale-out topic "
-                "cannot serve them; run the server with --scale-out-scheme subscription")
+ALL = -2
+"""Owner code of a tuple stored on every worker (the replicated side, see ``KeyShardedEngine``)."""
+REPLICATED_SIDE = 1  # S: once a band join subscribes, S tuples are stored on every worker
 
 
 def worker_of_keys(keys: np.ndarray, workers: int) -> np.ndarray:
@@ -188,12 +195,15 @@ class KeyShardedEngine(ShardedEngine):
     def __init__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto", *, workers: int = 2,
                  ray_address: str | None = None, worker_cpus: float = 0,
-                 snapshot_every: int = SNAPSHOT_EVERY) -> None:
+                 snapshot_every: int = SNAPSHOT_EVERY, replicate: bool = False) -> None:
         super().__init__(lateness, retention, strategy, workers=workers, ray_address=ray_address,
                          worker_cpus=worker_cpus, snapshot_every=snapshot_every)
         self._ids = (StoredIds(), StoredIds())
         self._n_local = 0  # every worker holds every subscription under the same local id
         self._identity_ids = True  # local id == topic id for every subscription so far
+        # None: both sides by key; else this side's tuples are on every worker and the other
+        # side's spread by sequence number (band joins, hot keys; see the module docstring)
+        self._replicated: int | None = REPLICATED_SIDE if replicate else None
         self.pipeline_chunks = PIPELINE_CHUNKS
         self.pipeline_min_events = PIPELINE_MIN_EVENTS
 
@@ -209,6 +219,19 @@ class KeyShardedEngine(ShardedEngine):
         """Bring a worker to the topic's clock before a non-publish operation."""
         return (W.ADVANCE, self._seq + 1, self._max_time)
 
+    def _owners(self, sides: np.ndarray, keys: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """The worker of each tuple: its key's, or ``ALL`` for the replicated side and the
+        sequence number's round robin for the other side once a side is replicated."""
+        if self._replicated is None:
+            return worker_of_keys(keys, self.n_workers)
+        sides = np.asarray(sides)
+        return np.where(sides == self._replicated, ALL,
+                        np.asarray(seqs, dtype=np.int64) % self.n_workers)
+
+    def _on(self, own: np.ndarray, w: int) -> np.ndarray:
+        """Mask of the tuples worker ``w`` stores."""
+        return (own == w) | (own == ALL)
+
     def _checked(self, res: Any) -> Any:
         if isinstance(res, W.OpError):
             raise res.error
@@ -220,16 +243,26 @@ class KeyShardedEngine(ShardedEngine):
         log.error("%s", self._broken)
         raise Unavailable(f"{self._broken}; the topic is unavailable until the server restarts")
 
-    def _map(self, part: Any, sign: int) -> Matches | Affected | list[Delivery]:
-        """A worker's output of one operation with topic-wide subscription ids."""
+    def _map(self, parts: list[Any], sign: int) -> Matches | Affected | list[Delivery]:
+        """The workers' outputs of one operation (one part per worker that applied it) with
+        topic-wide subscription ids; affected counts of one subscription summed over workers."""
         l2g = self._shards[0].l2g
-        if isinstance(part, list):
-            return [Delivery(int(l2g[d.subscription_id]), d.sign, d.r_id, d.s_id) for d in part]
-        if isinstance(part, Affected):
-            return Affected(l2g[part.subscription_ids], part.counts)
-        if part is None or not len(part):
+        if isinstance(parts[0], list):
+            return [Delivery(int(l2g[d.subscription_id]), d.sign, d.r_id, d.s_id)
+                    for p in parts for d in p]
+        if isinstance(parts[0], Affected):
+            if len(parts) == 1:
+                return Affected(l2g[parts[0].subscription_ids], parts[0].counts)
+            q = np.concatenate([p.subscription_ids for p in parts])
+            c = np.concatenate([p.counts for p in parts])
+            uq, inv = np.unique(q, return_inverse=True)
+            return Affected(l2g[uq], np.bincount(inv, weights=c).astype(c.dtype))
+        parts = [p for p in parts if p is not None and len(p)]
+        if not parts:
             return empty_matches(sign)
-        return Matches(l2g[part.subscription_ids], part.sign, part.r_ids, part.s_ids)
+        return Matches(l2g[np.concatenate([p.subscription_ids for p in parts])], parts[0].sign,
+                       np.concatenate([np.asarray(p.r_ids, dtype=object) for p in parts]),
+                       np.concatenate([np.asarray(p.s_ids, dtype=object) for p in parts]))
 
     # -- publish ----------------------------------------------------------------------------
     def publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
@@ -245,7 +278,7 @@ class KeyShardedEngine(ShardedEngine):
         acc = np.flatnonzero(adm.status == EventStatus.OK)
         if not acc.shape[0]:
             return BatchResult(adm.status, adm.seqs, reasons, empty_output(output))
-        own = worker_of_keys(cols.keys[acc], self.n_workers)
+        own = self._owners(cols.side[acc], cols.keys[acc], adm.seqs[acc])
         n_chunks = max(1, min(self.pipeline_chunks, acc.shape[0] // self.pipeline_min_events))
         bounds = [acc.shape[0] * c // n_chunks for c in range(n_chunks + 1)]
         chunks: list[dict[int, list[W.Op]]] = []
@@ -255,7 +288,7 @@ class KeyShardedEngine(ShardedEngine):
             batches: dict[int, list[W.Op]] = {}
             pick: dict[int, np.ndarray] = {}
             for w in range(self.n_workers):
-                sel = acc[a:b][own[a:b] == w]
+                sel = acc[a:b][self._on(own[a:b], w)]
                 if not sel.shape[0]:
                     continue
                 sel_l = sel.tolist()
@@ -306,7 +339,15 @@ class KeyShardedEngine(ShardedEngine):
 
         pairs = parts[0][1].r_id is not None
         sub = cat("subscription")
-        return BatchOutput(ev[order], sub if l2g is None else l2g[sub], cat("sign"), cat("count"),
+        ev, sign, count = ev[order], cat("sign"), cat("count")
+        if not pairs and self._replicated is not None:
+            # a replicated tuple is matched by every worker: one row per (event, subscription)
+            by = np.lexsort((sub, ev))
+            ev, sub, sign, count = ev[by], sub[by], sign[by], count[by]
+            first = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sub[1:] != sub[:-1])])
+            ev, sub, sign = ev[first], sub[first], sign[first]
+            count = np.add.reduceat(count, first)
+        return BatchOutput(ev, sub if l2g is None else l2g[sub], sign, count,
                            cat("r_id") if pairs else None, cat("s_id") if pairs else None)
 
     def _admit_events(self, events: Sequence[Any]) -> list[Any]:
@@ -331,7 +372,7 @@ class KeyShardedEngine(ShardedEngine):
                 out.append(W.OpError(LateEventError(ev.side, ev.id, ev.time, mt - self.lateness)))
                 continue
             seq += 1
-            w = int(worker_of_keys(np.array([ev.key]), self.n_workers)[0])
+            w = int(self._owners(np.array([sd]), np.array([ev.key]), np.array([seq]))[0])
             out.append((w, seq, mt))
             added[(sd, ev.id)] = ev.time
             if mt is None or ev.time > mt:
@@ -342,15 +383,18 @@ class KeyShardedEngine(ShardedEngine):
         """Apply the admitted events on their workers (one RPC each, all at once); per event its
         mapped output or its ``OpError``."""
         batches: dict[int, list[W.Op]] = {}
-        where: list[tuple[int, int] | None] = []
+        where: list[list[tuple[int, int]] | None] = []
         for ev, a in zip(events, admitted, strict=True):
             if isinstance(a, W.OpError):
                 where.append(None)
                 continue
             w, seq, mt = a
-            ops = batches.setdefault(w, [])
-            ops += [(W.ADVANCE, seq, mt), (W.PUBLISH, seq, ev, mode)]
-            where.append((w, len(ops) - 1))
+            at = []
+            for v in (range(self.n_workers) if w == ALL else (w,)):
+                ops = batches.setdefault(v, [])
+                ops += [(W.ADVANCE, seq, mt), (W.PUBLISH, seq, ev, mode)]
+                at.append((v, len(ops) - 1))
+            where.append(at)
         res = self.apply_many(batches) if batches else {}
         for w in batches:
             bad = next((r for r in res[w] if isinstance(r, W.OpError)), None)
@@ -366,7 +410,7 @@ class KeyShardedEngine(ShardedEngine):
             if self._max_time is None or ev.time > self._max_time:
                 self._max_time = ev.time
             self._ids[0 if ev.side == "R" else 1].add([ev.id], np.array([ev.time]), np.array([w]))
-            out.append(None if mode == "none" else self._map(res[w][at[1]], 1))
+            out.append(None if mode == "none" else self._map([res[v][k] for v, k in at], 1))
         return out
 
     def publish_ops(self, events: Sequence[Event], mode: str = "pairs") -> list[Any]:
@@ -403,7 +447,7 @@ class KeyShardedEngine(ShardedEngine):
             maxes = np.maximum(maxes, self._max_time)
         batches: dict[int, list[W.Op]] = {}
         for w in range(self.n_workers):
-            sel = np.flatnonzero(own == w).tolist()
+            sel = np.flatnonzero(self._on(own, w)).tolist()
             if sel:
                 evs = [events[i] for i in sel]
                 batches[w] = [(W.PUBLISH_ADMITTED, int(seqs[sel[0]]), [e.side for e in evs],
@@ -427,10 +471,13 @@ class KeyShardedEngine(ShardedEngine):
         engine's own error and changes nothing)."""
         w = 0
         if side in ("R", "S") and isinstance(event_id, str):
-            w = max(self._ids[0 if side == "R" else 1].find(event_id, self._limit()), 0)
+            found = self._ids[0 if side == "R" else 1].find(event_id, self._limit())
+            w = 0 if found == -1 else found  # ALL: a replicated tuple, deleted everywhere
         seq = self._seq + 1
-        res = self.apply_many({w: [self._advance_op(), (W.DELETE, seq, side, event_id, mode)]})
-        got = self._checked(res[w][1])
+        where = range(self.n_workers) if w == ALL else (w,)
+        res = self.apply_many({v: [self._advance_op(), (W.DELETE, seq, side, event_id, mode)]
+                               for v in where})
+        got = [self._checked(res[v][1]) for v in where]
         self._seq = seq
         self._ids[0 if side == "R" else 1].remove(event_id)
         return [] if mode == "none" else self._map(got, -1)
@@ -438,17 +485,45 @@ class KeyShardedEngine(ShardedEngine):
     def get_event(self, side: str, event_id: str) -> Event | None:
         sd = 0 if check_side(side) == "R" else 1
         w = self._ids[sd].find(event_id, self._limit()) if isinstance(event_id, str) else -1
-        if w < 0:
+        if w == -1:
             return None
+        w = max(w, 0)  # a replicated tuple: any worker
         return self._checked(self.apply_many({w: [(W.GET_EVENT, 0, side, event_id)]})[w][0])
 
     # -- subscriptions: on every worker, under the same local id ------------------------------
     def _check_kinds(self, subs: Sequence[Any]) -> None:
-        for s in subs:  # the engine's own validation (Engine._index_for), before any worker moves
+        """The engine's own validation (``Engine._index_for``), before any worker moves; a band
+        join on a topic whose tuples are placed by key first replicates the S side."""
+        for s in subs:
             if not isinstance(s, (BandJoin, SelectJoin, WindowJoin)):
                 raise ValueError(f"not a subscription: {type(s).__name__}")
-            if isinstance(s, BandJoin):
-                raise ValueError(BAND_REFUSED)
+        if self._replicated is None and any(isinstance(s, BandJoin) for s in subs):
+            self._replicate()
+
+    def _replicate(self) -> None:
+        """Copy every stored S tuple to every worker (with its seq); from now on S tuples go to
+        every worker and R tuples round robin. A band join pairs different keys: with S on
+        every worker each pair is still found exactly once, by the worker holding its R tuple
+        (the replay's border replication with the border at infinity, ``ops/replay``)."""
+        side = REPLICATED_SIDE
+        name = "RS"[side]
+        self._started()
+        held = [[p for p in self._checked(r) if p[0].side == name]
+                for r in self._to_all((W.STORED, 0))]
+        batches: dict[int, list[W.Op]] = {}
+        for v in range(self.n_workers):
+            others = [p for w, ps in enumerate(held) if w != v for p in ps]
+            if others:
+                batches[v] = [(W.RESTORE_EVENTS, 0, [e for e, _ in others], [q for _, q in others])]
+        res = self.apply_many(batches) if batches else {}
+        for v in batches:
+            if isinstance(res[v][0], W.OpError):
+                self._diverged(v, res[v][0].error)
+        ids = self._ids[side]
+        ids.owner[: ids.n] = ALL
+        self._replicated = side
+        log.info("scale-out: S tuples replicated to all %d workers (%d tuples): a band join "
+                 "subscribed", self.n_workers, sum(len(h) for h in held))
 
     def _to_all(self, op: W.Op, advance: bool = True) -> list[Any]:
         """``op`` on every worker (after bringing it to the topic's clock); the results."""
@@ -507,10 +582,11 @@ class KeyShardedEngine(ShardedEngine):
         ids = list(ids)
         keys, values = np.asarray(keys, np.float64), np.asarray(values, np.float64)
         times, seqs = np.asarray(times, np.int64), np.asarray(seqs, np.int64)
-        own = worker_of_keys(keys, self.n_workers)
+        sd = 0 if check_side(side) == "R" else 1
+        own = self._owners(np.full(len(ids), sd), keys, seqs)
         batches: dict[int, list[W.Op]] = {}
         for w in range(self.n_workers):
-            sel = np.flatnonzero(own == w)
+            sel = np.flatnonzero(self._on(own, w))
             sl = sel.tolist()
             batches[w] = [(W.RESTORE_COLUMNS, 0, side, [ids[i] for i in sl], keys[sel],
                            values[sel], times[sel], seqs[sel],
@@ -518,14 +594,16 @@ class KeyShardedEngine(ShardedEngine):
         res = self.apply_many(batches)
         for w in batches:
             self._checked(res[w][0])
-        self._ids[0 if check_side(side) == "R" else 1].add(ids, times, own)
+        self._ids[sd].add(ids, times, own)
 
     def restore_events(self, events: list[Event], seqs: list[int]) -> None:
         events = list(events)
-        own = worker_of_keys(np.array([e.key for e in events], np.float64), self.n_workers)
+        own = self._owners(np.array([0 if e.side == "R" else 1 for e in events], np.int64),
+                           np.array([e.key for e in events], np.float64),
+                           np.asarray(seqs, dtype=np.int64))
         batches: dict[int, list[W.Op]] = {}
         for w in range(self.n_workers):
-            sel = np.flatnonzero(own == w).tolist()
+            sel = np.flatnonzero(self._on(own, w)).tolist()
             batches[w] = [(W.RESTORE_EVENTS, 0, [events[i] for i in sel], [seqs[i] for i in sel])]
         res = self.apply_many(batches)
         for w in batches:
@@ -557,7 +635,9 @@ class KeyShardedEngine(ShardedEngine):
 
     def stored_tuples(self) -> list[tuple[Event, int]]:
         """Every stored tuple with its seq, from all workers, in sequence order (compaction)."""
-        got = [p for r in self._to_all((W.STORED, 0)) for p in self._checked(r)]
+        rep_side = None if self._replicated is None else "RS"[self._replicated]
+        got = [p for w, r in enumerate(self._to_all((W.STORED, 0))) for p in self._checked(r)
+               if w == 0 or p[0].side != rep_side]  # a replicated tuple: worker 0's copy
         got.sort(key=lambda p: p[1])
         return got
 
@@ -570,6 +650,9 @@ class KeyShardedEngine(ShardedEngine):
             for k, v in st.get("tuples", {}).items():
                 tuples[k] = tuples.get(k, 0) + int(v)
         first = sts[0] if sts else {}
+        if self._replicated is not None and first:  # on every worker: count one copy
+            name = "RS"[self._replicated]
+            tuples[name] = int(first.get("tuples", {}).get(name, 0))
         return tuples, {k: int(v) for k, v in first.get("subscriptions", {}).items()}
 
     def memory_bytes(self) -> int:

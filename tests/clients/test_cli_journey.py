@@ -62,7 +62,9 @@ class Journey:
 
     def __init__(self, tmp: Path) -> None:
         self.cwd = tmp
-        self.port, self.metrics_port = free_port(), free_port()
+        self.port = self.metrics_port = free_port()
+        while self.metrics_port == self.port:  # two probes of port 0 may hand out one port
+            self.metrics_port = free_port()
         self.env = {**os.environ, "HOTJOIN_TARGET": f"127.0.0.1:{self.port}",
                     "PYTHONUNBUFFERED": "1"}
         self.env.pop("HOTJOIN_TOKEN", None)

@@ -1,8 +1,10 @@
 """The key-partitioned front end (``ops/scaleout/key_engine.py``) against one ``Engine``, by
 hypothesis, with in-process workers instead of Ray actors (no Ray needed): the same admission,
-routing, clock, id table and merge code, over random programs of publish batches (pairs inside a
-batch, duplicates across keys, late events, retention moving mid-batch), one-at-a-time publishes,
-deletes, subscribes with and without snapshot, and unsubscribes."""
+routing, clock, id table, replication and merge code, over random programs of publish batches
+(pairs inside a batch, duplicates across keys, late events, retention moving mid-batch),
+one-at-a-time publishes, deletes, subscribes with and without snapshot, and unsubscribes; tuples
+placed by key throughout, S replicated when a band join subscribes mid-program, or replicated
+from the start."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import HotjoinError
-from hotjoin.matcher.model import Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
 from hotjoin.ops.scaleout import worker as W
 from hotjoin.ops.scaleout.engine import _Shard
 from hotjoin.ops.scaleout.key_engine import KeyShardedEngine, StoredIds, worker_of_keys
@@ -87,16 +89,20 @@ def programs(draw: Any) -> tuple[int, int | None, int, list[tuple[Any, ...]]]:
     lateness = draw(st.integers(0, 3))
     retention = draw(st.sampled_from([None, 0, 2, 5]))
     workers = draw(st.integers(1, 3))
-    ops: list[tuple[Any, ...]] = [("chunks", draw(st.integers(1, 3)))]
+    ops: list[tuple[Any, ...]] = [("chunks", draw(st.integers(1, 3))),
+                                  ("mode", draw(st.sampled_from(["key", "band", "replicated"])))]
     for _ in range(draw(st.integers(1, 25))):
         ops.append((draw(st.sampled_from(["batch", "batch", "one", "delete", "sub", "unsub"])),
                     draw(st.integers(0, 2**31))))
     return lateness, retention, workers, ops
 
 
-def _sub(rng: random.Random) -> Any:
+def _sub(rng: random.Random, band: bool) -> Any:
     a = Range(float(rng.randint(0, 3)), float(rng.randint(3, 6))) if rng.random() < 0.7 else Range()
     c = Range(float(rng.randint(0, 3)), None) if rng.random() < 0.5 else Range()
+    if band and rng.random() < 0.3:  # replicates S (once) on a topic placed by key
+        lo = float(rng.randint(-2, 1))
+        return BandJoin(Range(lo, lo + rng.randint(0, 3)), a, c)
     return SelectJoin(a, c) if rng.random() < 0.5 else WindowJoin(a, c, w=rng.randint(0, 4))
 
 
@@ -105,26 +111,31 @@ def _sub(rng: random.Random) -> Any:
 def test_key_front_end_equals_one_engine(prog: tuple[int, int | None, int, list[Any]]) -> None:
     lateness, retention, workers, ops = prog
     single = Engine(lateness=lateness, retention=retention)
-    keyed = LocalKeyShardedEngine(lateness, retention, workers=workers)
+    mode = ops[1][1]  # by key throughout; band joins mid-program; replicated from the start
+    keyed = LocalKeyShardedEngine(lateness, retention, workers=workers,
+                                  replicate=mode == "replicated")
     keyed.pipeline_min_events = 1  # batches cut into chunks, merged back in event order
     ids = [f"e{i}" for i in range(30)]  # duplicates happen, but most events are new
     keyed.pipeline_chunks = ops[0][1]
     live: list[int] = single.subscribe_many([SelectJoin(), WindowJoin(w=2)])  # rows in most batches
     assert keyed.subscribe_many([SelectJoin(), WindowJoin(w=2)]) == live
-    for kind, seed in ops[1:]:
+    clock = 0  # event times drift upward: some late events, most not
+    for kind, seed in ops[2:]:
         rng = random.Random(seed)
+        clock += rng.randint(0, 3)
         if kind == "batch":
             n = rng.randint(0, 12)
             cols = ([rng.choice("RS") for _ in range(n)], [rng.choice(ids) for _ in range(n)],
                     [float(rng.randint(0, 3)) * rng.choice((1, -1)) for _ in range(n)],
-                    [float(rng.randint(0, 6)) for _ in range(n)], [rng.randint(0, 14) for _ in range(n)])
+                    [float(rng.randint(0, 6)) for _ in range(n)],
+                    [clock + rng.randint(-4, 2) for _ in range(n)])
             if n and rng.random() < 0.2:
                 cols[2][rng.randrange(n)] = float("nan")  # INVALID between accepted ones
             out = rng.choice(("pairs", "affected", "none"))
             calls = [lambda e, c=cols, o=out: e.publish_batch(*c, output=o)]
         elif kind == "one":
             ev = Event(rng.choice("RS"), rng.choice(ids), float(rng.randint(0, 3)),
-                       float(rng.randint(0, 6)), rng.randint(0, 14))
+                       float(rng.randint(0, 6)), clock + rng.randint(-4, 2))
             name = rng.choice(("publish_columnar", "publish_affected", "publish"))
             calls = [lambda e, ev=ev, name=name: getattr(e, name)(ev)]
         elif kind == "delete":
@@ -133,7 +144,7 @@ def test_key_front_end_equals_one_engine(prog: tuple[int, int | None, int, list[
             calls = [lambda e, s=side, i=eid, name=name: getattr(e, name)(s, i),
                      lambda e, s=side, i=eid: e.get_event(s, i)]
         elif kind == "sub":
-            subs = [_sub(rng) for _ in range(rng.randint(1, 3))]
+            subs = [_sub(rng, mode != "key") for _ in range(rng.randint(1, 3))]
             snap = rng.random() < 0.4
             calls = [lambda e, s=subs, sn=snap: e.subscribe_many(s, snapshot=sn)]
         else:
@@ -152,6 +163,9 @@ def test_key_front_end_equals_one_engine(prog: tuple[int, int | None, int, list[
             assert single.seq == keyed.seq and single.watermark == keyed.watermark
     assert sorted((e.side, e.id, s) for e, s in keyed.stored_tuples()) == sorted(
         (e.side, e.id, s) for t in single.tables.values() for e, s in t.events())
+    assert keyed.stats()["tuples"] == single.stats()["tuples"]
+    if mode == "key":
+        assert keyed._replicated is None
 
 
 def test_worker_of_keys_is_a_function_of_the_key_value() -> None:

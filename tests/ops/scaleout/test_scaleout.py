@@ -291,7 +291,7 @@ def test_bench_scaleout_smoke(local_ray: Any) -> None:
 
 
 # -- the key-partitioned scheme (ops/scaleout/key_engine.py) ----------------------------------
-SELECT_WINDOW = ("select", "window")
+SELECT_WINDOW = ("select", "window")  # band joins (which replicate S) in the kill test and below
 
 
 @pytest.mark.parametrize(("lateness", "retention", "seed"),
@@ -325,14 +325,15 @@ def test_key_sharded_worker_kills_change_nothing(local_ray: Any) -> None:
     keyed = KeyShardedEngine(2, 6, workers=2, snapshot_every=25)
     keyed.pipeline_min_events = 1  # kills meet pipelined chunks too
     twin = Twin(Engine(lateness=2, retention=6), keyed)
-    _program(twin, rng, 180, kill={30, 90, 91, 150}, kinds=SELECT_WINDOW)
+    _program(twin, rng, 180, kill={30, 90, 91, 150})  # band joins too: S replicated mid-way
+    assert keyed._replicated is not None
     assert keyed.recoveries >= 3
     keyed.close()
 
 
 def test_key_sharded_routes_each_event_to_one_worker(local_ray: Any) -> None:
     """Each tuple is stored on exactly one worker, the one its key hashes to; -0.0 and 0.0 are
-    one key; band joins are refused with a message naming the other scheme."""
+    one key; a band join replicates the S tuples to every worker, results unchanged."""
     from hotjoin.ops.scaleout.key_engine import KeyShardedEngine, worker_of_keys
 
     keyed = KeyShardedEngine(0, None, workers=2)
@@ -349,12 +350,16 @@ def test_key_sharded_routes_each_event_to_one_worker(local_ray: Any) -> None:
     assert set(own.tolist()) == {0, 1}
     stored = [w["stats"]["tuples"]["R"] for w in keyed.refresh_status()]
     assert stored == [int((own == 0).sum()), int((own == 1).sum())]
-    with pytest.raises(ValueError, match="subscription"):
-        keyed.subscribe(BandJoin())
-    assert keyed.seq == single.seq
     # a duplicate id under another key is found across workers (the front end's id table)
     twin("publish_batch", ["R"], ["r0"], [39.0], [1.0], [60])
     twin("publish_columnar", Event("R", "r1", 7.0, 1.0, 61))
+    twin("subscribe", BandJoin(b=Range(-2, 2)), snapshot=True)  # S now on every worker
+    assert [w["stats"]["tuples"]["S"] for w in keyed.refresh_status()] == [2, 2]
+    assert keyed.stats()["tuples"] == single.stats()["tuples"]
+    twin("publish_batch", ["S", "R", "S"], ["s2", "r99", "s3"], [5.0, 6.0, 7.0], [1.0] * 3,
+         [70, 71, 72], output="affected")
+    twin("delete_affected", "S", "s2")
+    twin("result_columnar", 1)
     keyed.close()
 
 

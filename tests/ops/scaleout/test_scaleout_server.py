@@ -48,7 +48,8 @@ def local_ray() -> Any:
 
 @pytest.mark.parametrize(("kind", "seed", "kill", "scheme"),
                          [("window", 2, False, "subscription"), ("band", 1, True, "subscription"),
-                          ("select", 2, False, "key"), ("window", 3, True, "key")])
+                          ("select", 2, False, "key"), ("window", 3, True, "key"),
+                          ("band", 4, True, "key"), ("select", 5, False, "key-replicated")])
 def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, kind: str, seed: int,
                                                kill: bool, scheme: str) -> None:
     srv = HotjoinServer(data_dir=tmp_path, port=0, buffer_capacity=100_000,
@@ -83,7 +84,8 @@ def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, k
             held = [w.subscriptions for w in st.workers]  # key scheme: every worker holds all
             total = sum(st.subscriptions.values())
             assert (sum(held) == total) if scheme == "subscription" else (held == [total, total])
-            assert st.scale_out_scheme == f"{scheme}-partitioned"
+            assert st.scale_out_scheme == ("subscription-partitioned" if scheme == "subscription"
+                                           else "key-partitioned")
             scrape = generate_latest(metrics.REGISTRY).decode()
             assert 'hotjoin_worker_healthy{topic="t",worker="1"} 1.0' in scrape
             assert 'hotjoin_worker_memory_bytes{topic="t",worker="0"}' in scrape
@@ -189,20 +191,58 @@ def test_compaction_and_restart_with_workers(local_ray: Any, tmp_path: Path) -> 
         srv.stop(0)
 
 
-def test_key_scheme_refuses_band_joins_with_a_clear_status(local_ray: Any, tmp_path: Path) -> None:
-    """A key-partitioned topic cannot serve band joins: INVALID_ARGUMENT naming the other
-    scheme, and nothing changes (the topic's seq stays)."""
-    import grpc
+def test_key_scheme_restarts_from_its_log_and_from_a_compacted_log(local_ray: Any,
+                                                                   tmp_path: Path) -> None:
+    """A key-partitioned topic (select and window joins, retention, a band join subscribing
+    mid-way, which replicates S) rebuilds exactly the same state from its log, then from its
+    compacted log; duplicates are still found across keys."""
+    from test_server_compaction import _state
 
-    srv = HotjoinServer(data_dir=tmp_path, port=0,
-                        engine_factory=ShardedEngineFactory(2, scheme="key")).start()
+    from hotjoin.clients.client import ref, select, window
+    from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
+
+    factory = ShardedEngineFactory(2, scheme="key")
+
+    def server() -> HotjoinServer:
+        return HotjoinServer(data_dir=tmp_path, port=0, engine_factory=factory,
+                             compact_ratio=0).start()
+
+    srv = server()
     try:
         with HotjoinClient(srv.target) as c:
-            c.create_topic("t")
-            with pytest.raises(grpc.RpcError) as err:
-                c.subscribe("t", band((-1, 1)))
-            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "--scale-out-scheme subscription" in (err.value.details() or "")
-            assert c.get_topic("t").seq == 0
+            c.create_topic("t", lateness=3, retention=20)
+            for i in range(4):
+                c.subscribe("t", (select if i % 2 else window)(
+                    (0, 5 + i), (None, None), *(() if i % 2 else (3,)), snapshot=i == 2,
+                    delivery="affected" if i % 2 else "pairs", subscriber="a"))
+            c.unsubscribe("t", 1)
+            for k in range(10):
+                if k == 6:  # S tuples stored so far are copied to both workers, then S goes to both
+                    c.subscribe("t", band((-1, 1), delivery="affected", snapshot=True))
+                c.publish("t", [event("R" if i % 2 else "S", f"e{k}-{i}", float(i % 5), float(i),
+                                      time=k * 10 + i) for i in range(10)])
+                c.delete_events("t", [ref("S", f"e{k}-0")])
+        before = _state(srv.registry.get("t"))
+        assert before[4], "tuples stored"
+        assert srv.registry.get("t").engine._replicated is not None
+    finally:
+        srv.stop(0)
+    for compact in (False, True):
+        srv = server()
+        try:
+            topic = srv.registry.get("t")
+            assert isinstance(topic.engine, KeyShardedEngine) and _state(topic) == before
+            if compact:
+                assert topic.compact()
+        finally:
+            srv.stop(0)
+    srv = server()
+    try:
+        assert _state(srv.registry.get("t")) == before
+        with HotjoinClient(srv.target) as c:
+            resp = c.publish("t", [event("R", "e9-9", 3.0, 0.0, time=200),  # stored (key 4: worker 0)
+                                   event("R", "x", 0.0, 0.0, time=200)])
+            assert [s.code for s in resp.statuses] == [pb.DUPLICATE, pb.OK]
+            assert resp.statuses[1].seq == before[0] + 1
     finally:
         srv.stop(0)
