@@ -105,10 +105,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def _serve(data_dir: Path, port: int, scheme: str = "subscription") -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", CLI, "serve", "--data-dir", str(data_dir),
-         "--port", str(port), "--metrics-port", "-1", "--workers", "2"],
+         "--port", str(port), "--metrics-port", "-1", "--workers", "2",
+         "--scale-out-scheme", scheme],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -123,11 +124,13 @@ def _matches(c: HotjoinClient, sid: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def test_serve_workers_survives_front_end_kill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheme", ["subscription", "key"])
+def test_serve_workers_survives_front_end_kill(tmp_path: Path, scheme: str) -> None:
     """``hotjoin serve --workers 2``: statuses, seqs and deliveries as SPEC §3 says, before and
-    after a SIGKILL of the front end (its Ray workers go with it; the restart rebuilds them)."""
+    after a SIGKILL of the front end (its Ray workers go with it; the restart rebuilds them).
+    With the key scheme the band join replicates S, and the restart does so again."""
     data, port = tmp_path / "data", _free_port()
-    proc = _serve(data, port)
+    proc = _serve(data, port, scheme)
     try:
         with HotjoinClient(f"127.0.0.1:{port}") as c:
             c.wait_ready(60)
@@ -143,7 +146,7 @@ def test_serve_workers_survives_front_end_kill(tmp_path: Path) -> None:
             assert [(w.worker, w.healthy) for w in stats.workers] == [(0, True), (1, True)]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        proc = _serve(data, port)
+        proc = _serve(data, port, scheme)
         with HotjoinClient(f"127.0.0.1:{port}") as c:
             c.wait_ready(60)
             st = c.publish("t", [event("S", "s1", -0.5, 0.0, time=12), event("R", "r0", 9.0, 0.0, time=12)])
