@@ -91,8 +91,9 @@ def worker_of_keys(keys: np.ndarray, workers: int) -> np.ndarray:
     ``-0.0`` and ``0.0`` are equal keys and get the same worker. Deterministic across processes
     and restarts (no Python ``hash``), so a restarted front end routes a key where it went before.
 
-    >>> worker_of_keys(np.array([0.0, -0.0, 1.0, 1.0]), 2).tolist()[:2]
-    [1, 1]
+    >>> w = worker_of_keys(np.array([0.0, -0.0, 7.0, 7.0]), 3)
+    >>> bool(w[0] == w[1] and w[2] == w[3]), bool(((w >= 0) & (w < 3)).all())
+    (True, True)
     """
     b = (np.asarray(keys, dtype=np.float64) + 0.0).view(np.uint64).copy()
     b ^= b >> np.uint64(33)
