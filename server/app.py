@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from hotjoin.matcher import Engine
+from hotjoin.matcher.warmup import warm_up_in_background
 from hotjoin.server import audit, metrics
 from hotjoin.server.auth import Authenticator, AuthFileError
 from hotjoin.server.interceptor import GuardInterceptor
@@ -162,6 +163,7 @@ class HotjoinServer:
         self._metrics_server: Any = None
         self.metrics_port: int | None = None
         self._stopped = threading.Event()
+        self._warm_up: threading.Thread | None = None
         self._audit_file = audit.AuditFile(audit_log) if audit_log is not None else None
 
     @property
@@ -170,6 +172,7 @@ class HotjoinServer:
         return f"{host}:{self.port}"
 
     def start(self) -> HotjoinServer:
+        self._warm_up = warm_up_in_background(log)  # kernels load now, not on first use
         metrics.REGISTRY.register(self._collector)
         if self._metrics_port is not None:
             self._metrics_server = metrics.serve_metrics(self._metrics_port, self._metrics_host)
@@ -213,6 +216,8 @@ class HotjoinServer:
         time.sleep(min(SHUTDOWN_DRAIN_SECONDS, grace / 4))
         self.registry.close()
         done.wait(grace)
+        if self._warm_up is not None:  # not mid-compile when the interpreter exits
+            self._warm_up.join(grace)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

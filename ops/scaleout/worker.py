@@ -23,6 +23,7 @@ from typing import Any
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import HotjoinError
+from hotjoin.matcher.warmup import warm_up_in_background
 
 Op = tuple[Any, ...]
 
@@ -80,6 +81,7 @@ class ShardWorker:
 
     def __init__(self, lateness: int, retention: int | None, strategy: str | Mapping[str, str],
                  state: bytes | None = None) -> None:
+        warm_up_in_background()  # this process's kernels load while the first calls arrive
         self.engine = Engine(lateness=lateness, retention=retention, strategy=strategy)
         if state is not None:  # a snapshot: columns, the indexes are bulk-built from them
             self.engine.load_state(pickle.loads(state))

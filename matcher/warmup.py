@@ -1,0 +1,110 @@
+"""Load every compiled kernel once, before the first real event (guide: "pay JIT compile time once,
+at start-up").
+
+numba compiles a kernel (or loads it from its on-disk cache) on its first call in a process. The
+engine calls dozens of kernels, many only on some paths: one strategy among five of a kind, the
+batch path's multi-event kernels, deletes, snapshots, retention. Without a warm-up, whichever
+event first takes such a path pays the load, tens of milliseconds each, in the middle of a stream
+(a latency spike on a server, a distorted figure in a benchmark). :func:`warm_up_kernels` drives a
+small engine of every kind through every strategy and every call form so that all of them are
+loaded; the server runs it at start-up, the benchmarks before timing.
+
+>>> seconds = warm_up_kernels()
+>>> seconds >= 0.0
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from hotjoin.matcher.engine import STRATEGIES, Engine
+from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.partition.histogram import count_stabbed
+
+_done = False
+_lock = threading.Lock()
+
+
+def _subscriptions(kind: str, n: int = 120) -> list[object]:
+    """Clustered ranges (so that the hotspot strategies find hotspots) plus scattered ones."""
+    rng = np.random.default_rng(7)
+    out: list[object] = []
+    for i in range(n):
+        lo = float(rng.integers(0, 4)) if i % 3 else float(rng.integers(0, 10))
+        a, c = Range(lo, lo + 3.0), Range(lo, lo + 4.0)
+        if kind == "select":
+            out.append(SelectJoin(a, c))
+        elif kind == "band":
+            out.append(BandJoin(Range(-1.0 - i % 2, 1.0 + i % 3), a, c))
+        else:
+            out.append(WindowJoin(a, c, w=2 + i % 4))
+    return out
+
+
+def _drive(kind: str, strategy: str) -> None:
+    """Every call form of one engine whose ``kind`` joins run ``strategy``."""
+    e = Engine(lateness=2, retention=20, strategy={kind: strategy})
+    subs = _subscriptions(kind)
+    e.subscribe_many(subs[:-10])
+    n = 60
+    keys = np.arange(n, dtype=np.float64) % 4
+    values = (np.arange(n, dtype=np.float64) * 0.37) % 10
+    times = np.arange(n, dtype=np.int64) // 3
+    for output in ("pairs", "affected", "none"):
+        sides = np.arange(n, dtype=np.int8) % 2
+        ids = [f"{output}{i}" for i in range(n)]
+        e.publish_batch(sides, ids, keys, values, times + (0 if output == "pairs" else 30), None,
+                        output=output)
+    t = 100
+    for side in ("R", "S"):
+        for k in range(4):
+            t += 1
+            e.publish(Event(side, f"one{side}{k}", float(k), 2.0, t))
+            e.publish_affected(Event(side, f"aff{side}{k}", float(k), 3.0, t))
+            e.publish_identify(Event(side, f"idn{side}{k}", float(k), 4.0, t))
+    sid = e.subscribe_many(subs[-10:], snapshot=True)[0]
+    e.result_columnar(sid)
+    e.delete_batch(["R", "S"], ["oneR0", "oneS1"], output="pairs")
+    e.delete_batch(["R", "S"], ["affR0", "affS1"], output="affected")
+    e.delete("R", "idnR2")
+    e.delete_affected("S", "idnS3")
+    e.unsubscribe(sid)
+    e.publish_batch(["R", "S"], ["late0", "late1"], [1.0, 1.0], [1.0, 1.0], [t + 50, t + 51])
+
+
+def warm_up_kernels() -> float:
+    """Load (or compile) every kernel the engine can call, once per process; the seconds it took
+    (0.0 once done). Thread-safe: a second caller waits for the first."""
+    global _done
+    with _lock:
+        if _done:
+            return 0.0
+        t0 = time.perf_counter()
+        for kind, names in STRATEGIES.items():
+            for name in names:
+                _drive(kind, name)
+        _drive("select", "auto")  # every kind's router together on one engine
+        # the routers' exact n' sample runs once per max(1,024, n/16) tuples: call it directly
+        z = np.zeros(1, dtype=np.float64)
+        count_stabbed(z, z, np.zeros(1, dtype=np.int64), 0.0)
+        _done = True
+        return time.perf_counter() - t0
+
+
+def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread:
+    """:func:`warm_up_kernels` in a daemon thread (a server starts serving meanwhile; an event
+    that needs a kernel still loading waits for numba's lock, as it would without a warm-up)."""
+
+    def run() -> None:
+        s = warm_up_kernels()
+        if log is not None and s:
+            log.info("compiled kernels loaded in %.2fs", s)
+
+    th = threading.Thread(target=run, name="hotjoin-warmup", daemon=True)
+    th.start()
+    return th

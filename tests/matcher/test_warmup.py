@@ -1,0 +1,84 @@
+"""``matcher.warmup.warm_up_kernels`` loads every kernel a workload calls: after it, a random
+workload of every kind (batches, one-at-a-time calls, deletes, snapshots, retention, the router)
+compiles or loads nothing new (no numba dispatcher gains an overload)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from numba.core.dispatcher import Dispatcher
+
+from hotjoin.matcher.engine import Engine
+from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+
+
+def _dispatchers() -> dict[str, Dispatcher]:
+    out: dict[str, Dispatcher] = {}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("hotjoin.matcher") and mod is not None:
+            for attr, val in vars(mod).items():
+                if isinstance(val, Dispatcher):
+                    out[f"{name}.{attr}"] = val
+    return out
+
+
+def _workload(seed: int) -> None:
+    rng = random.Random(seed)
+    e = Engine(lateness=3, retention=40)
+    subs = []
+    for i in range(300):
+        lo = float(rng.randint(0, 8))
+        a, c = Range(lo, lo + rng.randint(1, 4)), Range(None, float(rng.randint(2, 10)))
+        subs.append((SelectJoin(a, c), BandJoin(Range(-1.0, float(i % 3)), a, c),
+                     WindowJoin(a, c, w=rng.randint(0, 6)))[i % 3])
+    e.subscribe_many(subs)
+    t = 0
+    stored: list[tuple[str, str]] = []
+    for b in range(30):
+        n = rng.randint(1, 200)
+        sides = [rng.choice("RS") for _ in range(n)]
+        ids = [f"e{b}.{i}" for i in range(n)]
+        times = [t + rng.randint(-2, 5) for _ in range(n)]
+        t += 5
+        res = e.publish_batch(sides, ids, [float(rng.randint(0, 6)) for _ in range(n)],
+                              [rng.uniform(0, 10) for _ in range(n)], times,
+                              output=rng.choice(("pairs", "affected", "none")))
+        stored += [(s, i) for s, i, st in zip(sides, ids, res.status.tolist(), strict=True)
+                   if st == 0]
+        ev = Event(rng.choice("RS"), f"one{b}", float(rng.randint(0, 6)), rng.uniform(0, 10), t)
+        rng.choice((e.publish, e.publish_affected, e.publish_columnar))(ev)
+        if stored:
+            side, eid = stored.pop(rng.randrange(len(stored)))
+            if e.get_event(side, eid) is not None:
+                e.delete_batch([side], [eid], output=rng.choice(("pairs", "affected")))
+        if b % 10 == 9:
+            sid = e.subscribe(subs[b], snapshot=True)
+            e.result_columnar(sid)
+            e.unsubscribe(sid)
+
+
+def _new_overloads(warm: bool) -> dict[str, int]:
+    """In a fresh interpreter: warm up (or not), then run the workload; the kernels that gained
+    overloads during the workload."""
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import test_warmup as T\n"
+        "from hotjoin.matcher import engine, warmup\n"
+        f"if {warm!r}: warmup.warm_up_kernels()\n"
+        "before = {k: len(d.overloads) for k, d in T._dispatchers().items()}\n"
+        "T._workload(1)\n"
+        "after = {k: len(d.overloads) - before.get(k, 0) for k, d in T._dispatchers().items()}\n"
+        "print(json.dumps({k: v for k, v in after.items() if v}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_after_the_warm_up_a_workload_loads_no_kernel() -> None:
+    assert _new_overloads(warm=True) == {}
+    cold = _new_overloads(warm=False)  # the control: without it the workload loads many
+    assert len(cold) > 10, cold
