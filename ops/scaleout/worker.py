@@ -7,7 +7,11 @@ sequence as every other shard with the same sequence numbers. An operation carri
 sequence number it takes; operations the shard does not see (another shard's subscribe or
 unsubscribe) are skipped over with ``Engine.advance_clock``, so a pair forms at the same sequence
 number, and the same lateness and retention decisions are taken, on every shard as in the single
-engine (SPEC §3). The matching itself is the unchanged engine: no second implementation.
+engine (SPEC §3). Under the key-partitioned scheme (``key_engine``) a worker instead holds every
+subscription and the tuples of its keys; it gets its events already admitted by the front end,
+each with its topic sequence number and clock (``PUBLISH_ADMITTED``), and an ``ADVANCE`` to the
+topic's clock before other operations. The matching itself is the unchanged engine: no second
+implementation.
 
 Operations are tuples ``(kind, seq, *args)``; a batch crosses to the worker in one call and each
 operation's result (or the engine error it raised, which changed nothing) comes back in order.
