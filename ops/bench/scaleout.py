@@ -325,6 +325,43 @@ def run(subscriptions: int, stored: int, events: int, keys: int, width: float, b
     return res
 
 
+def plot_runs(runs: list[tuple[str, dict[str, Any]]], path: str | Path) -> None:
+    """Grouped bars of the batch path's events/s per run (single process, 1 worker, 2 workers;
+    whiskers: the slowest and fastest pass), each run's NumPy brute force in its label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [("single process", lambda r: r["single_batch"]),
+            ("1 worker", lambda r: r["workers"].get("1", {}).get("batch")),
+            ("2 workers", lambda r: r["workers"].get("2", {}).get("batch"))]
+    fig, ax = plt.subplots(figsize=(max(6.4, 2.4 * len(runs)), 4.6))
+    width = 0.8 / len(bars)
+    for b, (name, get) in enumerate(bars):
+        xs, ys, lo, hi = [], [], [], []
+        for i, (_, res) in enumerate(runs):
+            rec = get(res)
+            if not rec:
+                continue
+            passes = rec.get("runs_events_per_s") or [rec["events_per_s"]]
+            xs.append(i + (b - 1) * width)
+            ys.append(rec["events_per_s"])
+            lo.append(rec["events_per_s"] - min(passes))
+            hi.append(max(passes) - rec["events_per_s"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=name)
+    ax.set_xticks(range(len(runs)))
+    ax.set_xticklabels([f"{label}\nNumPy {res['numpy_brute_force']['events_per_s']:,.0f}/s"
+                        for label, res in runs], fontsize=8)
+    ax.set_ylabel("events/s (publish_batch, median pass)")
+    ax.set_title("Scale-out: 500,000 select joins, 2 cores")
+    ax.legend()
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subscriptions", type=int, default=500_000)
     p.add_argument("--stored", type=int, default=2_000, help="stored R tuples")
@@ -341,6 +378,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="scale-out scheme of the workers (docs/scale-out.md)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 subscriptions, 300 events")
     p.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
+    p.add_argument("--plot", help="draw this run's batch-path bars to this PNG")
+    p.add_argument("--plot-from", default="",
+                   help="comma-separated JSON files of earlier runs: plot them together to "
+                        "--plot (labels: scheme, width, batch) instead of running")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -350,6 +391,20 @@ def run_cli(args: argparse.Namespace) -> int:
         raise CliError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
     if not workers or min(workers) < 1:
         raise CliError("--workers needs counts >= 1")
+    if args.plot_from:
+        if not args.plot:
+            raise CliError("--plot-from needs --plot PATH")
+        runs = []
+        for f in (x for x in args.plot_from.split(",") if x):
+            try:
+                res = json.loads(Path(f).read_text())
+            except (OSError, ValueError) as e:
+                raise CliError(f"cannot read {f}: {e}") from None
+            c = res["config"]
+            runs.append((f"{c.get('scheme', 'subscription')}, width {c['width']:g}, "
+                         f"batch {c['batch']:,}", res))
+        plot_runs(runs, args.plot)
+        return 0
     subs, events, per_event = args.subscriptions, args.events, args.per_event
     if args.quick:
         subs, events, per_event = 20_000, 300, 50
@@ -359,6 +414,9 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(res, indent=2))
+    if args.plot:
+        c = res["config"]
+        plot_runs([(f"{c['scheme']}, width {c['width']:g}, batch {c['batch']:,}", res)], args.plot)
     return 0
 
 

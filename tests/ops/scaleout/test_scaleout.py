@@ -290,6 +290,28 @@ def test_bench_scaleout_smoke(local_ray: Any) -> None:
     assert "the keys of worker 0 of 2" in scaleout.to_markdown(key)
 
 
+def test_bench_scaleout_plots_saved_runs(tmp_path: Any) -> None:
+    """``--plot-from`` draws saved runs without running; a missing --plot is one line, exit 2."""
+    import json as _json
+
+    run = {"config": {"scheme": "key", "width": 0.5, "batch": 500},
+           "single_batch": {"events_per_s": 100.0, "runs_events_per_s": [90.0, 100.0, 110.0]},
+           "workers": {"1": {"batch": {"events_per_s": 80.0}},
+                       "2": {"batch": {"events_per_s": 150.0, "runs_events_per_s": [140.0, 150.0]}}},
+           "numpy_brute_force": {"events_per_s": 5.0}}
+    src = tmp_path / "run.json"
+    src.write_text(_json.dumps(run))
+    png = tmp_path / "out.png"
+    ok = subprocess.run([sys.executable, "-c", CLI, "bench", "scaleout", "--plot", str(png),
+                         "--plot-from", str(src)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = subprocess.run([sys.executable, "-c", CLI, "bench", "scaleout", "--plot-from", str(src)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--plot-from needs --plot" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 # -- the key-partitioned scheme (ops/scaleout/key_engine.py) ----------------------------------
 SELECT_WINDOW = ("select", "window")  # band joins (which replicate S) in the kill test and below
 
