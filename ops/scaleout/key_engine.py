@@ -533,7 +533,7 @@ class KeyShardedEngine(ShardedEngine):
         return [res[i][len(pre)] for i in range(self.n_workers)]
 
     def subscribe_many(self, subs: Iterable[Subscription], snapshot: bool = False) -> list[int]:
-        """Register in order on every worker (all or nothing); band joins are refused."""
+        """Register in order on every worker (all or nothing); a band join first replicates S."""
         subs = list(subs)
         self._check_kinds(subs)
         if not subs:
