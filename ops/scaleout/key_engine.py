@@ -421,50 +421,24 @@ class KeyShardedEngine(ShardedEngine):
 
     def publish_many(self, events: Iterable[Event], match: bool = True) -> list[Delivery]:
         """As ``Engine.publish_many``: the first rejected event raises ``BatchError`` (earlier ones
-        stay). Without matching (a log replay) the events cross as columns."""
+        stay). Without matching (a log replay) the accepted prefix goes through
+        :meth:`publish_batch`, which admits it exactly as the events one at a time did."""
         events = list(events)
         admitted = self._admit_events(events)
         bad = next((i for i, a in enumerate(admitted) if isinstance(a, W.OpError)), len(events))
+        out: list[Delivery] = []
         if match:
-            got = self._send_events(events[:bad], admitted[:bad], "list")
-            out = [d for g in got for d in g]
+            out = [d for g in self._send_events(events[:bad], admitted[:bad], "list") for d in g]
         elif bad and all(TIME_MIN <= ev.time <= TIME_MAX for ev in events[:bad]):
-            self._publish_columns(events[:bad], admitted[:bad])
-            out = []
-        else:
+            ok = events[:bad]
+            self.publish_batch([e.side for e in ok], [e.id for e in ok], [e.key for e in ok],
+                               [e.value for e in ok], [e.time for e in ok],
+                               [e.payload for e in ok], output="none")
+        else:  # a time beyond the batch path's ±2^61 (the one-at-a-time engine accepts it)
             self._send_events(events[:bad], admitted[:bad], "none")
-            out = []
         if bad < len(events):
             raise BatchError(bad, admitted[bad].error)
         return out
-
-    def _publish_columns(self, events: list[Event], admitted: list[Any]) -> None:
-        """Admitted events without matching, as one ``PUBLISH_ADMITTED`` per worker."""
-        own = np.array([a[0] for a in admitted], dtype=np.int64)
-        seqs = np.array([a[1] for a in admitted], dtype=np.int64)
-        times = np.array([ev.time for ev in events], dtype=np.int64)
-        maxes = np.maximum.accumulate(times)
-        if self._max_time is not None:
-            maxes = np.maximum(maxes, self._max_time)
-        batches: dict[int, list[W.Op]] = {}
-        for w in range(self.n_workers):
-            sel = np.flatnonzero(self._on(own, w)).tolist()
-            if sel:
-                evs = [events[i] for i in sel]
-                batches[w] = [(W.PUBLISH_ADMITTED, int(seqs[sel[0]]), [e.side for e in evs],
-                               [e.id for e in evs], np.array([e.key for e in evs], np.float64),
-                               np.array([e.value for e in evs], np.float64), times[sel],
-                               [e.payload for e in evs], seqs[sel], maxes[sel], "none")]
-        res = self.apply_many(batches)
-        for w in batches:
-            if isinstance(res[w][0], W.OpError):
-                self._diverged(w, res[w][0].error)
-        for sd, side in enumerate("RS"):
-            sel = [i for i, e in enumerate(events) if e.side == side]
-            if sel:
-                self._ids[sd].add([events[i].id for i in sel], times[sel], own[sel])
-        self._seq = int(seqs[-1])
-        self._max_time = int(maxes[-1])
 
     # -- delete -----------------------------------------------------------------------------
     def _delete(self, side: str, event_id: str, mode: str) -> Any:
@@ -492,9 +466,9 @@ class KeyShardedEngine(ShardedEngine):
         return self._checked(self.apply_many({w: [(W.GET_EVENT, 0, side, event_id)]})[w][0])
 
     # -- subscriptions: on every worker, under the same local id ------------------------------
-    def _check_kinds(self, subs: Sequence[Any]) -> None:
-        """The engine's own validation (``Engine._index_for``), before any worker moves; a band
-        join on a topic whose tuples are placed by key first replicates the S side."""
+    def _admit_subscriptions(self, subs: Sequence[Any]) -> None:
+        """The engine's own validation (``Engine._index_for``), before any worker moves; then,
+        for a band join on a topic whose tuples are placed by key, the S side's replication."""
         for s in subs:
             if not isinstance(s, (BandJoin, SelectJoin, WindowJoin)):
                 raise ValueError(f"not a subscription: {type(s).__name__}")
@@ -535,7 +509,7 @@ class KeyShardedEngine(ShardedEngine):
     def subscribe_many(self, subs: Iterable[Subscription], snapshot: bool = False) -> list[int]:
         """Register in order on every worker (all or nothing); a band join first replicates S."""
         subs = list(subs)
-        self._check_kinds(subs)
+        self._admit_subscriptions(subs)
         if not subs:
             return []
         self._started()
@@ -620,7 +594,7 @@ class KeyShardedEngine(ShardedEngine):
         """Re-create topic subscription ``sid`` (compacted logs) on every worker."""
         if sid < self._next_gid:
             raise ValueError(f"subscription id {sid} is not above the last id {self._next_gid - 1}")
-        self._check_kinds([sub])
+        self._admit_subscriptions([sub])
         self._started()
         local = self._n_local
         res = self._to_all((W.RESTORE_SUB, 0, local, sub, int(reg_seq), bool(snapshot)),

@@ -91,7 +91,6 @@ class ShardWorker:
             self.engine.load_state(pickle.loads(state))
         self.applied = 0  # operations applied since start (health: is it moving)
         self.cpu_seconds = 0.0  # CPU time spent applying (the model's per-worker cost)
-        self.busy_seconds = 0.0  # wall time spent applying (CPU time plus waiting for a core)
 
     def pid(self) -> int:
         return os.getpid()
@@ -99,7 +98,7 @@ class ShardWorker:
     def apply(self, ops: Sequence[Op]) -> list[Any]:
         """Apply ``ops`` in order; one result per operation (``OpError`` for a rejected one)."""
         out: list[Any] = []
-        t0, w0 = time.process_time(), time.perf_counter()
+        t0 = time.process_time()
         for op in ops:
             try:
                 out.append(self._apply(op))
@@ -107,7 +106,6 @@ class ShardWorker:
                 out.append(OpError(e))
         self.applied += len(ops)
         self.cpu_seconds += time.process_time() - t0
-        self.busy_seconds += time.perf_counter() - w0
         return out
 
     def _align(self, seq: int | None) -> None:
@@ -182,5 +180,5 @@ class ShardWorker:
         e = self.engine
         return {"pid": os.getpid(), "seq": e.seq, "memory_bytes": e.memory_bytes(),
                 "subscriptions": len(e.subs), "applied": self.applied, "time": time.time(),
-                "cpu_seconds": self.cpu_seconds, "busy_seconds": self.busy_seconds,
+                "cpu_seconds": self.cpu_seconds,
                 "stats": e.stats()}

@@ -2,7 +2,8 @@
 hypothesis, with in-process workers instead of Ray actors (no Ray needed): the same admission,
 routing, clock, id table, replication and merge code, over random programs of publish batches
 (pairs inside a batch, duplicates across keys, late events, retention moving mid-batch),
-one-at-a-time publishes, deletes, subscribes with and without snapshot, and unsubscribes; tuples
+one-at-a-time publishes, ``publish_many`` with and without matching, deletes, subscribes with and
+without snapshot, and unsubscribes; tuples
 placed by key throughout, S replicated when a band join subscribes mid-program, or replicated
 from the start."""
 
@@ -92,7 +93,8 @@ def programs(draw: Any) -> tuple[int, int | None, int, list[tuple[Any, ...]]]:
     ops: list[tuple[Any, ...]] = [("chunks", draw(st.integers(1, 3))),
                                   ("mode", draw(st.sampled_from(["key", "band", "replicated"])))]
     for _ in range(draw(st.integers(1, 25))):
-        ops.append((draw(st.sampled_from(["batch", "batch", "one", "delete", "sub", "unsub"])),
+        ops.append((draw(st.sampled_from(["batch", "batch", "one", "many", "delete", "sub",
+                                          "unsub"])),
                     draw(st.integers(0, 2**31))))
     return lateness, retention, workers, ops
 
@@ -138,6 +140,12 @@ def test_key_front_end_equals_one_engine(prog: tuple[int, int | None, int, list[
                        float(rng.randint(0, 6)), clock + rng.randint(-4, 2))
             name = rng.choice(("publish_columnar", "publish_affected", "publish"))
             calls = [lambda e, ev=ev, name=name: getattr(e, name)(ev)]
+        elif kind == "many":  # publish_many: stops at the first rejected event
+            evs = [Event(rng.choice("RS"), rng.choice(ids), float(rng.randint(0, 3)),
+                         float(rng.randint(0, 6)), clock + rng.randint(-4, 2))
+                   for _ in range(rng.randint(0, 5))]
+            match = rng.random() < 0.5
+            calls = [lambda e, evs=evs, m=match: e.publish_many(evs, match=m)]
         elif kind == "delete":
             side, eid = rng.choice("RS"), rng.choice(ids)
             name = rng.choice(("delete_columnar", "delete_affected", "delete"))
