@@ -397,18 +397,11 @@ class ShardedEngine:
             t = int(np.asarray(times, dtype=np.int64)[ok].max())
             if self._max_time is None or t > self._max_time:
                 self._max_time = t
-        outs = [(i, r.output) for i, r in enumerate(res) if len(r.output.event)]
-        if not outs:
+        parts = [(r.output.event, self._shards[i].l2g[r.output.subscription], r.output)
+                 for i, r in enumerate(res) if len(r.output.event)]
+        if not parts:
             return first
-        ev = np.concatenate([o.event for _, o in outs])
-        order = np.argsort(ev, kind="stable")
-        def cat(name: str) -> Any:
-            return np.concatenate([getattr(o, name) for _, o in outs])[order]
-        sub = np.concatenate([self._shards[i].l2g[o.subscription] for i, o in outs])[order]
-        pairs = outs[0][1].r_id is not None
-        return BatchResult(first.status, first.seq, first.reasons, BatchOutput(
-            ev[order], sub, cat("sign"), cat("count"),
-            cat("r_id") if pairs else None, cat("s_id") if pairs else None))
+        return BatchResult(first.status, first.seq, first.reasons, merge_rows(parts))
 
     def _publish_one(self, ev: Event, mode: str) -> Any:
         got = self.publish_ops([ev], mode)[0]
@@ -665,6 +658,26 @@ class ShardedEngine:
     def __getstate__(self) -> dict[str, Any]:
         # a topic checkpoint pickles its engine; the shards' state lives in the actors
         raise TypeError("a ShardedEngine is not picklable: its state lives in its Ray actors")
+
+
+def merge_rows(parts: Sequence[tuple[np.ndarray, np.ndarray, BatchOutput]]) -> BatchOutput:
+    """Several workers' rows of one batch as one output in event order. Each part: its rows'
+    batch event indexes (ascending), their topic subscription ids, and the worker's output
+    (sign, count, pair ids). A stable sort of runs already sorted: a merge."""
+    if len(parts) == 1:
+        ev, sub, o = parts[0]
+        return BatchOutput(ev, sub, o.sign, o.count, o.r_id, o.s_id)
+    ev = np.concatenate([p[0] for p in parts])
+    order = np.argsort(ev, kind="stable")
+
+    def cat(cols: list[Any]) -> Any:
+        return np.concatenate(cols)[order]
+
+    pairs = parts[0][2].r_id is not None
+    return BatchOutput(ev[order], cat([p[1] for p in parts]), cat([p[2].sign for p in parts]),
+                       cat([p[2].count for p in parts]),
+                       cat([p[2].r_id for p in parts]) if pairs else None,
+                       cat([p[2].s_id for p in parts]) if pairs else None)
 
 
 def _quiet(op: W.Op) -> W.Op:

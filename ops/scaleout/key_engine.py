@@ -70,7 +70,7 @@ from hotjoin.matcher.model import (
     empty_matches,
 )
 from hotjoin.ops.scaleout import worker as W
-from hotjoin.ops.scaleout.engine import SNAPSHOT_EVERY, ShardedEngine
+from hotjoin.ops.scaleout.engine import SNAPSHOT_EVERY, ShardedEngine, merge_rows
 from hotjoin.server.errors import Unavailable
 
 log = logging.getLogger("hotjoin.scaleout")
@@ -322,34 +322,22 @@ class KeyShardedEngine(ShardedEngine):
         return BatchResult(adm.status, adm.seqs, reasons, _concat_outputs(merged, output))
 
     def _merge_rows(self, parts: list[tuple[np.ndarray, BatchOutput]], output: str) -> BatchOutput:
-        """Workers' batch rows (event indexes local to their share) as one output in event order."""
-        parts = [(p, o) for p, o in parts if len(o.event)]
+        """Workers' batch rows (event indexes local to their share, ``pick`` maps them to the
+        batch's) as one output in event order (``engine.merge_rows``); once a side is
+        replicated, an (event, subscription) found on several workers becomes one row."""
+        l2g = None if self._identity_ids else self._shards[0].l2g
+        parts = [(p[o.event], o.subscription if l2g is None else l2g[o.subscription], o)
+                 for p, o in parts if len(o.event)]
         if not parts:
             return empty_output(output)
-        n_local = self._shards[0].n_local
-        l2g = None if self._identity_ids else self._shards[0].l2g[:n_local]
-        if len(parts) == 1:
-            p, o = parts[0]
-            sub = o.subscription if l2g is None else l2g[o.subscription]
-            return BatchOutput(p[o.event], sub, o.sign, o.count, o.r_id, o.s_id)
-        ev = np.concatenate([p[o.event] for p, o in parts])
-        order = np.argsort(ev, kind="stable")  # each part is sorted: a merge of runs
-
-        def cat(name: str) -> Any:
-            return np.concatenate([getattr(o, name) for _, o in parts])[order]
-
-        pairs = parts[0][1].r_id is not None
-        sub = cat("subscription")
-        ev, sign, count = ev[order], cat("sign"), cat("count")
-        if not pairs and self._replicated is not None:
-            # a replicated tuple is matched by every worker: one row per (event, subscription)
-            by = np.lexsort((sub, ev))
-            ev, sub, sign, count = ev[by], sub[by], sign[by], count[by]
-            first = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sub[1:] != sub[:-1])])
-            ev, sub, sign = ev[first], sub[first], sign[first]
-            count = np.add.reduceat(count, first)
-        return BatchOutput(ev, sub if l2g is None else l2g[sub], sign, count,
-                           cat("r_id") if pairs else None, cat("s_id") if pairs else None)
+        out = merge_rows(parts)
+        if out.r_id is not None or self._replicated is None or len(parts) == 1:
+            return out
+        ev, sub = out.event, out.subscription
+        by = np.lexsort((sub, ev))
+        ev, sub, sign, count = ev[by], sub[by], out.sign[by], out.count[by]
+        first = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sub[1:] != sub[:-1])])
+        return BatchOutput(ev[first], sub[first], sign[first], np.add.reduceat(count, first))
 
     def _admit_events(self, events: Sequence[Any]) -> list[Any]:
         """SPEC §3 admission of events one at a time, changing nothing: per event an ``OpError``
