@@ -115,6 +115,8 @@ class IntervalHistogram(Protocol):
 
     def estimate(self, x: float) -> float: ...
 
+    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
     def estimate_many(self, xs: np.ndarray) -> np.ndarray: ...
 
     def add(self, lo: float, hi: float) -> None: ...
@@ -128,6 +130,30 @@ class IntervalHistogram(Protocol):
     def needs_rebuild(self) -> bool: ...
 
     def rebuild(self, lo: np.ndarray, hi: np.ndarray) -> None: ...
+
+
+# ---- estimates in compiled code ------------------------------------------------------------------
+
+EQW_LOOKUP, SSI_LOOKUP = 1.0, 0.0
+"""``lookup()``'s first parameter: which of :func:`estimate_at`'s two forms reads it."""
+
+
+@njit(cache=True)
+def estimate_at(params: np.ndarray, breaks: np.ndarray, est: np.ndarray, x: float) -> float:
+    """A histogram's ``estimate(x)`` from its ``lookup()`` arrays, in compiled code (the
+    router estimates n′ inside its decision kernel, §4.1). Bit for bit the Python estimate:
+    HIST-SSI reads ``est[bisect_right(breaks, x)]``; HIST-EQW (``params = [1, lo, hi, 1/w,
+    B]``) its bucket by the same float arithmetic."""
+    if params[0] == SSI_LOOKUP:
+        return est[np.searchsorted(breaks, x, side="right")]
+    lo, hi = params[1], params[2]
+    if x < lo:
+        return est[0]
+    if x > hi:
+        return est[est.shape[0] - 1]
+    j = int((x - lo) * params[3])
+    b = int(params[4])
+    return est[j + 1 if j < b else b]
 
 
 # ---- exact reference ---------------------------------------------------------------------------
@@ -332,6 +358,13 @@ class EquiWidthHistogram(_Churn):
             return self._est[-1]
         j = int((x - self._lo) * self._inv_w)
         return self._est[j + 1 if j < self._b else self._b]
+
+    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The arrays :func:`estimate_at` reads (valid until the next update)."""
+        if self._est_arr is None:
+            self._est_arr = np.array(self._est)
+        params = np.array([EQW_LOOKUP, self._lo, self._hi, self._inv_w, self._b])
+        return params, np.zeros(0), self._est_arr
 
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         """:meth:`estimate` for every element of ``xs`` (float64 array). O(m)."""
@@ -875,6 +908,12 @@ class SSIHistogram(_Churn):
         """Estimated number of intervals containing ``x``. O(log pieces)."""
         return self._est[bisect_right(self._bp, x)]
 
+    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The arrays :func:`estimate_at` reads (valid until the next update)."""
+        if self._est_arr is None:
+            self._est_arr = np.array(self._est)
+        return np.array([SSI_LOOKUP, 0.0, 0.0, 0.0, 0.0]), self._bp_arr, self._est_arr
+
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         """:meth:`estimate` for every element of ``xs`` (float64 array)."""
         if self._est_arr is None:
@@ -1133,6 +1172,10 @@ class IntervalHistogramChooser:
 
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         return self._current().estimate_many(xs)
+
+    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The better histogram's arrays for :func:`estimate_at`."""
+        return self._current().lookup()
 
     def minimum(self) -> float:
         """The least estimate over every x: a lower bound of the current histogram's answers

@@ -18,25 +18,34 @@ import math
 import numpy as np
 from numba import njit
 
+from hotjoin.matcher.partition.histogram import estimate_at
+
 PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction")
 """One row per member: the cost is ``correction · cost(code)`` with, by ``code`` (as
 ``cost_model.SelectPlan``) 0: ``a + k·m′``; 1: ``a + k·n′·lg m′``; 2: ``a + k·lg m′``;
 3: ``a + min(τ_S, f·n′)·(c3 + c4·lg m′)``; 4: ``a + k·n′ + extra·m′``. A last, extra row is
 the routing state (``STATE_COLUMNS``)."""
 CODE, A, K, EXTRA, TAU_S, F, C3, C4, CORRECTION = range(len(PLAN_COLUMNS))
-STATE_COLUMNS = ("cost", "n1_lo", "n1_hi")
+STATE_COLUMNS = ("cost", "n1_lo", "n1_hi", "margin")
 """The plan's last row: the chosen member's corrected cost (written by the kernel when it
-was given n′) and the least and largest value the n′ estimator can answer."""
-COST, N1_LO, N1_HI = range(len(STATE_COLUMNS))
+was given n′), the least and largest value the n′ estimator can answer, and the margin of the
+last settled choice (written with it)."""
+COST, N1_LO, N1_HI, MARGIN = range(len(STATE_COLUMNS))
 NEEDS_N1 = -1
 """:func:`select_choice`'s answer when the choice depends on n′: ask again with it."""
 SETTLED = 1 << 20
 """Added to :func:`select_choice`'s answer when the member wins for the key's partner count
-at every n′ by at least ``SETTLED_MARGIN``: the caller may reuse the choice for that count
-until the plan or the corrections move by that factor."""
-SETTLED_MARGIN = 1.1
-"""The least factor by which a settled member must undercut every other (a looser one settles
-fewer partner counts: SJ-Hotspot's cost at n′ = 0 is often within 1.25× of SJ-SelectFirst's)."""
+at every n′ by a factor above ``SETTLED_MARGIN``; that factor (the *margin*) is written to the
+state row's ``MARGIN`` cell. The caller may reuse the choice for that count until the plan is
+refolded or the corrections move some ratio of two members' costs by the margin."""
+SETTLED_MARGIN = 1.0 + 1e-6
+"""A member settles when it undercuts every other by more than this factor at both ends (a
+win by rounding noise does not count). The router keeps each settled choice exactly as long
+as its own margin allows (``SelectDynamic._corrected``): until session 11 every choice needed
+a 1.1× margin and all were dropped together once any correction moved by √1.1, which left
+two thirds of the tuples of Fig. 12's first point paying a kernel call."""
+MARGIN_CAP = 1e9
+"""The largest margin reported (a cost near 0 next to a finite one would overflow)."""
 
 
 def empty_plan(members: int) -> np.ndarray:
@@ -109,8 +118,9 @@ def select_choice(plan: np.ndarray, size: int, n1: float) -> int:
     wins at both the least and the largest estimate and its cost is linear in n′ (codes 0,
     1, 2, 4): every other cost is linear or concave in n′ (code 3 is a min), so its difference
     to that member's is ≥ 0 between the two ends too, and that member wins at every n′ in
-    between (plus ``SETTLED`` when every other member costs ≥ ``SETTLED_MARGIN`` times as much
-    at both ends, which holds in between for the same reason). Otherwise it answers
+    between (plus ``SETTLED`` when every other member costs more than ``SETTLED_MARGIN`` times
+    as much at both ends, which holds in between for the same reason; the least such factor is
+    written to the state row's ``MARGIN``). Otherwise it answers
     ``NEEDS_N1``; a call with the estimate ``n1 ≥ 0`` decides and writes the chosen cost to
     the state row. ``lg m′`` is ``log2(m′ + 2)`` as in ``cost_model.lg``.
 
@@ -120,8 +130,12 @@ def select_choice(plan: np.ndarray, size: int, n1: float) -> int:
     >>> p[-1, N1_LO], p[-1, N1_HI] = 0.0, 30.0
     >>> select_choice(p, 2, -1.0) == SETTLED   # 20 against 42..57: member 0 by ≥ 2.1×
     True
-    >>> select_choice(p, 7, -1.0)              # 45 against 47..62: member 0, by < 1.1×
-    0
+    >>> float(p[-1, MARGIN])
+    2.1
+    >>> select_choice(p, 7, -1.0) == SETTLED   # 45 against 47..62: member 0 by ≥ 47/45
+    True
+    >>> round(float(p[-1, MARGIN]), 4)
+    1.0444
     >>> select_choice(p, 8, -1.0)              # 50 against 48..63: it depends on n′
     -1
     >>> select_choice(p, 8, 10.0), float(p[-1, COST])
@@ -135,18 +149,53 @@ def select_choice(plan: np.ndarray, size: int, n1: float) -> int:
         chosen, best, _ = _cheapest(plan, size, lgm, n1)
         plan[state, COST] = best
         return chosen
+    return _at_the_bounds(plan, size, lgm)
+
+
+@njit(cache=True)
+def _at_the_bounds(plan: np.ndarray, size: int, lgm: float) -> int:
+    """:func:`select_choice` without n′: the member (plus ``SETTLED``, margin written) or
+    ``NEEDS_N1``."""
+    state = plan.shape[0] - 1
     lo, c_lo, next_lo = _cheapest(plan, size, lgm, plan[state, N1_LO])
     if plan[lo, CODE] == 3.0:  # concave in n′: the ends settle nothing
         return NEEDS_N1
     hi, c_hi, next_hi = _cheapest(plan, size, lgm, plan[state, N1_HI])
     if hi != lo:
         return NEEDS_N1
-    if (c_lo > 0.0 and next_lo >= SETTLED_MARGIN * c_lo and np.isfinite(c_hi)
-            and next_hi >= SETTLED_MARGIN * c_hi):
-        return lo + SETTLED
+    if c_lo > 0.0 and np.isfinite(c_hi) and c_hi > 0.0:
+        margin = min(next_lo / c_lo, next_hi / c_hi, MARGIN_CAP)  # capped: no inf
+        if margin > SETTLED_MARGIN:
+            plan[state, MARGIN] = margin
+            return lo + SETTLED
     return lo
 
 
-__all__ = ["COST", "CORRECTION", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
+@njit(cache=True)
+def select_for(plan: np.ndarray, size: int, v: float, hist_params: np.ndarray,
+               hist_breaks: np.ndarray, hist_est: np.ndarray) -> int:
+    """The member for a tuple whose key has ``size`` partners and whose own value is ``v``:
+    one call for the whole decision. n′ is estimated here, from the histogram's ``lookup()``
+    arrays (``histogram.estimate_at``), and the chosen member's cost written to the state
+    row (the timed runs read it); plus ``SETTLED`` (margin written) when that member wins at
+    every n′ the estimator can answer, so the caller may keep it for ``size``.
+
+    One compiled call per tuple matters more than its arithmetic: after a member's probe has
+    run through megabytes, each further Python step of the decision runs with cold caches
+    (Fig. 15's largest join rate, session 12: ~2 µs per tuple for the decision as a chain of
+    Python steps and three kernel calls, ~0.9 µs of it with the members stubbed out).
+    """
+    state = plan.shape[0] - 1
+    lgm = math.log2(size + 2.0)
+    n1 = estimate_at(hist_params, hist_breaks, hist_est, v)
+    chosen, best, _ = _cheapest(plan, size, lgm, n1)
+    plan[state, COST] = best
+    at_bounds = _at_the_bounds(plan, size, lgm)
+    if at_bounds == chosen + SETTLED:
+        return at_bounds
+    return chosen
+
+
+__all__ = ["COST", "CORRECTION", "MARGIN", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
            "SETTLED_MARGIN", "STATE_COLUMNS", "empty_plan", "fill_row", "member_cost",
-           "select_choice"]
+           "select_choice", "select_for"]

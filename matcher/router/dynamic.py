@@ -67,15 +67,14 @@ from hotjoin.matcher.partition.histogram import IntervalHistogramChooser, count_
 from hotjoin.matcher.router.choice_kernels import (
     CORRECTION,
     COST,
+    MARGIN,
     N1_HI,
     N1_LO,
-    NEEDS_N1,
     SETTLED,
-    SETTLED_MARGIN,
     empty_plan,
     fill_row,
     member_cost,
-    select_choice,
+    select_for,
 )
 from hotjoin.matcher.router.cost_model import (
     MODELS,
@@ -106,9 +105,19 @@ FEEDBACK_EVERY = 32
 costs ~1.5 µs of Python (two clock reads, the learning step), so every 8th tuple (as until
 session 8) cost ~0.2 µs per tuple on average: 2 % of a 10 µs SelectFirst probe."""
 FEEDBACK_STEP = 1.04
-"""A timed run moves the chosen member's correction factor up or down by this factor: a sign
-step, so the factor tracks the median of measured / predicted and one outlier (a preemption, a
-page fault) moves it by 4 % at most."""
+"""The largest factor by which one timed run moves the chosen member's correction up or down:
+a sign step, so the factor tracks the median of measured / predicted and one outlier (a
+preemption, a page fault) moves it by 4 % at most."""
+STEP_FLOOR = 1.0025
+"""The least sign step. Each member's step adapts as in Rprop (Riedmiller and Braun, 1993):
+×``STEP_GROW`` (in log scale) after a step in the same direction as the one before, ×0.5 after
+a reversal. A correction that found its median then oscillates by ~0.25 % instead of ±4 %, so
+the ratios between members stay still and SJ-Dynamic's settled choices survive (measured in
+session 12 with fixed 4 % steps: the drift reached 1.1–1.2 within a few hundred tuples and about
+two of three tuples of Fig. 12's first point paid a kernel call, 0.86 µs per tuple in all against
+0.18 µs with calibration off); a workload change is followed at up to ``FEEDBACK_STEP`` per run
+again after a few steps the same way."""
+STEP_GROW = 1.5
 EXPLORE_EVERY = 16
 """Every this many timed runs, the cheapest *other* member runs instead if its corrected cost
 is within ``EXPLORE_WITHIN`` of the choice, so a member the model over-predicts gets measured
@@ -118,8 +127,13 @@ so one the model under-predicts stops being explored after a run or two)."""
 EXPLORE_WITHIN = 2.0
 FAR_OFF = 2.0
 """A measured / modelled ratio beyond this factor (either way) moves the correction by its
-square root (at most 2×) instead of one ``FEEDBACK_STEP``: a member whose model is 30× off is
-corrected within a few runs instead of ~90 (each costing 30× the choice when explored)."""
+square root (at most 2×) instead of one ``FEEDBACK_STEP`` when the member ran as an
+exploration, was never timed before, or was as far off the same way in its last timed run: a
+member whose model is 30× off is corrected within a few runs instead of ~90 (each costing 30×
+the choice when explored), while one preempted run of the routed member moves it by one sign
+step only (until session 12 it moved it by up to 2×, and its settled choices with it)."""
+_LOG_STEP = math.log(FEEDBACK_STEP)
+_LOG_FLOOR = math.log(STEP_FLOOR)
 CORRECTION_RANGE = (1.0 / 64.0, 64.0)
 REFOLD_DRIFT = 1.3
 """A correction that moved by more than this factor since the plan was folded refolds it."""
@@ -178,6 +192,10 @@ class _Routing:
         self.feedback = bool(options.get("router_feedback", True))
         self.corr = {1: [1.0] * nm, -1: [1.0] * nm}  # learned measured / modelled, per member
         self._folded = {1: [1.0] * nm, -1: [1.0] * nm}  # the corrections the plans hold
+        # each member's last timed run far off (FAR_OFF): 1 above, -1 below, 0 not far
+        self._far = {1: [0] * nm, -1: [0] * nm}
+        # each member's last sign step, in log scale (its sign: the direction it moved)
+        self._steps = {1: [math.log(FEEDBACK_STEP)] * nm, -1: [math.log(FEEDBACK_STEP)] * nm}
         self._countdown = {1: 0, -1: 0}  # tuples until the plan is refolded (< 0: now)
         self._explore = EXPLORE_EVERY
         self.explorations = 0
@@ -224,15 +242,29 @@ class _Routing:
         drops out of the comparison once the contenders have been measured.
         """
         corr = self.corr[d]
+        before = list(corr)
         c = corr[i]
         r = elapsed / predicted if predicted > 0.0 else 2.0
-        if explored or r > FAR_OFF or r * FAR_OFF < 1.0:
-            # far off (a member explored for the first time, a new workload): go half-way in
-            # log scale, at most 2× per run, so one preempted run cannot shut a member out
+        steps = self._steps[d]
+        far = 0 if FAR_OFF * r >= 1.0 and r <= FAR_OFF else 1 if r > 1.0 else -1
+        last_far, self._far[d][i] = self._far[d][i], far
+        if far and (explored or far == last_far or i in self._unmeasured[d]):
+            # far off (a member explored or timed for the first time, a new workload shown by
+            # two far runs in a row): go half-way in log scale, at most 2× per run, so one
+            # preempted run cannot shut a member out; a single far run of the member routed
+            # all along is more likely a preemption or a page fault and takes a sign step
             x = math.sqrt(r)
             c *= 2.0 if x > 2.0 else 0.5 if x < 0.5 else x
+            steps[i] = math.log(FEEDBACK_STEP)
         else:
-            c = c * FEEDBACK_STEP if r > 1.0 else c / FEEDBACK_STEP
+            # an adaptive sign step (``STEP_FLOOR``): signed log step, its sign the last move
+            up = r > 1.0
+            last = steps[i]
+            size = abs(last)
+            size = size * STEP_GROW if (last > 0.0) == up else size * 0.5
+            size = min(max(size, _LOG_FLOOR), _LOG_STEP)
+            steps[i] = size if up else -size
+            c *= math.exp(steps[i])
         lo, hi = CORRECTION_RANGE
         c = lo if c < lo else hi if c > hi else c
         corr[i] = c
@@ -245,8 +277,13 @@ class _Routing:
             fresh.discard(i)
             for j in fresh:
                 corr[j] = c if c < 1.0 else 1.0
-                self._corrected(d, j, corr[j])
-        self._corrected(d, i, c)
+        self._moved(d, before)
+
+    def _moved(self, d: int, before: list[float]) -> None:
+        """The corrections of direction ``d`` were ``before`` and are now ``self.corr[d]``."""
+        for j, (c, b) in enumerate(zip(self.corr[d], before, strict=True)):
+            if c != b:
+                self._corrected(d, j, c)
 
     def _corrected(self, d: int, i: int, c: float) -> None:
         """Member ``i``'s correction for direction ``d`` is now ``c``: refold the plan when it
@@ -365,6 +402,11 @@ class _OwnRanges:
         """The current best histogram's ``estimate(v)`` for direction ``d`` (bound method)."""
         return self.hist[d].estimate
 
+    def lookup(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The current best histogram's arrays for ``histogram.estimate_at`` (direction
+        ``d``; valid until the next subscription change)."""
+        return self.hist[d].lookup()
+
     def minimum(self, d: int) -> float:
         """A lower bound of n′(v) over every v (the smallest value of the step function)."""
         return self.hist[d].minimum()
@@ -386,10 +428,13 @@ class SelectDynamic(_Routing, SelectStrategy):
     The decision is one compiled call (``choice_kernels.select_choice``) over the plan, a
     row of folded constants per member; the plan is refolded every ``PLAN_REFRESH`` tuples
     when |S| or |Q| moved, and after any subscription change (which may move τ, the hotspots
-    and the histograms' least and largest value). The learned corrections are a column of
-    the plan. A choice the kernel reports *settled* for a partner count m′ (the member wins
-    at every n′ by ``SETTLED_MARGIN``) is kept per m′ in ``_settled`` and reused without a
-    kernel call until the plan is refolded or the corrections moved by that margin.
+    and the histograms). The learned corrections are a column of the plan.
+
+    A tuple's decision is one compiled call, ``choice_kernels.select_for``, which also
+    estimates n′ from the histogram's arrays. A choice it reports *settled* for a partner
+    count m′ (the member wins at every n′, by a margin) is kept in ``_settled`` and reused with
+    no call until the plan is refolded or the corrections moved some ratio of two members'
+    costs by that margin (``_moved``).
     """
 
     name = "SJ-Dynamic"
@@ -404,10 +449,17 @@ class SelectDynamic(_Routing, SelectStrategy):
         nm = len(self.members)
         self._plans = {1: empty_plan(nm), -1: empty_plan(nm)}
         self._folded_at: dict[int, tuple[int, int] | None] = {1: None, -1: None}  # (|S|, |Q|)
-        # n′ estimators, rebound at each refresh (the better histogram may change)
+        # n′ estimators and their arrays for the kernel, rebound at each fold (the better
+        # histogram may change, and subscription changes move its values)
         self._est: dict[int, Any] = {d: self.own.estimator(d) for d in (1, -1)}
+        self._lookup = {d: self.own.lookup(d) for d in (1, -1)}
         self._settled: dict[int, dict[int, int]] = {1: {}, -1: {}}  # m′ → member
-        self._settled_corr = {d: list(self.corr[d]) for d in (1, -1)}  # corrections then
+        # per member g: the damage to choices of g (``_moved``), the damage at which each
+        # choice settled on g may no longer hold (by m′), and the least of those limits
+        self._damage = {d: [1.0] * nm for d in (1, -1)}
+        self._limits: dict[int, list[dict[int, float]]] = {d: [{} for _ in range(nm)]
+                                                            for d in (1, -1)}
+        self._least_limit = {d: [math.inf] * nm for d in (1, -1)}
 
     def _add(self, q: int) -> None:
         for m in self.members:
@@ -433,35 +485,75 @@ class SelectDynamic(_Routing, SelectStrategy):
         for d in (1, -1):
             self._settle_anew(d)
 
-    def _corrected(self, d: int, i: int, c: float) -> None:
-        """The plan holds the corrections as a column. Settled choices stay while no cost
-        ratio can have moved by ``SETTLED_MARGIN``: a ratio of two members moved at most by
-        the square of the largest factor any correction moved since they were settled."""
+    def _moved(self, d: int, before: list[float]) -> None:
+        """The plan holds the corrections as a column. A cached decision stays while no other
+        member's corrected cost can have come within its margin.
+
+        When the corrections move by fⱼ = now / before, every rival j's cost ratio to member
+        g moves by fⱼ / f_g; the worst of them falls by hurt_g = f_g / min_{j≠g} fⱼ when that
+        exceeds 1. The *damage* of g multiplies its hurts (improvements are ignored, so it
+        bounds from above how much any rival's ratio fell since). A choice settled on g with
+        margin M when g's damage was D₀ still wins while the damage stays below M·D₀, its
+        *limit*. (A member moving together with the others, as the never-timed ones follow the
+        first timed one, hurts nobody.)
+        """
         if not self.feedback:
             return
+        now = self.corr[d]
         plan = self._plans[d]
-        plan[i, CORRECTION] = c
-        moved = 1.0
-        for now, then in zip(self.corr[d], self._settled_corr[d], strict=True):
-            r = now / then
-            moved = max(moved, r, 1.0 / r)
-        if moved * moved >= SETTLED_MARGIN:
-            self._settle_anew(d)
+        f = []
+        for j, (c, b) in enumerate(zip(now, before, strict=True)):
+            plan[j, CORRECTION] = c
+            f.append(c / b)
+        damage, least = self._damage[d], self._least_limit[d]
+        for g, fg in enumerate(f):
+            rival = min(f[:g] + f[g + 1:], default=fg)
+            if fg <= rival:
+                continue
+            dg = damage[g] = damage[g] * (fg / rival)
+            if dg >= least[g]:
+                limits = self._limits[d][g]
+                settled = self._settled[d]
+                for size in [size for size, lim in limits.items() if lim <= dg]:
+                    del settled[size], limits[size]
+                least[g] = min(limits.values(), default=math.inf)
+                if not limits:  # nothing left to bound: start again from 1
+                    damage[g] = 1.0
+
+    def _settle(self, d: int, size: int, i: int) -> None:
+        """Keep member ``i`` for partner count ``size`` (just settled by the kernel, whose
+        margin is in the plan's state row) while ``i``'s damage stays below its limit."""
+        self._settled[d][size] = i
+        lim = self._limits[d][i][size] = float(self._plans[d][-1, MARGIN]) * self._damage[d][i]
+        least = self._least_limit[d]
+        if lim < least[i]:
+            least[i] = lim
 
     def _settle_anew(self, d: int) -> None:
+        nm = len(self.members)
         self._settled[d] = {}
-        self._settled_corr[d] = list(self.corr[d])
+        self._damage[d] = [1.0] * nm
+        self._limits[d] = [{} for _ in range(nm)]
+        self._least_limit[d] = [math.inf] * nm
 
     def check_invariants(self) -> None:
-        """The members' invariants; the plan holds the current corrections, and every settled
-        choice is still the cheapest at both bounds of n′ (so at every n′ between them)."""
+        """The members' invariants; the plan holds the current corrections; every settled
+        choice is still the cheapest at both bounds of n′ (so at every n′ between them), with
+        its limit above its member's damage."""
         _Routing.check_invariants(self)
+        nm = len(self.members)
         for d, plan in self._plans.items():
             if self.feedback:
                 assert plan[:-1, CORRECTION].tolist() == self.corr[d], (plan, self.corr[d])
+            by_member = {size: g for g, lims in enumerate(self._limits[d]) for size in lims}
+            assert by_member == self._settled[d], (by_member, self._settled[d])
+            for g, lims in enumerate(self._limits[d]):
+                assert all(lim > self._damage[d][g] for lim in lims.values()), (g, lims)
+                assert self._least_limit[d][g] == min(lims.values(), default=math.inf)
+            lo, hi = float(plan[-1, N1_LO]), float(plan[-1, N1_HI])
             for size, j in self._settled[d].items():
-                for n1 in (float(plan[-1, N1_LO]), float(plan[-1, N1_HI])):
-                    costs = [member_cost(plan, x, size, n1) for x in range(len(self.members))]
+                for n1 in (lo, hi):
+                    costs = [member_cost(plan, x, size, n1) for x in range(nm)]
                     assert costs[j] <= min(costs) * (1 + 1e-9), (d, size, j, costs)
 
     def quantities(self, dirn: int, b: float, v: float, t: int,
@@ -485,6 +577,7 @@ class SelectDynamic(_Routing, SelectStrategy):
         at = (len(table), len(self.ids))
         if self._folded_at[d] != at or est != self._est[d]:
             self._est[d] = est
+            self._lookup[d] = own.lookup(d)
             self._fold(d, table)
             self._folded_at[d] = at
 
@@ -515,23 +608,20 @@ class SelectDynamic(_Routing, SelectStrategy):
             cd = PLAN_REFRESH
         self._countdown[d] = cd
         if cd & (FEEDBACK_EVERY - 1) or not self.feedback:  # not a timed tuple
-            settled = self._settled[d]
-            i = settled.get(size, -1)
+            i = self._settled[d].get(size, -1)
             if i < 0:
-                plan = self._plans[d]
-                i = select_choice(plan, size, -1.0)
-                if i == NEEDS_N1:
-                    i = select_choice(plan, size, self._est[d](v))
-                elif i >= SETTLED:
+                i = select_for(self._plans[d], size, v, *self._lookup[d])
+                if i >= SETTLED:
                     i -= SETTLED
-                    settled[size] = i
+                    self._settle(d, size, i)
             self.last = i
             self.counts[i] += 1
             self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
             return
         # a timed run: learn the chosen member's correction (now and then another's)
         plan = self._plans[d]
-        i = chosen = select_choice(plan, size, self._est[d](v))
+        i = select_for(plan, size, v, *self._lookup[d])
+        i = chosen = i - SETTLED if i >= SETTLED else i
         i, best = self._timed_choice(d, i, float(plan[-1, COST]),
                                      lambda: self._costs(self._quantities(dirn, v, table,
                                                                           size)))

@@ -17,6 +17,7 @@ from hotjoin.matcher.partition.histogram import (
     IntervalHistogramChooser,
     SSIHistogram,
     _merge_smallest,
+    estimate_at,
     relative_error,
 )
 from hotjoin.ops.bench import histogram as hist_bench
@@ -64,6 +65,33 @@ def test_exact_counter_matches_brute_force(iv: tuple[np.ndarray, np.ndarray]) ->
     xs = grid(20)
     assert [c.count(x) for x in xs] == [brute(lo, hi, x) for x in xs]
     assert c.count_many(xs).tolist() == [brute(lo, hi, x) for x in xs]
+
+
+@settings(deadline=None)  # numba kernels compile on first use
+@given(int_intervals(), int_intervals(n_max=8), st.integers(1, 12),
+       st.lists(st.floats(-50.0, 70.0, allow_nan=False), max_size=20))
+def test_compiled_estimate_is_the_python_estimate(a: tuple[np.ndarray, np.ndarray],
+                                                  b: tuple[np.ndarray, np.ndarray], k: int,
+                                                  more: list[float]) -> None:
+    """``estimate_at(*lookup(), x) == estimate(x)`` exactly, for both histograms and the
+    chooser, after a build and after updates, at every (half-)integer, at bucket edges, far
+    outside and at random floats: the router estimates n′ in its decision kernel."""
+    lo, hi = a
+    hs: list[object] = [SSIHistogram.build(lo, hi, k), EquiWidthHistogram.fit(lo, hi, k),
+                        SSIHistogram(k)]
+    ch = IntervalHistogramChooser(k, min_observations=1)
+    ch.add_many(lo, hi)
+    for x in (1.0, 7.0, 12.5):  # scored on exact counts: either histogram may answer
+        ch.observe(x, brute(lo, hi, x))
+    hs.append(ch)
+    xs = [*grid(20).tolist(), *more, -INF, INF]
+    for h in hs:
+        for step in range(2):
+            if step:
+                h.add_many(*b)  # type: ignore[attr-defined]
+            arrays = h.lookup()  # type: ignore[attr-defined]
+            for x in xs:
+                assert estimate_at(*arrays, x) == h.estimate(x), (h, x)  # type: ignore
 
 
 def test_closed_ends_points_and_unbounded() -> None:
