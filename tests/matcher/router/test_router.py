@@ -465,3 +465,56 @@ def test_router_members_know_the_registrations(member: str) -> None:
         e.publish(Event("R", "r0", 1.0, 5.0, 1))
         e.subscribe(SelectJoin(a=Range(0, 10), c=Range(0, 10)))
         assert e.delete_affected("S", "s0").subscription_ids.tolist() == [], strategy
+
+
+@pytest.mark.parametrize(("margin", "feedback"), [(10.0, False), (1.5, False), (10.0, True)])
+def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
+                                                             feedback: bool) -> None:
+    """WJ-Dynamic reuses a choice made by ≥ ``RUN_MARGIN`` for the next ``RUN_LENGTH`` tuples
+    of the same m′ octave, never for a timed tuple: with WJ-SSI modelled 10× below
+    WJ-JoinFirst, about one tuple in RUN_LENGTH + 1 is decided in full; at 1.5× every tuple
+    is; with every second tuple timed, at least those are. Every delivery equals a static
+    strategy's."""
+    import hotjoin.matcher.router.dynamic as router
+
+    e = Engine(strategy="auto", options={
+        "cost_profile": CostProfile({"WJ-SSI": [1000.0, 0.0, 0.0, 0.0],
+                                     "WJ-JoinFirst": [1000.0 * margin, 0.0, 0.0]}),
+        "router_members": {"window": ("WJ-SSI", "WJ-JoinFirst")},
+        "router_feedback": feedback})
+    ref = Engine(strategy={"window": "WJ-SelectFirst"})
+    subs = [WindowJoin(a=Range(0, 50), c=Range(None, None), w=5),
+            WindowJoin(a=Range(10, 30), c=Range(0, 20), w=3)]
+    e.subscribe_many(subs)
+    ref.subscribe_many(subs)
+    full = [0]
+    inner = router.fresh_skyline
+
+    def counted(sky: Any, b: float) -> float:
+        full[0] += 1  # WJ-SSI's cost reads its skyline state on every full decision
+        return float(inner(sky, b))
+
+    now = [0]
+
+    def clock() -> int:  # a timed run "takes" 0.5 µs against 1 µs modelled: sign steps only,
+        now[0] += 500  # so the 10× margin stays
+        return now[0]
+
+    e.window.clock = clock  # type: ignore[attr-defined]
+    routed = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(router, "fresh_skyline", counted)
+        mp.setattr(router, "FEEDBACK_EVERY", 2)
+        mp.setattr(router, "EXPLORE_EVERY", 10**9)
+        for i in range(2000):
+            side = "S" if i % 4 == 0 else "R"
+            ev = Event(side, f"{side}{i}", float(i % 3), float(i % 40), i)  # type: ignore[arg-type]
+            assert Counter(e.publish(ev)) == Counter(ref.publish(ev))
+            routed = sum(e.window.routing_stats()["decisions"].values())  # type: ignore
+    assert routed > 1000
+    if feedback:  # the timed half decides in full (and is timed only then)
+        assert full[0] >= routed // 2 - 2, (full, routed)
+    elif margin >= router.RUN_MARGIN:
+        assert full[0] < 2 * routed / (router.RUN_LENGTH + 1), (full, routed)
+    else:
+        assert full[0] == routed, (full, routed)
