@@ -115,7 +115,7 @@ class IntervalHistogram(Protocol):
 
     def estimate(self, x: float) -> float: ...
 
-    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def lookup(self) -> np.ndarray: ...
 
     def estimate_many(self, xs: np.ndarray) -> np.ndarray: ...
 
@@ -135,24 +135,40 @@ class IntervalHistogram(Protocol):
 # ---- estimates in compiled code ------------------------------------------------------------------
 
 EQW_LOOKUP, SSI_LOOKUP = 1.0, 0.0
-"""``lookup()``'s first parameter: which of :func:`estimate_at`'s two forms reads it."""
+"""The first cell of a ``lookup()`` array: which of :func:`estimate_at`'s two forms reads it."""
+LOOKUP_HEADER = 6
+"""A ``lookup()`` array is ``[form, lo, hi, 1/w, B, nb]`` then ``nb`` breakpoints (HIST-SSI),
+then the estimates."""
+
+
+def lookup_array(form: float, lo: float, hi: float, inv_w: float, buckets: int,
+                 breaks: np.ndarray, est: list[float]) -> np.ndarray:
+    """One float64 array holding what :func:`estimate_at` reads (one array crosses into a
+    kernel for less than three: ~25 ns per array argument, ``docs/benchmarks.md``)."""
+    out = np.empty(LOOKUP_HEADER + breaks.shape[0] + len(est))
+    out[:LOOKUP_HEADER] = (form, lo, hi, inv_w, buckets, breaks.shape[0])
+    out[LOOKUP_HEADER:LOOKUP_HEADER + breaks.shape[0]] = breaks
+    out[LOOKUP_HEADER + breaks.shape[0]:] = est
+    return out
 
 
 @njit(cache=True)
-def estimate_at(params: np.ndarray, breaks: np.ndarray, est: np.ndarray, x: float) -> float:
-    """A histogram's ``estimate(x)`` from its ``lookup()`` arrays, in compiled code (the
+def estimate_at(h: np.ndarray, x: float) -> float:
+    """A histogram's ``estimate(x)`` from its ``lookup()`` array, in compiled code (the
     router estimates n′ inside its decision kernel, §4.1). Bit for bit the Python estimate:
-    HIST-SSI reads ``est[bisect_right(breaks, x)]``; HIST-EQW (``params = [1, lo, hi, 1/w,
-    B]``) its bucket by the same float arithmetic."""
-    if params[0] == SSI_LOOKUP:
-        return est[np.searchsorted(breaks, x, side="right")]
-    lo, hi = params[1], params[2]
+    HIST-SSI reads ``est[bisect_right(breaks, x)]``; HIST-EQW its bucket by the same float
+    arithmetic."""
+    nb = int(h[5])
+    est = h[LOOKUP_HEADER + nb:]
+    if h[0] == SSI_LOOKUP:
+        return est[np.searchsorted(h[LOOKUP_HEADER:LOOKUP_HEADER + nb], x, side="right")]
+    lo, hi = h[1], h[2]
     if x < lo:
         return est[0]
     if x > hi:
         return est[est.shape[0] - 1]
-    j = int((x - lo) * params[3])
-    b = int(params[4])
+    j = int((x - lo) * h[3])
+    b = int(h[4])
     return est[j + 1 if j < b else b]
 
 
@@ -359,12 +375,10 @@ class EquiWidthHistogram(_Churn):
         j = int((x - self._lo) * self._inv_w)
         return self._est[j + 1 if j < self._b else self._b]
 
-    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The arrays :func:`estimate_at` reads (valid until the next update)."""
-        if self._est_arr is None:
-            self._est_arr = np.array(self._est)
-        params = np.array([EQW_LOOKUP, self._lo, self._hi, self._inv_w, self._b])
-        return params, np.zeros(0), self._est_arr
+    def lookup(self) -> np.ndarray:
+        """The array :func:`estimate_at` reads (a copy: valid until the next update)."""
+        return lookup_array(EQW_LOOKUP, self._lo, self._hi, self._inv_w, self._b,
+                            np.zeros(0), self._est)
 
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         """:meth:`estimate` for every element of ``xs`` (float64 array). O(m)."""
@@ -908,11 +922,9 @@ class SSIHistogram(_Churn):
         """Estimated number of intervals containing ``x``. O(log pieces)."""
         return self._est[bisect_right(self._bp, x)]
 
-    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The arrays :func:`estimate_at` reads (valid until the next update)."""
-        if self._est_arr is None:
-            self._est_arr = np.array(self._est)
-        return np.array([SSI_LOOKUP, 0.0, 0.0, 0.0, 0.0]), self._bp_arr, self._est_arr
+    def lookup(self) -> np.ndarray:
+        """The array :func:`estimate_at` reads (a copy: valid until the next update)."""
+        return lookup_array(SSI_LOOKUP, 0.0, 0.0, 0.0, 0, self._bp_arr, self._est)
 
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         """:meth:`estimate` for every element of ``xs`` (float64 array)."""
@@ -1173,8 +1185,8 @@ class IntervalHistogramChooser:
     def estimate_many(self, xs: np.ndarray) -> np.ndarray:
         return self._current().estimate_many(xs)
 
-    def lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The better histogram's arrays for :func:`estimate_at`."""
+    def lookup(self) -> np.ndarray:
+        """The better histogram's array for :func:`estimate_at`."""
         return self._current().lookup()
 
     def minimum(self) -> float:

@@ -172,11 +172,10 @@ def _at_the_bounds(plan: np.ndarray, size: int, lgm: float) -> int:
 
 
 @njit(cache=True)
-def select_for(plan: np.ndarray, size: int, v: float, hist_params: np.ndarray,
-               hist_breaks: np.ndarray, hist_est: np.ndarray) -> int:
+def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     """The member for a tuple whose key has ``size`` partners and whose own value is ``v``:
     one call for the whole decision. n′ is estimated here, from the histogram's ``lookup()``
-    arrays (``histogram.estimate_at``), and the chosen member's cost written to the state
+    array (``histogram.estimate_at``), and the chosen member's cost written to the state
     row (the timed runs read it); plus ``SETTLED`` (margin written) when that member wins at
     every n′ the estimator can answer, so the caller may keep it for ``size``.
 
@@ -187,7 +186,7 @@ def select_for(plan: np.ndarray, size: int, v: float, hist_params: np.ndarray,
     """
     state = plan.shape[0] - 1
     lgm = math.log2(size + 2.0)
-    n1 = estimate_at(hist_params, hist_breaks, hist_est, v)
+    n1 = estimate_at(hist, v)
     chosen, best, _ = _cheapest(plan, size, lgm, n1)
     plan[state, COST] = best
     at_bounds = _at_the_bounds(plan, size, lgm)

@@ -413,8 +413,8 @@ class _OwnRanges:
         """The current best histogram's ``estimate(v)`` for direction ``d`` (bound method)."""
         return self.hist[d].estimate
 
-    def lookup(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The current best histogram's arrays for ``histogram.estimate_at`` (direction
+    def lookup(self, d: int) -> np.ndarray:
+        """The current best histogram's array for ``histogram.estimate_at`` (direction
         ``d``; valid until the next subscription change)."""
         return self.hist[d].lookup()
 
@@ -621,7 +621,7 @@ class SelectDynamic(_Routing, SelectStrategy):
         if cd & (FEEDBACK_EVERY - 1) or not self.feedback:  # not a timed tuple
             i = self._settled[d].get(size, -1)
             if i < 0:
-                i = select_for(self._plans[d], size, v, *self._lookup[d])
+                i = select_for(self._plans[d], size, v, self._lookup[d])
                 if i >= SETTLED:
                     i -= SETTLED
                     self._settle(d, size, i)
@@ -631,7 +631,7 @@ class SelectDynamic(_Routing, SelectStrategy):
             return
         # a timed run: learn the chosen member's correction (now and then another's)
         plan = self._plans[d]
-        i = select_for(plan, size, v, *self._lookup[d])
+        i = select_for(plan, size, v, self._lookup[d])
         i = chosen = i - SETTLED if i >= SETTLED else i
         i, best = self._timed_choice(d, i, float(plan[-1, COST]),
                                      lambda: self._costs(self._quantities(dirn, v, table,

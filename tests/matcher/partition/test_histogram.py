@@ -73,7 +73,7 @@ def test_exact_counter_matches_brute_force(iv: tuple[np.ndarray, np.ndarray]) ->
 def test_compiled_estimate_is_the_python_estimate(a: tuple[np.ndarray, np.ndarray],
                                                   b: tuple[np.ndarray, np.ndarray], k: int,
                                                   more: list[float]) -> None:
-    """``estimate_at(*lookup(), x) == estimate(x)`` exactly, for both histograms and the
+    """``estimate_at(lookup(), x) == estimate(x)`` exactly, for both histograms and the
     chooser, after a build and after updates, at every (half-)integer, at bucket edges, far
     outside and at random floats: the router estimates n′ in its decision kernel."""
     lo, hi = a
@@ -89,9 +89,9 @@ def test_compiled_estimate_is_the_python_estimate(a: tuple[np.ndarray, np.ndarra
         for step in range(2):
             if step:
                 h.add_many(*b)  # type: ignore[attr-defined]
-            arrays = h.lookup()  # type: ignore[attr-defined]
+            arr = h.lookup()  # type: ignore[attr-defined]
             for x in xs:
-                assert estimate_at(*arrays, x) == h.estimate(x), (h, x)  # type: ignore
+                assert estimate_at(arr, x) == h.estimate(x), (h, x)  # type: ignore
 
 
 def test_closed_ends_points_and_unbounded() -> None:

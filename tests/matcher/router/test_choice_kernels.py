@@ -102,7 +102,7 @@ def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: in
         fill_row(plan, j, code, a, k, extra, corr)
     vals = h.values()
     plan[-1, N1_LO], plan[-1, N1_HI] = float(vals.min()), float(vals.max())
-    got = select_for(plan, m1, v, *h.lookup())
+    got = select_for(plan, m1, v, h.lookup())
     cost = float(plan[-1, COST])
     want = select_choice(plan, m1, h.estimate(v))
     assert (got - SETTLED if got >= SETTLED else got) == want
@@ -200,9 +200,9 @@ def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
              router.select_for)
     calls = [0]
 
-    def counted(plan: np.ndarray, size: int, v: float, *hist: np.ndarray) -> int:
+    def counted(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
         calls[0] += 1
-        return int(saved[3](plan, size, v, *hist))
+        return int(saved[3](plan, size, v, hist))
 
     router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = 8, 3, 10**9
     router.select_for = counted
