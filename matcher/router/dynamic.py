@@ -17,7 +17,12 @@ its correction factor (per member and incoming side) takes one sign step toward 
 modelled; every ``EXPLORE_EVERY``-th timed tuple the runner-up runs instead when its corrected
 cost is within ``EXPLORE_WITHIN`` of the choice, so an over-predicted member is measured too.
 The corrected cost is the model times the factor; the factors are exported as
-``hotjoin_router_correction``.
+``hotjoin_router_correction``. A member never timed, or whose last timed run was ``FAR_OFF`` its
+model, is *suspect*: SJ- and WJ-Dynamic time every tuple routed to it (and reuse no choice of
+it) until a run lands within ``FAR_OFF``. Found in session 12 on the server's load-test workload:
+SJ-JoinFirst, modelled cheap there, took ~0.35 ms per tuple, and with one timed run per
+``FEEDBACK_EVERY`` routed tuples (each moving its correction by at most 2×) the first batches
+of a fresh engine spent 2–4 µs per event on it, against ~1 µs later.
 
 Routing overhead (0.5–2.5 µs per tuple in CPython, ``docs/benchmarks-router.md``) is kept down:
 
@@ -205,6 +210,9 @@ class _Routing:
         self._folded = {1: [1.0] * nm, -1: [1.0] * nm}  # the corrections the plans hold
         # each member's last timed run far off (FAR_OFF): 1 above, -1 below, 0 not far
         self._far = {1: [0] * nm, -1: [0] * nm}
+        # *suspect* members (module docstring): never timed yet, or far off their model when
+        # last timed; SJ-/WJ-Dynamic time every tuple routed to one until a run lands near it
+        self._suspect = {1: [True] * nm, -1: [True] * nm}
         # each member's last sign step, in log scale (its sign: the direction it moved)
         self._steps = {1: [math.log(FEEDBACK_STEP)] * nm, -1: [math.log(FEEDBACK_STEP)] * nm}
         self._countdown = {1: 0, -1: 0}  # tuples until the plan is refolded (< 0: now)
@@ -259,6 +267,7 @@ class _Routing:
         steps = self._steps[d]
         far = 0 if FAR_OFF * r >= 1.0 and r <= FAR_OFF else 1 if r > 1.0 else -1
         last_far, self._far[d][i] = self._far[d][i], far
+        self._suspect[d][i] = far != 0
         if far and (explored or far == last_far or i in self._unmeasured[d]):
             # far off (a member explored or timed for the first time, a new workload shown by
             # two far runs in a row): go half-way in log scale, at most 2× per run, so one
@@ -618,21 +627,32 @@ class SelectDynamic(_Routing, SelectStrategy):
             self._refresh(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
+        plan = self._plans[d]
         if cd & (FEEDBACK_EVERY - 1) or not self.feedback:  # not a timed tuple
             i = self._settled[d].get(size, -1)
-            if i < 0:
-                i = select_for(self._plans[d], size, v, self._lookup[d])
-                if i >= SETTLED:
-                    i -= SETTLED
+            if i >= 0:
+                self.last = i
+                self.counts[i] += 1
+                self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+                return
+            i = select_for(plan, size, v, self._lookup[d])
+            settled = i >= SETTLED
+            if settled:
+                i -= SETTLED
+            if not (self._suspect[d][i] and self.feedback):
+                if settled:
                     self._settle(d, size, i)
-            self.last = i
-            self.counts[i] += 1
-            self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
-            return
+                self.last = i
+                self.counts[i] += 1
+                self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+                return
+            # a suspect member (never timed, or far off its model when last timed): time it
+        else:
+            i = select_for(plan, size, v, self._lookup[d])
+            if i >= SETTLED:
+                i -= SETTLED
         # a timed run: learn the chosen member's correction (now and then another's)
-        plan = self._plans[d]
-        i = select_for(plan, size, v, self._lookup[d])
-        i = chosen = i - SETTLED if i >= SETTLED else i
+        chosen = i
         i, best = self._timed_choice(d, i, float(plan[-1, COST]),
                                      lambda: self._costs(self._quantities(dirn, v, table,
                                                                           size)))
@@ -875,9 +895,10 @@ class WindowDynamic(_Routing, WindowStrategy):
                 best, second, i = cost, best, j
             elif cost < second:
                 second = cost
-        if second >= RUN_MARGIN * best:
+        suspect = self._suspect[d][i] and self.feedback
+        if second >= RUN_MARGIN * best and not suspect:
             self._runs[d][octave] = [i, RUN_LENGTH]
-        if not timed:
+        if not (timed or suspect):
             self.last = i
             self.counts[i] += 1
             self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)

@@ -327,6 +327,23 @@ def test_feedback_moves_away_from_an_under_predicted_member() -> None:
     assert corr["SJ-JoinFirst"] > 3.0 and corr["SJ-Vanilla"] < 1.0, corr
 
 
+def test_a_far_off_member_is_timed_on_every_use_until_corrected() -> None:
+    """JoinFirst modelled at 1 µs takes 60 µs (Vanilla: 3 µs modelled, 2 µs true). A member
+    never timed, or far off its model when last timed, is timed on every routed tuple, so
+    its correction climbs (at most 2× per run) within a handful of tuples instead of one timed
+    run per ``FEEDBACK_EVERY`` (~32 tuples each)."""
+    import hotjoin.matcher.router.dynamic as router
+
+    _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
+                                   "SJ-Vanilla": [3000.0, 0.0, 0.0]},
+                                  {"SJ-JoinFirst": 60000.0, "SJ-Vanilla": 2000.0}, n=400)
+    jf = ix.member_names.index("SJ-JoinFirst")
+    first = choices.index(next(c for c in choices if c != jf))
+    assert 0 < first <= 12, first  # 60× off: a few doublings, one tuple each
+    assert router.FEEDBACK_EVERY * 3 > 12
+    assert choices[first:].count(jf) < 20, Counter(choices)  # explorations at most
+
+
 def test_exploration_finds_an_over_predicted_member() -> None:
     """The profile over-predicts Vanilla (1.5 µs, really 0.1 µs), so it is never the model's
     choice; explorations measure it and the router moves to it."""
