@@ -356,8 +356,11 @@ def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
             sel = np.flatnonzero(mine)
             sub = [ids[i] for i in sel.tolist()]
         first = dict.fromkeys(sub)  # distinct ids in order of first appearance
-        index = dict(zip(first, range(m, m + len(first)), strict=True))
-        c = np.fromiter(map(index.__getitem__, sub), dtype=np.int64, count=len(sub))
+        if len(first) == len(sub):  # the common case, no id twice: codes in order
+            c = np.arange(m, m + len(sub), dtype=np.int64)
+        else:
+            index = dict(zip(first, range(m, m + len(first)), strict=True))
+            c = np.fromiter(map(index.__getitem__, sub), dtype=np.int64, count=len(sub))
         if sub is ids:
             code = c
         else:

@@ -175,8 +175,13 @@ class KeyIndex:
         new = groups < 0
         if new.any():
             idx = np.flatnonzero(new)
-            uk, inv = np.unique(keys[idx], return_inverse=True)
+            nk, nv = keys[idx], vals[idx]
+            by_key = np.lexsort((nv, nk))  # by key, then value: by_value's load order too
+            sk = nk[by_key]
+            starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+            uk = sk[starts]  # the new keys, ascending (as np.unique)
             m = uk.shape[0]
+            counts = np.diff(np.append(starts, sk.shape[0]))
             reuse = min(m, len(self._free))  # freed group ids first, in ``add``'s pop order
             taken = self._free[len(self._free) - reuse:][::-1]
             del self._free[len(self._free) - reuse:]
@@ -186,10 +191,12 @@ class KeyIndex:
             self._next += m - reuse
             group.update(zip(uk.tolist(), gids.tolist(), strict=True))
             self._groups.put_many(uk, gids)
-            counts = np.bincount(inv, minlength=uk.shape[0])
-            for pool, col in self._pools(vals, tms):
-                order = np.lexsort((col[idx], inv))  # by group, then value/time; stable
-                pool.load_groups(gids, counts, col[idx][order], slots[idx][order])
+            self.by_value.load_groups(gids, counts, nv[by_key], slots[idx][by_key])
+            if self.by_time is not None:
+                inv = np.empty(idx.shape[0], dtype=np.int64)  # each new tuple's key rank
+                inv[by_key] = np.repeat(np.arange(m, dtype=np.int64), counts)
+                order = np.lexsort((tms[idx], inv))  # by group, then time; stable
+                self.by_time.load_groups(gids, counts, tms[idx][order], slots[idx][order])
         old = ~new
         if old.any():
             idx = np.flatnonzero(old)
