@@ -35,11 +35,12 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.engine import Engine
-from hotjoin.matcher.model import BandJoin, Range, SelectJoin
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.router.calibrate import ALL_MEMBERS, MemberTimes, load, time_members, warm_up
 from hotjoin.matcher.workload import r_arrays, s_arrays
 from hotjoin.ops.bench.band import (
     BandBenchConfig,
+    BandBruteForce,
     _table_cfg,
     calibrate_half_width,
     clustered_bands,
@@ -79,7 +80,7 @@ class RouterBenchConfig:
 
 def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
                   selection_rate: float) -> tuple[Engine, tuple[np.ndarray, np.ndarray],
-                                                  NumpyBruteForce]:
+                                                  SelectReference]:
     rng = np.random.default_rng([c.seed, n, m, round(join_rate * 100),
                                  round(selection_rate * 1e5)])
     e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback,
@@ -102,21 +103,84 @@ def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
     r = (np.rint(rng.normal(5000.0, sigma, t)), rng.uniform(0.0, VALUE_DOMAIN, t))
     brute = NumpyBruteForce(Table1Data(a_lo, a_hi, c_lo, c_hi, (s_keys, s_vals, s_ids), r),
                             KeyedValues(s_keys, s_vals))
-    return e, r, brute
+    return e, r, SelectReference(brute)
 
 
-def time_brute_force(brute: NumpyBruteForce, r: tuple[np.ndarray, ...], mt: MemberTimes,
+class SelectReference:
+    """The select points' NumPy brute force (``ops/bench/select.NumpyBruteForce``) over the
+    tuples with partners, as ``time_members`` picks them."""
+
+    def __init__(self, brute: NumpyBruteForce) -> None:
+        self.brute = brute
+
+    def rows(self, r: tuple[np.ndarray, ...]) -> list[tuple[float, ...]]:
+        kv = self.brute.kv
+        return [(k, v) for k, v in zip(r[0].tolist(), r[1].tolist(), strict=True)
+                if kv.get(k)[1] > kv.get(k)[0]]
+
+    def affected(self, row: tuple[float, ...]) -> int:
+        return int(self.brute.affected(*row)[0].shape[0])
+
+
+class BandReference:
+    """The band points' NumPy brute force (``ops/bench/band.BandBruteForce``: every band
+    against the sorted S keys, two searchsorted calls per tuple); every tuple has work."""
+
+    def __init__(self, brute: BandBruteForce) -> None:
+        self.brute = brute
+
+    def rows(self, r: tuple[np.ndarray, ...]) -> list[tuple[float, ...]]:
+        return [(k,) for k in r[0].tolist()]
+
+    def affected(self, row: tuple[float, ...]) -> int:
+        return int(self.brute.affected(row[0])[0].shape[0])
+
+
+class WindowReference:
+    """The window points' NumPy brute force a user would write: the key's stored S tuples
+    (sorted keys, two searches), then every subscription masked at once — A holds the value,
+    and some partner has its value in C and its time within the subscription's w of now."""
+
+    def __init__(self, subs: list[WindowJoin], s: tuple[np.ndarray, ...], now: int) -> None:
+        self.a_lo = np.array([q.a.lo for q in subs], dtype=np.float64)
+        self.a_hi = np.array([q.a.hi for q in subs], dtype=np.float64)
+        self.c_lo = np.array([q.c.lo for q in subs], dtype=np.float64)
+        self.c_hi = np.array([q.c.hi for q in subs], dtype=np.float64)
+        self.w = np.array([q.w for q in subs], dtype=np.int64)
+        order = np.argsort(s[0], kind="stable")
+        self.keys, self.vals, self.times = s[0][order], s[1][order], s[2][order]
+        self.now = now
+
+    def rows(self, r: tuple[np.ndarray, ...]) -> list[tuple[float, ...]]:
+        a = np.searchsorted(self.keys, r[0], "left")
+        b = np.searchsorted(self.keys, r[0], "right")
+        return [(k, v) for k, v, x, y in zip(r[0].tolist(), r[1].tolist(), a.tolist(),
+                                             b.tolist(), strict=True) if y > x]
+
+    def affected(self, row: tuple[float, ...]) -> int:
+        k, v = row
+        a, b = np.searchsorted(self.keys, k, "left"), np.searchsorted(self.keys, k, "right")
+        sel = np.flatnonzero((self.a_lo <= v) & (v <= self.a_hi))
+        pv, pt = self.vals[a:b], self.times[a:b]
+        ok = ((self.c_lo[sel, None] <= pv) & (pv <= self.c_hi[sel, None])
+              & (np.abs(pt - self.now) <= self.w[sel, None]))
+        return int(np.count_nonzero(ok.any(axis=1)))
+
+
+Reference = SelectReference | BandReference | WindowReference
+
+
+def time_brute_force(ref: Reference, r: tuple[np.ndarray, ...], mt: MemberTimes,
                      lead_in: int) -> float:
     """Seconds the NumPy brute force (SPEC §6) takes for the tuples the members were timed on
     (those with partners, after the lead-in, as ``time_members`` picks them); it must find the
     same number of affected subscriptions on each (AssertionError otherwise)."""
-    rows = [(k, v) for k, v in zip(r[0].tolist(), r[1].tolist(), strict=True)
-            if brute.kv.get(k)[1] > brute.kv.get(k)[0]][lead_in:]
+    rows = ref.rows(r)[lead_in:]
     assert len(rows) == mt.affected.shape[0], (len(rows), mt.affected.shape)
     got = np.zeros(len(rows))
     t0 = time.perf_counter()
-    for x, (k, v) in enumerate(rows):
-        got[x] = brute.affected(k, v)[0].shape[0]
+    for x, row in enumerate(rows):
+        got[x] = ref.affected(row)
     dt = time.perf_counter() - t0
     bad = np.flatnonzero(got != mt.affected)
     assert not bad.size, f"NumPy brute force: tuple {int(bad[0])} affects {got[bad[0]]:.0f}, " \
@@ -125,7 +189,7 @@ def time_brute_force(brute: NumpyBruteForce, r: tuple[np.ndarray, ...], mt: Memb
 
 
 def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, np.ndarray],
-                                                      None]:
+                                                      BandReference]:
     bc = BandBenchConfig(subscriptions=n, s_size=n)
     s_keys, s_vals, s_times = s_arrays(_table_cfg(bc), n)
     hw, _ = calibrate_half_width(bc, s_keys, n, bc.tau)
@@ -135,16 +199,19 @@ def band_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray,
                                                                strict=True)])
     load(e, s_keys, s_vals, np.asarray(s_times, dtype=np.int64))
     rk, rv = r_arrays(_table_cfg(bc), c.tuples + c.lead_in, batch=7)[:2]
-    return e, (rk, rv), None
+    return e, (rk, rv), BandReference(BandBruteForce(lo, hi, s_keys))
 
 
-def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...], None]:
+def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarray, ...],
+                                                        WindowReference]:
     wc = WindowBenchConfig(subscriptions=n, events=c.tuples + c.lead_in)
     s, r = data(wc, wc.per_key)
     e = Engine(strategy="auto", options={"alpha": c.alpha, "router_feedback": c.feedback})
-    e.subscribe_many(subs(wc, n, wc.w_spread))
+    q = subs(wc, n, wc.w_spread)
+    e.subscribe_many(q)
     load(e, *s)
-    return e, r, None
+    now = 0 if e.watermark is None else e.watermark + e.lateness  # the probes' time
+    return e, r, WindowReference(q, s, now)
 
 
 def summarise(mt: MemberTimes) -> dict[str, Any]:
@@ -200,7 +267,7 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
         e, r, brute = make()
         mt = _measure(e, kind, r, c)
         s = summarise(mt)
-        if brute is not None:  # the reference a user would write (SPEC §6), same tuples
+        if mt.affected.shape[0]:  # the reference a user would write (SPEC §6), same tuples
             secs = time_brute_force(brute, r, mt, c.lead_in)
             s["throughput"]["NumPy brute force"] = mt.affected.shape[0] / secs
             s["dynamic_over_numpy"] = (s["throughput"][mt.members[0][:3] + "Dynamic"]

@@ -23,9 +23,9 @@ def test_bench_router_quick(tmp_path: Path) -> None:
     for r in res["records"]:
         prefix = r["members"][0][:3]
         tp = r["throughput"]
-        # select points carry the NumPy brute force (SPEC §6), timed on the same tuples; the
-        # bench itself asserts it found the same affected counts as the engine
-        numpy = {"NumPy brute force"} if r["kind"] == "select" else set()
+        # every point with timed tuples carries the NumPy brute force (SPEC §6), timed on the
+        # same tuples; the bench itself asserts it found the engine's affected counts
+        numpy = {"NumPy brute force"} if r["tuples"] else set()
         assert set(tp) == {*r["members"], prefix + "Dynamic", prefix + "Optimum", *numpy}
         if numpy:
             assert r["dynamic_over_numpy"] == tp[prefix + "Dynamic"] / tp["NumPy brute force"]
@@ -35,8 +35,11 @@ def test_bench_router_quick(tmp_path: Path) -> None:
         assert 0.0 <= r["optimal_share"] <= 1.0
     # the quick band workload does real matching work, not empty probes
     assert all(r["affected_per_tuple"] > 0 for r in res["records"] if r["figure"] == "band")
-    # and so does select: the brute force's equal counts are a real check
+    # and so do select and window: the brute force's equal counts are a real check
     assert any(r["affected_per_tuple"] > 0 for r in res["records"] if r["kind"] == "select")
+    assert any(r["affected_per_tuple"] > 0 for r in res["records"] if r["kind"] == "window")
+    assert all("NumPy brute force" in r["throughput"] for r in res["records"]
+               if r["kind"] != "select")
     assert (plots / "router_fig12_throughput.png").stat().st_size > 0
     assert (plots / "router_fig15_decisions.png").stat().st_size > 0
 
