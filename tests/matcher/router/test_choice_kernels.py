@@ -144,6 +144,44 @@ def test_settled_with_its_margin_and_not_on_a_tie() -> None:
         assert select_choice(plan, 3, -1.0) == 0
 
 
+def _routed_engine(rng: np.random.Generator, coef: dict[str, list[float]], subs: int,
+                   width: int, stored: int, keys: int) -> Engine:
+    """An ``"auto"`` engine with profile ``coef``: ``subs`` select joins (A ranges of
+    ``width``) and ``stored`` S tuples over ``keys`` keys."""
+    e = Engine(strategy="auto", options={"cost_profile": CostProfile(coef), "alpha": 0.2})
+    e.subscribe_many([SelectJoin(a=Range(float(x), float(x + width)),
+                                 c=Range(float(y), float(y + 9)))
+                      for x, y in zip(rng.integers(0, 80, subs), rng.integers(0, 95, subs),
+                                      strict=True)])
+    for i in range(stored):
+        e.publish_batch(["S"], [f"s{i}"], [float(rng.integers(0, keys))],
+                        [float(rng.integers(0, 100))], [i], output="none")
+    return e
+
+
+def _probe_and_check(e: Engine, rng: np.random.Generator, n: int, keys: int) -> int:
+    """Probe ``n`` random R tuples; after each, SJ-Dynamic's invariants hold (the plan holds
+    the corrections, every settled choice wins at both ends of n′) and, unless the tuple was
+    an exploration, its choice is the argmin of the corrected models as they stood before it.
+    Returns the number of tuples so checked."""
+    ix: Any = e.select
+    table = e.tables["S"]
+    checked = 0
+    for _ in range(n):
+        key, val = float(rng.integers(0, keys)), float(rng.integers(0, 100))
+        raw = ix.costs(1, key, val, 0, table)
+        corr = list(ix.corr[1])
+        explored = ix.explorations
+        e.probe("R", key, val)
+        ix.check_invariants()
+        if raw is None or ix.explorations != explored:
+            continue
+        c = [x * k for x, k in zip(raw, corr, strict=True)]
+        assert c[ix.last] <= min(c) * (1 + 1e-9) + 1e-9, (c, ix.last)
+        checked += 1
+    return checked
+
+
 def test_settled_choices_follow_the_corrections() -> None:
     """Probes against a static table with online calibration (timed every tuple, a big step):
     the corrections move on every tuple, and each choice is still the argmin of the corrected
@@ -158,29 +196,9 @@ def test_settled_choices_follow_the_corrections() -> None:
     saved = (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY)
     router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = 4, 10**9, 10**9
     try:
-        e = Engine(strategy="auto", options={"cost_profile": CostProfile(coef), "alpha": 0.2})
-        e.subscribe_many([SelectJoin(a=Range(float(x), float(x + 20)),
-                                     c=Range(float(y), float(y + 9)))
-                          for x, y in zip(rng.integers(0, 80, 80), rng.integers(0, 95, 80),
-                                          strict=True)])
-        for i in range(300):
-            e.publish_batch(["S"], [f"s{i}"], [float(rng.integers(0, 12))],
-                            [float(rng.integers(0, 100))], [i], output="none")
+        e = _routed_engine(rng, coef, subs=80, width=20, stored=300, keys=12)
         ix: Any = e.select
-        table = e.tables["S"]
-        checked = 0
-        for _ in range(2000):
-            key, val = float(rng.integers(0, 14)), float(rng.integers(0, 100))
-            raw = ix.costs(1, key, val, 0, table)
-            corr = list(ix.corr[1])
-            e.probe("R", key, val)
-            ix.check_invariants()  # the plan holds the corrections; settled choices hold
-            if raw is None or ix.explorations:
-                continue
-            c = [x * k for x, k in zip(raw, corr, strict=True)]
-            assert c[ix.last] <= min(c) * (1 + 1e-9) + 1e-9, (c, ix.last)
-            checked += 1
-        assert checked > 1000
+        assert _probe_and_check(e, rng, 2000, keys=14) > 1000
         assert ix.routing_stats()["corrections"]["R"] != dict.fromkeys(ix.member_names, 1.0)
     finally:
         router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = saved
@@ -207,14 +225,7 @@ def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
     router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = 8, 3, 10**9
     router.select_for = counted
     try:
-        e = Engine(strategy="auto", options={"cost_profile": CostProfile(coef), "alpha": 0.2})
-        e.subscribe_many([SelectJoin(a=Range(float(x), float(x + 30)),
-                                     c=Range(float(y), float(y + 9)))
-                          for x, y in zip(rng.integers(0, 80, 60), rng.integers(0, 95, 60),
-                                          strict=True)])
-        for i in range(400):
-            e.publish_batch(["S"], [f"s{i}"], [float(rng.integers(0, 40))],
-                            [float(rng.integers(0, 100))], [i], output="none")
+        e = _routed_engine(rng, coef, subs=60, width=30, stored=400, keys=40)
         ix: Any = e.select
         now = [0]
 
@@ -223,20 +234,7 @@ def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
             return now[0]
 
         ix.clock = clock
-        table = e.tables["S"]
-        checked = 0
-        for _ in range(3000):
-            key, val = float(rng.integers(0, 40)), float(rng.integers(0, 100))
-            raw = ix.costs(1, key, val, 0, table)
-            corr = list(ix.corr[1])
-            explored = ix.explorations
-            e.probe("R", key, val)
-            ix.check_invariants()  # every settled choice wins at both ends of n′
-            if raw is None or ix.explorations != explored:
-                continue
-            c = [x * k for x, k in zip(raw, corr, strict=True)]
-            assert c[ix.last] <= min(c) * (1 + 1e-9), (c, ix.last)
-            checked += 1
+        checked = _probe_and_check(e, rng, 3000, keys=40)
         assert checked > 2000
         assert ix.explorations > 20
         assert calls[0] < 0.75 * checked, calls  # the settled choices served many tuples
