@@ -41,7 +41,7 @@ refolded or the corrections move some ratio of two members' costs by the margin.
 SETTLED_MARGIN = 1.0 + 1e-6
 """A member settles when it undercuts every other by more than this factor at both ends (a
 win by rounding noise does not count). The router keeps each settled choice exactly as long
-as its own margin allows (``SelectDynamic._corrected``): until session 11 every choice needed
+as its own margin allows (``SelectDynamic._moved``): until session 11 every choice needed
 a 1.1× margin and all were dropped together once any correction moved by √1.1, which left
 two thirds of the tuples of Fig. 12's first point paying a kernel call."""
 MARGIN_CAP = 1e9

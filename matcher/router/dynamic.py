@@ -445,8 +445,8 @@ class _OwnRanges:
 class SelectDynamic(_Routing, SelectStrategy):
     """SJ-Dynamic (§4.1, §5.4): the cheapest of the members per incoming tuple.
 
-    The decision is one compiled call (``choice_kernels.select_choice``) over the plan, a
-    row of folded constants per member; the plan is refolded every ``PLAN_REFRESH`` tuples
+    The decision reads the plan, a row of folded constants per member
+    (``choice_kernels``); the plan is refolded every ``PLAN_REFRESH`` tuples
     when |S| or |Q| moved, and after any subscription change (which may move τ, the hotspots
     and the histograms). The learned corrections are a column of the plan.
 
