@@ -130,14 +130,6 @@ too (regret at most (EXPLORE_WITHIN − 1) / (FEEDBACK_EVERY · EXPLORE_EVERY) �
 model is right; an explored member's correction moves half-way to its measured ratio at once,
 so one the model under-predicts stops being explored after a run or two)."""
 EXPLORE_WITHIN = 2.0
-EXPLORE_FIRST_WITHIN = 64.0
-"""Each member never run yet is explored once, at the first timed run whose choice lands near
-its model, when it is modelled at most this many times dearer than the choice (the regular
-explorations consider only the runner-up within ``EXPLORE_WITHIN``). Found in session 12 on
-the batch bench's window workload, where the shipped profile under-predicts every member by
-2–20× in different proportions: until each member had been measured, the router kept a member
-3× slower than the best, and the batch path's ratio spread from 2.96× to 5.02× between runs
-(3.7× median of six); with each member measured once early, 4.03×–5.23× (4.4× median of six)."""
 FAR_OFF = 2.0
 """A measured / modelled ratio beyond this factor (either way) moves the correction by its
 square root (at most 2×) instead of one ``FEEDBACK_STEP`` when the member ran as an
@@ -228,7 +220,6 @@ class _Routing:
         self.explorations = 0
         self.clock = time.perf_counter_ns
         self._unmeasured = {1: set(range(nm)), -1: set(range(nm))}  # never timed yet
-        self._untried = {1: set(range(nm)), -1: set(range(nm))}  # never run in a timed run
 
     def quantities(self, dirn: int, b: float, v: float, t: int, table: BaseTable) -> Any:
         """The inputs of the kind's cost models for an incoming tuple (direction ``dirn``, key
@@ -276,7 +267,6 @@ class _Routing:
         steps = self._steps[d]
         far = 0 if FAR_OFF * r >= 1.0 and r <= FAR_OFF else 1 if r > 1.0 else -1
         last_far, self._far[d][i] = self._far[d][i], far
-        self._untried[d].discard(i)
         self._suspect[d][i] = far != 0
         if far and (explored or far == last_far or i in self._unmeasured[d]):
             # far off (a member explored or timed for the first time, a new workload shown by
@@ -328,17 +318,7 @@ class _Routing:
         and then the runner-up (``_explore_pick`` over the raw ``costs()``); counts the
         decision."""
         self._explore -= 1
-        untried = self._untried[d]
-        if untried and not self._suspect[d][i]:
-            # the choice lands near its model: measure a member never run yet once now, if it
-            # is modelled at most EXPLORE_FIRST_WITHIN times dearer (see there)
-            cc = [c * k for c, k in zip(costs(), self.corr[d], strict=True)]
-            j = min(untried, key=cc.__getitem__)
-            untried.discard(j)
-            if j != i and cc[j] <= EXPLORE_FIRST_WITHIN * cc[i]:
-                self.explorations += 1
-                i, predicted = j, cc[j]
-        elif self._explore <= 0:
+        if self._explore <= 0:
             i, predicted = self._explore_pick(d, i, costs())
         self.last = i
         self.counts[i] += 1

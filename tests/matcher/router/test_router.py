@@ -445,7 +445,6 @@ def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.Monkey
     import hotjoin.matcher.router.dynamic as router
 
     monkeypatch.setattr(router, "EXPLORE_EVERY", 10**9)
-    monkeypatch.setattr(router, "EXPLORE_FIRST_WITHIN", 0.0)  # Vanilla stays never timed
     _, ix, _ = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0], "SJ-Vanilla": [1100.0, 0.0, 0.0]},
                             {"SJ-JoinFirst": 500.0, "SJ-Vanilla": 550.0}, n=400)
     corr = ix.routing_stats()["corrections"]["R"]
@@ -454,23 +453,6 @@ def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.Monkey
                             {"SJ-JoinFirst": 2000.0, "SJ-Vanilla": 9000.0}, n=400)
     corr = ix.routing_stats()["corrections"]["R"]
     assert corr["SJ-JoinFirst"] > 1.5 and corr["SJ-Vanilla"] == 1.0, corr
-
-
-@pytest.mark.parametrize(("vanilla_model", "explored"), [(3000.0, 1), (100_000.0, 0)])
-def test_each_member_is_measured_once_early(monkeypatch: pytest.MonkeyPatch,
-                                            vanilla_model: float, explored: int) -> None:
-    """With the regular explorations off, a member never run is still run once, at the first
-    timed run whose choice lands near its model, if it is modelled within
-    ``EXPLORE_FIRST_WITHIN`` of the choice (3× here: once; 100×: never)."""
-    import hotjoin.matcher.router.dynamic as router
-
-    monkeypatch.setattr(router, "EXPLORE_EVERY", 10**9)
-    _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
-                                   "SJ-Vanilla": [vanilla_model, 0.0, 0.0]},
-                                  {"SJ-JoinFirst": 1000.0, "SJ-Vanilla": 2500.0}, n=300)
-    v = ix.member_names.index("SJ-Vanilla")
-    assert ix.explorations == explored
-    assert choices.count(v) == explored, Counter(choices)
 
 
 def test_a_far_off_member_is_explored_only_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
