@@ -2,12 +2,11 @@
 
 SJ-Dynamic folds each member's cost model into one row of a small float64 array (its *plan*,
 ``cost_model.SelectPlan`` laid out flat, see ``PLAN_COLUMNS``) whenever the slowly moving
-quantities change; per incoming tuple only the key's partner count m′ and the estimate n′ vary,
-and :func:`select_choice` evaluates every member's cost from them in one call (~0.15 µs from
-Python, against ~0.75 µs for the same loop in CPython). It first tries to settle the choice
-without n′ (at the estimator's least and largest answer), which saves the histogram lookup,
-and says when the choice holds for that m′ by a margin, so the caller can reuse it. The
-learned correction of each member is a column of the plan: online calibration updates one
+quantities change; per incoming tuple only the key's partner count m′ and the estimate n′ vary.
+:func:`select_for` estimates n′ from the histogram's arrays and evaluates every member's cost
+in one call; :func:`choice_at_bounds`, which it calls too, says whether the choice holds for
+that m′ at every n′ the estimator can answer, and by what margin, so the caller can reuse it.
+The learned correction of each member is a column of the plan: online calibration updates one
 cell instead of refolding.
 """
 
@@ -32,9 +31,10 @@ was given n′), the least and largest value the n′ estimator can answer, and 
 last settled choice (written with it)."""
 COST, N1_LO, N1_HI, MARGIN = range(len(STATE_COLUMNS))
 NEEDS_N1 = -1
-""":func:`select_choice`'s answer when the choice depends on n′: ask again with it."""
+""":func:`choice_at_bounds`'s answer when the choice depends on n′."""
 SETTLED = 1 << 20
-"""Added to :func:`select_choice`'s answer when the member wins for the key's partner count
+"""Added to the member :func:`choice_at_bounds` and :func:`select_for` answer when it wins for
+the key's partner count
 at every n′ by a factor above ``SETTLED_MARGIN``; that factor (the *margin*) is written to the
 state row's ``MARGIN`` cell. The caller may reuse the choice for that count until the plan is
 refolded or the corrections move some ratio of two members' costs by the margin."""
@@ -110,53 +110,35 @@ def _cheapest(plan: np.ndarray, size: int, lgm: float, n1: float) -> tuple[int, 
 
 
 @njit(cache=True)
-def select_choice(plan: np.ndarray, size: int, n1: float) -> int:
+def choice_at_bounds(plan: np.ndarray, size: int) -> int:
     """The member whose corrected modelled cost is least for a tuple whose key has ``size``
-    partners and whose own-range estimate is ``n1`` (ties: the first member).
+    partners at every n′ the estimator can answer, or ``NEEDS_N1``.
 
-    Called first with ``n1 = -1`` (n′ not estimated): it answers without n′ when one member
-    wins at both the least and the largest estimate and its cost is linear in n′ (codes 0,
-    1, 2, 4): every other cost is linear or concave in n′ (code 3 is a min), so its difference
-    to that member's is ≥ 0 between the two ends too, and that member wins at every n′ in
-    between (plus ``SETTLED`` when every other member costs more than ``SETTLED_MARGIN`` times
-    as much at both ends, which holds in between for the same reason; the least such factor is
-    written to the state row's ``MARGIN``). Otherwise it answers
-    ``NEEDS_N1``; a call with the estimate ``n1 ≥ 0`` decides and writes the chosen cost to
-    the state row. ``lg m′`` is ``log2(m′ + 2)`` as in ``cost_model.lg``.
+    It answers when one member wins at both the least and the largest estimate (the state
+    row's ``N1_LO`` and ``N1_HI``) and its cost is linear in n′ (codes 0, 1, 2, 4): every other
+    cost is linear or concave in n′ (code 3 is a min), so its difference to that member's is
+    ≥ 0 between the two ends too, and that member wins at every n′ in between; plus
+    ``SETTLED`` when every other member costs more than ``SETTLED_MARGIN`` times as much at
+    both ends, which holds in between for the same reason, with the least such factor written
+    to the state row's ``MARGIN``. ``lg m′`` is ``log2(m′ + 2)`` as in ``cost_model.lg``.
 
     >>> p = empty_plan(2)
     >>> p[0, CODE], p[0, A], p[0, K] = 0, 10.0, 5.0                  # 10 + 5 m′
     >>> p[1, CODE], p[1, A], p[1, K], p[1, EXTRA] = 4, 40.0, 0.5, 1.0  # 40 + n′/2 + m′
     >>> p[-1, N1_LO], p[-1, N1_HI] = 0.0, 30.0
-    >>> select_choice(p, 2, -1.0) == SETTLED   # 20 against 42..57: member 0 by ≥ 2.1×
+    >>> choice_at_bounds(p, 2) == SETTLED   # 20 against 42..57: member 0 by ≥ 2.1×
     True
     >>> float(p[-1, MARGIN])
     2.1
-    >>> select_choice(p, 7, -1.0) == SETTLED   # 45 against 47..62: member 0 by ≥ 47/45
+    >>> choice_at_bounds(p, 7) == SETTLED   # 45 against 47..62: member 0 by ≥ 47/45
     True
     >>> round(float(p[-1, MARGIN]), 4)
     1.0444
-    >>> select_choice(p, 8, -1.0)              # 50 against 48..63: it depends on n′
+    >>> choice_at_bounds(p, 8)              # 50 against 48..63: it depends on n′
     -1
-    >>> select_choice(p, 8, 10.0), float(p[-1, COST])
-    (0, 50.0)
-    >>> select_choice(p, 8, 2.0), float(p[-1, COST])
-    (1, 49.0)
     """
     state = plan.shape[0] - 1
     lgm = math.log2(size + 2.0)
-    if n1 >= 0.0:
-        chosen, best, _ = _cheapest(plan, size, lgm, n1)
-        plan[state, COST] = best
-        return chosen
-    return _at_the_bounds(plan, size, lgm)
-
-
-@njit(cache=True)
-def _at_the_bounds(plan: np.ndarray, size: int, lgm: float) -> int:
-    """:func:`select_choice` without n′: the member (plus ``SETTLED``, margin written) or
-    ``NEEDS_N1``."""
-    state = plan.shape[0] - 1
     lo, c_lo, next_lo = _cheapest(plan, size, lgm, plan[state, N1_LO])
     if plan[lo, CODE] == 3.0:  # concave in n′: the ends settle nothing
         return NEEDS_N1
@@ -184,17 +166,13 @@ def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     (Fig. 15's largest join rate, session 12: ~2 µs per tuple for the decision as a chain of
     Python steps and three kernel calls, ~0.9 µs of it with the members stubbed out).
     """
-    state = plan.shape[0] - 1
-    lgm = math.log2(size + 2.0)
     n1 = estimate_at(hist, v)
-    chosen, best, _ = _cheapest(plan, size, lgm, n1)
-    plan[state, COST] = best
-    at_bounds = _at_the_bounds(plan, size, lgm)
-    if at_bounds == chosen + SETTLED:
-        return at_bounds
-    return chosen
+    chosen, best, _ = _cheapest(plan, size, math.log2(size + 2.0), n1)
+    plan[plan.shape[0] - 1, COST] = best
+    at_bounds = choice_at_bounds(plan, size)
+    return at_bounds if at_bounds == chosen + SETTLED else chosen
 
 
 __all__ = ["COST", "CORRECTION", "MARGIN", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
-           "SETTLED_MARGIN", "STATE_COLUMNS", "empty_plan", "fill_row", "member_cost",
-           "select_choice", "select_for"]
+           "SETTLED_MARGIN", "STATE_COLUMNS", "choice_at_bounds", "empty_plan", "fill_row",
+           "member_cost", "select_for"]

@@ -627,33 +627,26 @@ class SelectDynamic(_Routing, SelectStrategy):
             self._refresh(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        plan = self._plans[d]
-        if cd & (FEEDBACK_EVERY - 1) or not self.feedback:  # not a timed tuple
-            i = self._settled[d].get(size, -1)
-            if i >= 0:
-                self.last = i
-                self.counts[i] += 1
-                self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
-                return
+        timed = self.feedback and not cd & (FEEDBACK_EVERY - 1)
+        i = -1 if timed else self._settled[d].get(size, -1)
+        if i < 0:
+            plan = self._plans[d]
             i = select_for(plan, size, v, self._lookup[d])
             settled = i >= SETTLED
             if settled:
                 i -= SETTLED
-            if not (self._suspect[d][i] and self.feedback):
-                if settled:
-                    self._settle(d, size, i)
-                self.last = i
-                self.counts[i] += 1
-                self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
-                return
-            # a suspect member (never timed, or far off its model when last timed): time it
-        else:
-            i = select_for(plan, size, v, self._lookup[d])
-            if i >= SETTLED:
-                i -= SETTLED
+            if self.feedback and self._suspect[d][i]:
+                timed = True  # never timed, or far off its model when last timed: time it
+            elif settled and not timed:
+                self._settle(d, size, i)
+        if not timed:
+            self.last = i
+            self.counts[i] += 1
+            self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+            return
         # a timed run: learn the chosen member's correction (now and then another's)
         chosen = i
-        i, best = self._timed_choice(d, i, float(plan[-1, COST]),
+        i, best = self._timed_choice(d, i, float(self._plans[d][-1, COST]),
                                      lambda: self._costs(self._quantities(dirn, v, table,
                                                                           size)))
         t0 = self.clock()

@@ -123,8 +123,8 @@ in one compiled call before the next read or once it holds this many."""
 class FloatIntMap:
     """float64 → int64 (values ≥ 0) with column lookups in one compiled call (module
     docstring). Single writes cost a list append (they are logged and applied in one call
-    before the next read); a single-key :meth:`get` is a kernel call (~0.2 µs): keep a dict
-    beside it where single lookups are hot, as the key index does."""
+    before the next read); single-key reads are not offered: a kernel call costs more than a
+    dict lookup, so keep a dict beside it where they are hot, as the key index does."""
 
     def __init__(self, capacity: int = 16) -> None:
         cap = 16
@@ -134,11 +134,6 @@ class FloatIntMap:
         self._count = 0
         self._log_keys: list[float] = []
         self._log_vals: list[int] = []
-
-    @property
-    def count(self) -> int:
-        self._flush()
-        return self._count
 
     def set(self, key: float, val: int) -> None:
         """Set ``key → val`` (``val ≥ 0``, ``key`` finite: the caller checks), logged."""
@@ -169,7 +164,8 @@ class FloatIntMap:
         self.used = np.zeros(cap, dtype=np.bool_)
 
     def __len__(self) -> int:
-        return self.count
+        self._flush()
+        return self._count
 
     def _reserve(self, more: int) -> None:
         """Room for ``more`` new keys at a load factor ≤ 1/2 (a rehash doubles until so)."""
@@ -189,12 +185,6 @@ class FloatIntMap:
         out = np.empty(qs.shape[0], dtype=np.int64)
         _get_many(self.keys, self.vals, self.used, qs, out)
         return out
-
-    def get(self, key: float) -> int:
-        """The value of ``key``, ``MISSING`` when absent."""
-        self._flush()
-        i = _find(self.keys, self.used, float(key))
-        return int(self.vals[i]) if i >= 0 else MISSING
 
     def put_many(self, ks: np.ndarray, vs: np.ndarray) -> None:
         """Set ``ks[j] → vs[j]`` in order (a later duplicate key wins)."""

@@ -1,9 +1,9 @@
 """SJ-Dynamic's compiled decision (``matcher.router.choice_kernels``) against a plain argmin.
 
-``select_choice`` answers without n′ when the choice is the same at every n′ between the
+``choice_at_bounds`` answers without n′ when the choice is the same at every n′ between the
 estimator's bounds, and says when it is *settled* by a margin (the router then reuses it per
-partner count). Both shortcuts must give exactly the argmin of the members' costs at the
-tuple's n′.
+partner count); ``select_for`` estimates n′ in the kernel and decides. Both must give exactly
+the argmin of the members' costs at the tuple's n′.
 """
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hotjoin.matcher import Engine, Range, SelectJoin
-from hotjoin.matcher.partition.histogram import EquiWidthHistogram, SSIHistogram
+from hotjoin.matcher.partition.histogram import (
+    SSI_LOOKUP,
+    EquiWidthHistogram,
+    SSIHistogram,
+    lookup_array,
+)
 from hotjoin.matcher.router.choice_kernels import (
     COST,
     MARGIN,
@@ -25,10 +30,10 @@ from hotjoin.matcher.router.choice_kernels import (
     NEEDS_N1,
     SETTLED,
     SETTLED_MARGIN,
+    choice_at_bounds,
     empty_plan,
     fill_row,
     member_cost,
-    select_choice,
     select_for,
 )
 from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
@@ -56,8 +61,8 @@ def plans(draw: st.DrawFn) -> list[tuple[int, float, float, Any, float]]:
 @given(rows=plans(), m1=st.one_of(st.integers(1, 8), st.integers(1, 10**6)),
        lo=st.sampled_from([0.0, 1.0, 7.5, 300.0]), span=st.sampled_from([0.0, 2.0, 1e3, 1e6]),
        where=st.floats(0.0, 1.0))
-def test_choice_is_the_argmin_at_the_tuples_estimate(rows: list[Any], m1: int, lo: float,
-                                                     span: float, where: float) -> None:
+def test_choice_at_bounds_is_the_argmin_at_every_estimate(rows: list[Any], m1: int, lo: float,
+                                                          span: float, where: float) -> None:
     plan = empty_plan(len(rows))
     for j, (code, a, k, extra, corr) in enumerate(rows):
         fill_row(plan, j, code, a, k, extra, corr)
@@ -67,11 +72,8 @@ def test_choice_is_the_argmin_at_the_tuples_estimate(rows: list[Any], m1: int, l
     # the features (Σ c_j · f_j); here the shortcuts and the argmin are under test
     costs = [member_cost(plan, j, m1, n1) for j in range(len(rows))]
     best = min(costs)
-    got = select_choice(plan, m1, -1.0)
-    if got == NEEDS_N1:
-        got = select_choice(plan, m1, n1)
-        assert got == costs.index(best)  # the first of the cheapest
-        assert plan[-1, 0] == best or math.isclose(plan[-1, 0], best, rel_tol=1e-12)
+    got = choice_at_bounds(plan, m1)
+    if got == NEEDS_N1:  # the decision at n′ is select_for's (the next test)
         return
     j = got - SETTLED if got >= SETTLED else got
     assert costs[j] <= best * (1 + 1e-12), (costs, j)
@@ -91,9 +93,9 @@ def test_choice_is_the_argmin_at_the_tuples_estimate(rows: list[Any], m1: int, l
 def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: int,
                                                           ends: list[tuple[int, int]],
                                                           v: float, eqw: bool) -> None:
-    """``select_for`` (n′ estimated inside the kernel) chooses exactly what ``select_choice``
-    chooses at the histogram's own estimate, writes the same cost, and flags ``SETTLED`` only
-    for the member that wins at both bounds of the estimator by the reported margin."""
+    """``select_for`` (n′ estimated inside the kernel) chooses the first of the cheapest
+    members at the histogram's own estimate, writes its cost, and flags ``SETTLED`` only for
+    the member that wins at both bounds of the estimator by the reported margin."""
     lo = np.array([float(a) for a, _ in ends])
     hi = lo + np.array([float(w) for _, w in ends])
     h = EquiWidthHistogram.fit(lo, hi, 7) if eqw else SSIHistogram.build(lo, hi, 7)
@@ -103,10 +105,10 @@ def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: in
     vals = h.values()
     plan[-1, N1_LO], plan[-1, N1_HI] = float(vals.min()), float(vals.max())
     got = select_for(plan, m1, v, h.lookup())
-    cost = float(plan[-1, COST])
-    want = select_choice(plan, m1, h.estimate(v))
-    assert (got - SETTLED if got >= SETTLED else got) == want
-    assert cost == float(plan[-1, COST])
+    at = [member_cost(plan, j, m1, h.estimate(v)) for j in range(len(rows))]
+    want = at.index(min(at))  # the first of the cheapest
+    assert (got - SETTLED if got >= SETTLED else got) == want, (at, got)
+    assert math.isclose(float(plan[-1, COST]), min(at), rel_tol=1e-12, abs_tol=1e-300)
     if got >= SETTLED:
         margin = float(plan[-1, MARGIN])
         for n1 in (plan[-1, N1_LO], plan[-1, N1_HI]):
@@ -127,8 +129,9 @@ def test_a_concave_winner_at_both_ends_is_not_settled() -> None:
     (0 < 0.5 and 10 < 12.5) but not at n′ = 10, where 0.5 + 0.6·n′ = 6.5 < 10."""
     plan = _plan((3, 0.0, 1.0, (10.0, 1.0, 1.0, 0.0)), (4, 0.5, 0.6, 0.0))
     plan[-1, N1_LO], plan[-1, N1_HI] = 0.0, 20.0
-    assert select_choice(plan, 5, -1.0) == NEEDS_N1
-    assert select_choice(plan, 5, 10.0) == 1
+    assert choice_at_bounds(plan, 5) == NEEDS_N1
+    ten = lookup_array(SSI_LOOKUP, 0.0, 0.0, 0.0, 0, np.zeros(0), [10.0])  # n′ = 10 anywhere
+    assert select_for(plan, 5, 0.0, ten) == 1
 
 
 def test_settled_with_its_margin_and_not_on_a_tie() -> None:
@@ -136,12 +139,12 @@ def test_settled_with_its_margin_and_not_on_a_tie() -> None:
     (1.05 here); a tie, or a win by rounding noise, does not settle."""
     plan = _plan((0, 10.0, 0.0, None), (4, 10.5, 0.1, 0.0))  # 10 against 10.5 .. 11
     plan[-1, N1_LO], plan[-1, N1_HI] = 0.0, 5.0
-    assert select_choice(plan, 3, -1.0) == SETTLED
+    assert choice_at_bounds(plan, 3) == SETTLED
     assert math.isclose(float(plan[-1, MARGIN]), 1.05)
     for other in (10.0, 10.0 * (1 + 1e-9)):
         plan = _plan((0, 10.0, 0.0, None), (0, other, 0.0, None))
         plan[-1, N1_LO], plan[-1, N1_HI] = 0.0, 5.0
-        assert select_choice(plan, 3, -1.0) == 0
+        assert choice_at_bounds(plan, 3) == 0
 
 
 def _routed_engine(rng: np.random.Generator, coef: dict[str, list[float]], subs: int,

@@ -60,8 +60,8 @@ def _run_against_a_dict(ops: list[tuple], capacity: int) -> None:
         assert len(m) == len(ref)
         assert m.items() == ref
         assert 2 * len(m) <= m.keys.shape[0]
-    for k in ref:
-        assert m.get(k) == ref[k]
+    keys = list(ref)
+    assert m.get_many(np.array(keys, dtype=np.float64)).tolist() == [ref[k] for k in keys]
 
 
 def test_every_key_of_a_full_chain_survives_removals_in_any_order() -> None:
