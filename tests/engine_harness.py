@@ -385,9 +385,11 @@ def optional_ranges(bounds: st.SearchStrategy[float]) -> st.SearchStrategy[Range
 
 
 def subscriptions(
-    kind: str, band_bounds: st.SearchStrategy[float] = BAND_BOUNDS
+    kind: str, band_bounds: st.SearchStrategy[float] = BAND_BOUNDS,
+    window_w: st.SearchStrategy[int] | None = None,
 ) -> st.SearchStrategy[Subscription]:
-    """Small-domain subscriptions of one kind (``"band"``, ``"select"`` or ``"window"``)."""
+    """Small-domain subscriptions of one kind (``"band"``, ``"select"`` or ``"window"``);
+    window lengths from ``window_w`` (default 0..5)."""
     if kind == "band":
         return st.builds(
             BandJoin,
@@ -402,7 +404,7 @@ def subscriptions(
             WindowJoin,
             a=optional_ranges(VALUE_BOUNDS),
             c=optional_ranges(VALUE_BOUNDS),
-            w=st.integers(0, 5),
+            w=st.integers(0, 5) if window_w is None else window_w,
         )
     raise ValueError(f"unknown kind {kind!r}")
 
@@ -445,9 +447,10 @@ def operations(
     kinds: Sequence[str],
     keys: st.SearchStrategy[float],
     band_bounds: st.SearchStrategy[float] = BAND_BOUNDS,
+    window_w: st.SearchStrategy[int] | None = None,
 ) -> st.SearchStrategy[tuple]:
     """One abstract operation; weights favour publishes so results build up."""
-    subs = st.one_of(*[subscriptions(k, band_bounds) for k in kinds])
+    subs = st.one_of(*[subscriptions(k, band_bounds, window_w) for k in kinds])
     ev = event_specs(keys)
     side = st.sampled_from(("R", "S"))
     idx = st.integers(0, 50)
@@ -485,18 +488,21 @@ def programs(
     keys: st.SearchStrategy[float] | None = None,
     initial_subs: tuple[int, int] = (1, 3),
     band_bounds: st.SearchStrategy[float] = BAND_BOUNDS,
+    window_w: st.SearchStrategy[int] | None = None,
 ) -> Program:
     """A random program: ``initial_subs`` (min, max) subscriptions, then ``min_ops``..``max_ops``
-    operations (a floor, because hypothesis otherwise favours very short lists)."""
+    operations (a floor, because hypothesis otherwise favours very short lists); window
+    lengths from ``window_w`` (default 0..5)."""
     lateness, retention = draw(st.sampled_from(list(time_settings)))
-    subs = st.one_of(*[subscriptions(k, band_bounds) for k in kinds])
+    subs = st.one_of(*[subscriptions(k, band_bounds, window_w) for k in kinds])
     lo, hi = initial_subs
     initial = draw(
         st.lists(st.tuples(st.just("sub"), subs, st.booleans()), min_size=lo, max_size=hi)
     )
     ops = draw(
         st.lists(
-            operations(kinds, keys if keys is not None else default_keys(kinds), band_bounds),
+            operations(kinds, keys if keys is not None else default_keys(kinds), band_bounds,
+                       window_w),
             min_size=min_ops,
             max_size=max_ops,
         )

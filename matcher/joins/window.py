@@ -35,7 +35,15 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
-from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer, Strategy, each_event
+from hotjoin.matcher.joins.protocol import (
+    A_LO,
+    C_LO,
+    REG,
+    BatchRows,
+    MatchBuffer,
+    Strategy,
+    each_event,
+)
 from hotjoin.matcher.joins.select import (
     OwnRangeIndex,
     OwnScanScratch,
@@ -88,9 +96,10 @@ def table_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def sub_arrays(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
     """The window kernels' ``Q`` bundle for an incoming tuple of direction ``dirn``: ``(rec,
-    oth_lo, oth_hi, w, reg, snap, mark, acc)``."""
+    oth_lo, oth_hi, w, reg, snap, mark, acc, oth)``, ``oth`` the other range's ``rec`` column."""
     oth_lo, oth_hi = own_other(cols, dirn)[2:]
-    return (cols.rec, oth_lo, oth_hi, cols.w, cols.reg, cols.snap, cols.mark, cols.acc)
+    return (cols.rec, oth_lo, oth_hi, cols.w, cols.reg, cols.snap, cols.mark, cols.acc,
+            C_LO if dirn > 0 else A_LO)
 
 
 def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -202,6 +211,10 @@ class WindowStrategy(Strategy):
         self.tables = tables
         self._w_count: dict[int, int] = {}
         self.wmax = 0
+        #: smallest w of the indexed subscriptions (``wj_own_scan``'s uniform-window test)
+        self.wmin = 0
+        #: largest registration sequence number of any subscription ever indexed (a bound)
+        self.reg_max = -np.inf
 
     def _track(self, q: int, delta: int) -> None:
         w = int(self.cols.w[q])
@@ -210,12 +223,20 @@ class WindowStrategy(Strategy):
             self._w_count[w] = c
         else:
             del self._w_count[w]
-        self.wmax = max(self._w_count) if self._w_count else 0
+        self._w_bounds()
+        if delta > 0:
+            self.reg_max = max(self.reg_max, float(self.cols.rec[q, REG]))
 
     def _track_many(self, qs: np.ndarray) -> None:
         for w in self.cols.w[qs].tolist():
             self._w_count[w] = self._w_count.get(w, 0) + 1
+        self._w_bounds()
+        if qs.shape[0]:
+            self.reg_max = max(self.reg_max, float(self.cols.rec[qs, REG].max()))
+
+    def _w_bounds(self) -> None:
         self.wmax = max(self._w_count) if self._w_count else 0
+        self.wmin = min(self._w_count) if self._w_count else 0
 
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
               table: BaseTable, mode: int, now: int) -> None:
@@ -303,7 +324,8 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
             (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
              self.scratch.side_for(r.n_members), self.scratch.buckets),
             p.arrays(), table_arrays(table), sub_arrays(self.cols, dirn),
-            v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n)
+            v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
+            (self.wmin, self.wmax, self.reg_max))
 
     def tau(self, d: int) -> int:
         """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""

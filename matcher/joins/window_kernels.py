@@ -14,8 +14,9 @@ unpacked once at its top —
   ``pv``/``ps[base : base + size]``, by time ``tv``/``ts[tbase : tbase + tsize]``
   (``window.Partners.arrays()``);
 * ``T`` the other table's ``(times, values, seqs)`` per slot (``window.table_arrays``);
-* ``Q`` the subscriptions' ``(rec, oth_lo, oth_hi, w, reg, snap, mark, acc)``, the other range
-  for the incoming tuple's direction (``window.sub_arrays``).
+* ``Q`` the subscriptions' ``(rec, oth_lo, oth_hi, w, reg, snap, mark, acc, oth)``, the other
+  range for the incoming tuple's direction as columns and as ``rec``'s column ``oth``
+  (``window.sub_arrays``).
 
 𝒟, the index of §3.3.1 on the boxes ``rangeA × rangeC × [0, w]``, is a
 :class:`~matcher.rect_index.BoxForest` with one group (0) and dimensions (A, C, W) in that order
@@ -27,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import owed, push
-from hotjoin.matcher.joins.protocol import IDENTIFY, PAIRS
+from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push
+from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS
 from hotjoin.matcher.joins.select_kernels import (
     emit_marked,
     lower_bound,
@@ -48,18 +49,20 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
     two-level B → (C, T) lookup of WJ-SelectFirst). Walks the shorter of the value run and the
     time run. Returns ``(cnt, out…)``; IDENTIFY stops at the first pair.
 
-    Compiled as its own function: inlined (``inline="always"``) it sped up
-    :func:`wj_select_first`'s tree walk but slowed WJ-SelectFirst's probe (:func:`wj_own_scan`)
-    by 2–5 % (``docs/benchmarks.md``, issue 12).
+    Everything q's test needs is read from its 64-byte record row ``rec[q]`` (other range,
+    ``w`` in the ``B_HI`` column of a window join, registration, snapshot). PAIRS only: the
+    kernels' COUNT/IDENTIFY paths call :func:`window_count`, ~10× cheaper per candidate.
     """
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
-    _, oth_lo, oth_hi, wcol, reg, snap, _, _ = Q
-    lo, hi, w = oth_lo[q], oth_hi[q], wcol[q]
+    rec = Q[0]
+    oth = Q[8]
+    lo, hi = rec[q, oth], rec[q, oth + 1]
     a = lower_bound(pv, base, size, lo)
     b = upper_bound(pv, base, size, hi)
     if a >= b:
         return 0, out_q, out_s, n_out
+    w = int(rec[q, B_HI])
     ta = lower_bound(tv, tbase, tsize, float(t - w))
     tb = upper_bound(tv, tbase, tsize, float(t + w))
     cnt = 0
@@ -75,11 +78,59 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
                 continue
         if mode == IDENTIFY:
             return 1, out_q, out_s, n_out
-        if owed(q, s, xseq, dseqs, reg, snap):
+        if owed_rec(rec, q, s, xseq, dseqs):
             cnt += 1
             if mode == PAIRS:
                 out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
     return cnt, out_q, out_s, n_out
+
+
+@njit(cache=True)
+def _grown(out_q: np.ndarray, out_s: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
+    """Output buffers with room for ``need`` rows (contents kept)."""
+    cap = max(need + 16, 2 * out_q.shape[0])
+    q = np.empty(cap, dtype=np.int64)
+    s = np.empty(cap, dtype=np.int64)
+    q[: out_q.shape[0]] = out_q
+    s[: out_s.shape[0]] = out_s
+    return q, s
+
+
+@njit(cache=True, inline="always")
+def window_count(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, tv: np.ndarray,
+                 ts: np.ndarray, tbase: int, tsize: int, dtimes: np.ndarray, dvals: np.ndarray,
+                 dseqs: np.ndarray, rec: np.ndarray, oth: int, t: int, xseq: int,
+                 ident: bool) -> int:
+    """:func:`enum_window`'s count without output (IDENTIFY: > 0 iff q has a pair; COUNT: q's
+    owed pairs), from unpacked arrays and q's record row (``w`` in ``B_HI``).
+
+    The per-candidate test of every window kernel's COUNT/IDENTIFY path. Written flat — two
+    plain loops, no early return, no bundle unpacked or array returned per call — because
+    numba pays reference counting for each: on the load-test window workload (~1,000
+    candidates per tuple) the :func:`enum_window` call cost ~185 ns per candidate, this ~9
+    (IDENTIFY) to ~26 ns (COUNT), measured side by side in one script (session 13).
+    """
+    lo, hi = rec[q, oth], rec[q, oth + 1]
+    a = lower_bound(pv, base, size, lo)
+    b = upper_bound(pv, base, size, hi)
+    if a >= b:
+        return 0
+    w = int(rec[q, B_HI])
+    ta = lower_bound(tv, tbase, tsize, float(t - w))
+    tb = upper_bound(tv, tbase, tsize, float(t + w))
+    cnt = 0
+    if b - a <= tb - ta:
+        for k in range(a, b):
+            s = ps[k]
+            if abs(t - dtimes[s]) <= w:
+                cnt += 1 if ident else owed_rec(rec, q, s, xseq, dseqs)
+    else:
+        for k in range(ta, tb):
+            s = ts[k]
+            x = dvals[s]
+            if abs(t - dtimes[s]) <= w and lo <= x <= hi:
+                cnt += 1 if ident else owed_rec(rec, q, s, xseq, dseqs)
+    return cnt
 
 
 @njit(cache=True)
@@ -99,14 +150,20 @@ def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tup
     lp, rp = PoolArrays(*tr.lpool), PoolArrays(*tr.rpool)
     lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
     rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
-    rec, mark, acc = Q[0], Q[6], Q[7]
+    pv, ps, base, size, tv, ts, tbase, tsize = P
+    dtimes, dvals, dseqs = T
+    rec, mark, acc, oth = Q[0], Q[6], Q[7], Q[8]
     if root < 0:
         for i in range(qfilter.shape[0]):
             q = qfilter[i]
             if not (rec[q, own] <= v <= rec[q, own + 1]):
                 continue
-            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
-                                                   n_out)
+            if mode == PAIRS:
+                cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q,
+                                                       out_s, n_out)
+            else:
+                cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
+                                   dseqs, rec, oth, t, xseq, mode == IDENTIFY)
             out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
         return out_q, out_s, n_out
     u = root
@@ -127,21 +184,67 @@ def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tup
                 if -rkeys[k] < v:
                     break
                 q = rids[k]
-            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
-                                                   n_out)
+            if mode == PAIRS:
+                cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q,
+                                                       out_s, n_out)
+            else:
+                cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
+                                   dseqs, rec, oth, t, xseq, mode == IDENTIFY)
             out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
         u = nxt
     return out_q, out_s, n_out
 
 
 @njit(cache=True)
+def _sure_partners(P: tuple, T: tuple, t: int, wmin: int, wmax: int) -> tuple:
+    """The key's partners within ``wmin`` of ``t`` as a by-value run ``(values, slots, 0, m)``
+    — or the key's whole run when every partner is — and whether none lies between ``wmin``
+    and ``wmax`` (False: the window test depends on the subscription; the run is then empty).
+
+    Float times bound the walk (a superset: float() is monotone), int times decide exactly.
+    """
+    pv, ps, base, size, tv, ts, tbase, tsize = P
+    dtimes = T[0]
+    oa = lower_bound(tv, tbase, tsize, float(t - wmax))
+    ob = upper_bound(tv, tbase, tsize, float(t + wmax))
+    m = 0
+    for k in range(oa, ob):
+        dt = abs(t - dtimes[ts[k]])
+        if dt <= wmin:
+            m += 1
+        elif dt <= wmax:
+            return (pv, ps, 0, 0), False
+    if m == size:
+        return (pv, ps, base, size), True
+    vals = np.empty(m, dtype=np.float64)
+    slots = np.empty(m, dtype=np.int64)
+    j = 0
+    for k in range(oa, ob):
+        s = ts[k]
+        if abs(t - dtimes[s]) <= wmin:
+            vals[j] = T[1][s]
+            slots[j] = s
+            j += 1
+    o = np.argsort(vals, kind="mergesort")
+    return (vals[o], slots[o], 0, m), True
+
+
+@njit(cache=True)
 def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: int, xseq: int,
-                mode: int, stamp: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+                mode: int, stamp: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int,
+                W: tuple):
     """WJ-SelectFirst (§3.3.1) over SJ-SelectFirst's own-range groups: the scan of
     ``select_kernels.sj_own_scan`` (IDENTIFY) lists the subscriptions whose own range holds v
     and whose other range holds some partner value — every q with a window pair is among
-    them — then each one's two-level B → (C, T) lookup (:func:`enum_window`) finds its pairs
+    them — then each one's two-level B → (C, T) lookup (:func:`window_count`) finds its pairs
     within w. O(τ_own + m′ + n′ + n″ g₂(m′) + k), n″ ≤ n′ the candidates the values admit.
+
+    ``W = (w_min, w_max, reg_max)`` of the strategy's subscriptions. When no partner of the
+    key lies between w_min and w_max of t, the window test is the same for every q: the
+    partners within w_min (:func:`_sure_partners`) are a select join's partners, and the one
+    ``sj_own_scan`` pass in the asked mode is the whole answer — no candidate's record row
+    is read (a row miss each: ~0.2 µs per candidate on the load-test window workload, where
+    every subscription has the same w).
 
     ``G`` the groups ``(gids, gpoint, runs arrays, cand, clo, chi, side, bucket table)``;
     ``P``, ``T``, ``Q``: the module's bundles.
@@ -150,13 +253,43 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     pv, ps, base, size = P[0], P[1], P[2], P[3]
     dseqs = T[2]
     rec, mark, acc = Q[0], Q[6], Q[7]
+    wmin, wmax, reg_max = W
+    sure, uniform = _sure_partners(P, T, t, wmin, wmax)
+    if uniform:
+        if sure[3] == 0:
+            return out_q, out_s, n_out
+        if mode != PAIRS and out_q.shape[0] < n_out + cand.shape[0] + 16:
+            out_q, out_s = _grown(out_q, out_s, n_out + cand.shape[0] + 16)
+        while True:
+            k = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, reg_max, sure,
+                            (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, mode, out_q,
+                            out_s, n_out)
+            if k != OVERFLOW:
+                return out_q, out_s, k
+            out_q, out_s = _grown(out_q, out_s, 2 * out_q.shape[0])
     n = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, -np.inf, (pv, ps, base, size),
                     (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, IDENTIFY, cand, out_s,
                     0)
+    if mode == PAIRS:
+        for i in range(n):
+            cnt, out_q, out_s, n_out = enum_window(cand[i], P, T, Q, t, xseq, mode, out_q,
+                                                   out_s, n_out)
+        return out_q, out_s, n_out
+    # COUNT/IDENTIFY: each q once (no ``mark`` dedupe), room made once for all candidates
+    tv, ts, tbase, tsize = P[4], P[5], P[6], P[7]
+    dtimes, dvals = T[0], T[1]
+    oth = Q[8]
+    ident = mode == IDENTIFY
+    if out_q.shape[0] < n_out + n:
+        out_q, out_s = _grown(out_q, out_s, n_out + n)
     for i in range(n):
         q = cand[i]
-        cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s, n_out)
-        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+        cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals, dseqs,
+                           rec, oth, t, xseq, ident)
+        if cnt > 0:
+            acc[q] = cnt
+            out_q[n_out] = q
+            n_out += 1
     return out_q, out_s, n_out
 
 
@@ -209,8 +342,9 @@ def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t
 
     ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles.
     """
-    dtimes, dvals = T[0], T[1]
-    mark, acc = Q[6], Q[7]
+    pv, ps, base, size, tv, ts, tbase, tsize = P
+    dtimes, dvals, dseqs = T
+    rec, mark, acc, oth = Q[0], Q[6], Q[7], Q[8]
     pt = np.empty(3, dtype=np.float64)
     for i in range(cand.shape[0]):
         s = cand[i]
@@ -231,9 +365,13 @@ def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t
             if mode == IDENTIFY:
                 out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
                 continue
-            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
-                                                   n_out)
-            out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
+            if mode == PAIRS:
+                cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q,
+                                                       out_s, n_out)
+            else:
+                cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
+                                   dseqs, rec, oth, t, xseq, False)
+                out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out, hits
 
 

@@ -59,6 +59,71 @@ def test_many_subscriptions_match_oracle(factory: EngineFactory, program: Any) -
     run_program(factory, program)
 
 
+@harness_settings(30)
+@given(program=programs(kinds=("window",), max_ops=40, initial_subs=(2, 10),
+                        window_w=st.sampled_from((3,)) | st.sampled_from((1, 4))))
+def test_uniform_or_two_valued_w_match_oracle(factory: EngineFactory, program: Any) -> None:
+    """One w for every subscription (or two): WJ-SelectFirst's uniform-window pass (no
+    partner between w_min and w_max of the tuple: a select join over the partners within
+    w_min, ``window_kernels.wj_own_scan``) and its per-candidate fallback, both boundaries."""
+    run_program(factory, program)
+
+
+def test_partners_inside_and_outside_one_w(factory: EngineFactory) -> None:
+    """One w: partners exactly w away count, w + 1 away do not, on both sides of t, in
+    publish, delete (sign −1, the owed test for a subscription registered in between) and
+    with a second w added (the per-candidate path)."""
+    ls = lockstep(factory, lateness=20)
+    q = ls.subscribe(WindowJoin(w=3))
+    qc = ls.subscribe(WindowJoin(c=Range(0, 5), w=3))
+    for i, (t, v) in enumerate([(0, 1.0), (6, 2.0), (7, 3.0), (10, 9.0), (13, 4.0), (14, 1.0)]):
+        ls.publish(ev("S", f"s{i}", 1.0, value=v, time=t))
+    got = multiset(ls.publish(ev("R", "r0", 1.0, time=10)))
+    assert got == multiset([D(q, 1, "r0", s) for s in ("s2", "s3", "s4")]
+                           + [D(qc, 1, "r0", s) for s in ("s2", "s4")])
+    late = ls.subscribe(WindowJoin(w=3))
+    ls.publish(ev("R", "r1", 1.0, time=11))
+    assert multiset(ls.delete("S", "s4")) == multiset(
+        [D(q, -1, "r0", "s4"), D(qc, -1, "r0", "s4"), D(q, -1, "r1", "s4"),
+         D(qc, -1, "r1", "s4"), D(late, -1, "r1", "s4")])
+    ls.subscribe(WindowJoin(w=5))
+    ls.publish(ev("R", "r2", 1.0, time=9))
+    ls.delete("S", "s2")
+
+
+@pytest.mark.parametrize("name", WINDOW_STRATEGY_NAMES)
+def test_affected_counts_follow_the_owed_rule(name: str) -> None:
+    """AFFECTED (COUNT) against the oracle's pairs, for one w: a subscription registered
+    between two R tuples is owed only the newer one's pairs when a partner is deleted (the
+    registration bound ``reg_max`` of ``wj_own_scan``'s uniform pass)."""
+    from collections import Counter
+
+    from hotjoin.matcher import Engine, Event
+    from hotjoin.matcher.oracle import OracleEngine
+
+    eng, orc = Engine(lateness=20, strategy={"window": name}), OracleEngine(lateness=20)
+
+    def both(op: str, *args: Any) -> None:
+        got = getattr(eng, f"{op}_affected")(*args)
+        want = Counter()
+        for d in getattr(orc, op)(*args):
+            want[d.subscription_id] += d.sign
+        assert dict(zip(got.subscription_ids.tolist(), got.counts.tolist(), strict=True)) == {
+            k: v for k, v in want.items() if v}, (op, args)
+
+    for e in (eng, orc):
+        e.subscribe(WindowJoin(w=3))
+        e.subscribe(WindowJoin(c=Range(0, 5), w=3))
+    for i, (t, v) in enumerate([(0, 1.0), (7, 3.0), (10, 9.0), (13, 4.0), (14, 1.0)]):
+        both("publish", Event("S", f"s{i}", 1.0, v, t))
+    both("publish", Event("R", "r0", 1.0, 1.0, 10))
+    for e in (eng, orc):
+        e.subscribe(WindowJoin(w=3))
+    both("publish", Event("R", "r1", 1.0, 1.0, 11))
+    both("delete", "S", "s3")
+    both("delete", "R", "r0")
+
+
 def test_w_equal_to_time_gap(factory: EngineFactory) -> None:
     ls = lockstep(factory)
     q0 = ls.subscribe(WindowJoin(w=0))
