@@ -132,11 +132,24 @@ so one the model under-predicts stops being explored after a run or two)."""
 EXPLORE_WITHIN = 2.0
 FAR_OFF = 2.0
 """A measured / modelled ratio beyond this factor (either way) moves the correction by its
-square root (at most 2×) instead of one ``FEEDBACK_STEP`` when the member ran as an
-exploration, was never timed before, or was as far off the same way in its last timed run: a
+square root (at most 2×; at most ``FAR_REPEAT_CAP`` on a repeat) instead of one
+``FEEDBACK_STEP`` when the member ran as an exploration, was never timed before, or was as far
+off the same way in a recent timed run (``CALM_RUNS``): a
 member whose model is 30× off is corrected within a few runs instead of ~90 (each costing 30×
 the choice when explored), while one preempted run of the routed member moves it by one sign
 step only (until session 12 it moved it by up to 2×, and its settled choices with it)."""
+CALM_RUNS = 2
+"""A far run of a member counts as a repeat of its last far run the same way (a geometric move,
+up to ``FAR_REPEAT_CAP``) unless this many of its timed runs in a row landed near the model
+in between. Per-tuple costs scatter: on the load-test window workload WJ-SSI ran 15–33× its
+modelled cost on most tuples but near it on some; with one near run clearing the memory
+(session 12), each far run was taken for a preemption (a sign step) and WJ-SSI kept being
+chosen for ~60 tuples at ~0.7 ms each (session 13)."""
+FAR_REPEAT_CAP = 8.0
+"""The largest factor of a geometric move made on a repeated far run (the member was as far off
+the same way in a recent run, ``CALM_RUNS``): two far runs in a row are the workload, not a
+preemption, so the correction moves half-way in log scale by up to 8× (a member 20× off is
+corrected in two or three of its runs, not five)."""
 _LOG_STEP = math.log(FEEDBACK_STEP)
 _LOG_FLOOR = math.log(STEP_FLOOR)
 CORRECTION_RANGE = (1.0 / 64.0, 64.0)
@@ -208,8 +221,10 @@ class _Routing:
         self.feedback = bool(options.get("router_feedback", True))
         self.corr = {1: [1.0] * nm, -1: [1.0] * nm}  # learned measured / modelled, per member
         self._folded = {1: [1.0] * nm, -1: [1.0] * nm}  # the corrections the plans hold
-        # each member's last timed run far off (FAR_OFF): 1 above, -1 below, 0 not far
+        # each member's last far-off timed run (FAR_OFF): 1 above, -1 below, 0 none since
+        # ``CALM_RUNS`` near runs in a row (``_calm`` counts them)
         self._far = {1: [0] * nm, -1: [0] * nm}
+        self._calm = {1: [0] * nm, -1: [0] * nm}
         # *suspect* members (module docstring): never timed yet, or far off their model when
         # last timed; SJ-/WJ-Dynamic time every tuple routed to one until a run lands near it
         self._suspect = {1: [True] * nm, -1: [True] * nm}
@@ -266,7 +281,13 @@ class _Routing:
         r = elapsed / predicted if predicted > 0.0 else 2.0
         steps = self._steps[d]
         far = 0 if FAR_OFF * r >= 1.0 and r <= FAR_OFF else 1 if r > 1.0 else -1
-        last_far, self._far[d][i] = self._far[d][i], far
+        last_far = self._far[d][i]
+        if far:
+            self._far[d][i], self._calm[d][i] = far, 0
+        else:
+            self._calm[d][i] += 1
+            if self._calm[d][i] >= CALM_RUNS:
+                self._far[d][i] = 0
         self._suspect[d][i] = far != 0
         if far and (explored or far == last_far or i in self._unmeasured[d]):
             # far off (a member explored or timed for the first time, a new workload shown by
@@ -274,7 +295,8 @@ class _Routing:
             # preempted run cannot shut a member out; a single far run of the member routed
             # all along is more likely a preemption or a page fault and takes a sign step
             x = math.sqrt(r)
-            c *= 2.0 if x > 2.0 else 0.5 if x < 0.5 else x
+            cap = FAR_REPEAT_CAP if far == last_far else 2.0  # a repeat is no preemption
+            c *= cap if x > cap else 1.0 / cap if x < 1.0 / cap else x
             steps[i] = math.log(FEEDBACK_STEP)
         else:
             # an adaptive sign step (``STEP_FLOOR``): signed log step, its sign the last move

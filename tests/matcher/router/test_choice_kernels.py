@@ -240,7 +240,11 @@ def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
         checked = _probe_and_check(e, rng, 3000, keys=40)
         assert checked > 2000
         assert ix.explorations > 20
-        assert calls[0] < 0.75 * checked, calls  # the settled choices served many tuples
+        # the settled choices served many tuples: 71 % of the tuples paid a kernel call under
+        # session 12's learning rule, 78 % since a far run repeated within ``CALM_RUNS`` timed
+        # runs moves a correction by up to ``FAR_REPEAT_CAP`` (this clock repeats far runs
+        # all the time); with no choice ever kept it would be ~100 %
+        assert calls[0] < 0.85 * checked, calls
     finally:
         (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY,
          router.select_for) = saved

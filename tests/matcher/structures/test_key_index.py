@@ -106,3 +106,62 @@ def test_time_order_added_later_equals_time_order_from_the_start(
             assert i < switch
         else:
             assert _groups(lazy, "by_time") == _groups(full, "by_time")
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from([-1.0, -0.0, 0.0, 0.5, 2.0, 7.25]),
+                                st.sampled_from([-3.0, 0.0, 1.0, 1.0, 9.5])), max_size=40))
+def test_by_key_value_is_the_lexsort(pairs: list[tuple[float, float]]) -> None:
+    """The compiled grouping of new keys: the order of ``np.lexsort((values, keys))`` (stable
+    on ties of both, −0.0 equal to 0.0), the distinct keys ascending and their counts."""
+    from hotjoin.matcher.structures.key_index import _by_key_value
+
+    keys = np.array([k for k, _ in pairs], dtype=np.float64)
+    values = np.array([v for _, v in pairs], dtype=np.float64)
+    order, uk, counts = _by_key_value(keys, values)
+    assert order.tolist() == np.lexsort((values, keys)).tolist()
+    sk = keys[order]
+    want_uk = [k for i, k in enumerate(sk.tolist()) if i == 0 or k != sk[i - 1]]
+    assert uk.tolist() == want_uk
+    assert counts.tolist() == [int((keys == k).sum()) for k in want_uk]
+
+
+def test_the_single_key_dict_follows_batches_past_its_log_limit() -> None:
+    """Batches log their new keys for the dict of single lookups; past the log's limit the dict
+    is dropped and rebuilt from the flat map: single lookups, adds and removes in between and
+    after stay exact against a plain dict of the keys stored."""
+    ix = KeyIndex()
+    rng = np.random.default_rng(5)
+    want: dict[float, list[int]] = {}  # key -> slots
+    slot = 0
+
+    def batch(keys: np.ndarray) -> None:
+        nonlocal slot
+        slots = np.arange(slot, slot + keys.shape[0], dtype=np.int64)
+        ix.add_many(keys, np.zeros(keys.shape[0]), np.zeros(keys.shape[0], dtype=np.int64),
+                    slots)
+        for k, s in zip(keys.tolist(), slots.tolist(), strict=True):
+            want.setdefault(k, []).append(s)
+        slot += keys.shape[0]
+
+    def check() -> None:
+        probe = rng.integers(-100, 20_000, 300).astype(np.float64)
+        got = [ix.lookup(k) for k in probe.tolist()]
+        assert [g >= 0 for g in got] == [k in want for k in probe.tolist()]
+        assert got == ix.lookup_many(probe).tolist()
+        assert len(ix) == len(want)
+
+    batch(rng.permutation(6000).astype(np.float64))       # more than the log's limit: dropped
+    check()                                                # rebuilt
+    batch(np.arange(6000, 6100, dtype=np.float64))         # logged
+    ix.add(50_000.0, 0.0, 0, slot)                         # a single add applies the log first
+    want[50_000.0] = [slot]
+    slot += 1
+    for k in (3.0, 6050.0, 50_000.0):                      # removes drop groups
+        for s in want.pop(k):
+            ix.remove(k, 0.0, 0, s)
+    check()
+    for _ in range(3):                                     # batch after batch, no single op
+        batch(rng.integers(7000, 19_000, 3000).astype(np.float64))
+    check()
+    assert set(ix.group) == set(want)
