@@ -131,14 +131,18 @@ class MatchBuffer:
             self.out_q, self.out_s = q, s
 
 
+TAKE_FRESH = 4096
+"""``BatchRows``' starting capacity, and the least number of rows it hands over uncopied."""
+
+
 class BatchRows:
     """Growable rows ``(event position, q, x)`` of a multi-event match (the batch path): ``x`` is
     the partner slot (PAIRS) or the pair count (COUNT). Kernels fill the arrays in place."""
 
     def __init__(self) -> None:
-        self.e = np.empty(4096, dtype=np.int64)
-        self.q = np.empty(4096, dtype=np.int64)
-        self.x = np.empty(4096, dtype=np.int64)
+        self.e = np.empty(TAKE_FRESH, dtype=np.int64)
+        self.q = np.empty(TAKE_FRESH, dtype=np.int64)
+        self.x = np.empty(TAKE_FRESH, dtype=np.int64)
         self.n = 0
 
     def reserve(self, extra: int) -> None:
@@ -174,10 +178,23 @@ class BatchRows:
                 a[start: self.n] = a[start: self.n][o]
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows so far (copies) in the order they were written; empties the buffer."""
+        """The rows so far in the order they were written; empties the buffer.
+
+        Few rows are copied out; when they fill at least half of the buffer, the arrays
+        themselves are handed over (trimmed views, at most 2× their size) and the buffer
+        takes fresh arrays of the same capacity: on output-heavy batches (millions of rows)
+        the copy cost ~7 of ~69 µs per event (session 13), and fresh arrays page-fault just
+        as the copy's own did."""
         n = self.n
         self.n = 0
-        return self.e[:n].copy(), self.q[:n].copy(), self.x[:n].copy()
+        cap = self.e.shape[0]
+        if n < TAKE_FRESH or 2 * n < cap:
+            return self.e[:n].copy(), self.q[:n].copy(), self.x[:n].copy()
+        out = self.e[:n], self.q[:n], self.x[:n]
+        self.e = np.empty(cap, dtype=np.int64)
+        self.q = np.empty(cap, dtype=np.int64)
+        self.x = np.empty(cap, dtype=np.int64)
+        return out
 
 
 def each_event(match_one: Callable[[int], None], n: int, buf: MatchBuffer, rows: BatchRows,

@@ -43,12 +43,15 @@ class Progress:
 
 
 def interleaved(runners: dict[str, Callable[[int, int], int]], n_items: int,
-                budget_s: float, chunks: int = 5, min_items: int = 2) -> dict[str, dict[str, float]]:
+                budget_s: float, chunks: int = 5, min_items: int = 2,
+                after: dict[str, Callable[[], None]] | None = None) -> dict[str, dict[str, float]]:
     """Time ``runner(lo, hi)`` (processes items lo..hi-1, returns work done) for each strategy.
 
     Items are cut into ``chunks``; a strategy stops taking chunks once it has used
     ``budget_s`` seconds (so a slow baseline is measured on fewer items, never skipped).
-    Returns per strategy: items, seconds, items/s, and the summed work counter.
+    ``after[name]()``, when given, runs after each of that runner's chunks, outside the clock
+    (checking the outputs a runner kept). Returns per strategy: items, seconds, items/s, and
+    the summed work counter.
     """
     names = list(runners)
     bounds = np.linspace(0, n_items, chunks + 1).astype(int)
@@ -66,6 +69,8 @@ def interleaved(runners: dict[str, Callable[[int, int], int]], n_items: int,
             r["work"] += runners[name](lo, hi)
             r["seconds"] += time.perf_counter() - t
             r["items"] += hi - lo
+            if after is not None and name in after:
+                after[name]()
     for r in res.values():
         r["per_second"] = r["items"] / r["seconds"] if r["seconds"] > 0 else float("nan")
     return res
