@@ -402,9 +402,22 @@ class SelectStrategy(Strategy):
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         """:meth:`match` for each incoming tuple of a run against the same ``table``, output
-        appended to ``rows`` (event positions in the run)."""
-        each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
-                                        table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
+        appended to ``rows`` (event positions in the run). The partner groups of the whole run
+        are looked up in one compiled call (``KeyIndex.lookup_many``), not one dict lookup per
+        tuple: a batch-only workload then never needs the index's dict of single lookups."""
+        ix = table.key_index
+        assert ix is not None, "the engine enables the key index before matching equi-joins"
+        gs = ix.lookup_many(bs)
+        pool = ix.by_value
+        start, size = pool.start, pool.size
+
+        def one(j: int) -> None:
+            g = int(gs[j])
+            if g >= 0 and size[g]:
+                self._match(buf, dirn, float(vs[j]), int(xseqs[j]), table, mode, pool,
+                            int(start[g]), int(size[g]))
+
+        each_event(one, bs.shape[0], buf, rows, mode, self.cols.acc)
 
 
 class JoinFirst(SelectStrategy):

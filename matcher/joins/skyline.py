@@ -279,17 +279,19 @@ class SkylineIndex:
         if np.any(st.s[: st.n] == slot):
             st.stale = True
 
-    def refresh(self, key: float, omega: int) -> _KeySky | None:
+    def refresh(self, key: float, omega: int, g: int | None = None) -> _KeySky | None:
         """The skylines of ``key`` over partners with time ≥ ``omega``, brought up to date lazily.
 
         None when no partner has this key. Stale or extended (ω moved back): one pass;
-        ω moved forward: a trim.
+        ω moved forward: a trim. ``g``: the key's group in the table's key index when the
+        caller has it (the batch path looks groups up a column at a time).
         """
         ix = self.table.key_index
         if ix.generation != self.generation:
             self.generation = ix.generation
             self.keys.clear()
-        g = ix.lookup(key)
+        if g is None:
+            g = ix.lookup(key)
         if g < 0:
             self.keys.pop(key, None)
             return None

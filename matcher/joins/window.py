@@ -67,9 +67,10 @@ _NONE = np.empty(0, dtype=np.int64)
 class Partners:
     """The partners of one key: by-value and by-time substructures of the KeyIndex."""
 
-    __slots__ = ("pv", "ps", "base", "size", "tv", "ts", "tbase", "tsize")
+    __slots__ = ("g", "pv", "ps", "base", "size", "tv", "ts", "tbase", "tsize")
 
     def __init__(self, table: BaseTable, g: int) -> None:
+        self.g = g  # the key's group in the table's KeyIndex
         ix = table.key_index
         assert ix is not None
         bv, bt = ix.by_value, ix.by_time
@@ -254,10 +255,19 @@ class WindowStrategy(Strategy):
                    vs: np.ndarray, ts: np.ndarray, xseqs: np.ndarray, table: BaseTable,
                    mode: int, nows: np.ndarray) -> None:
         """:meth:`match` for each incoming tuple of a run (times ``ts``, watermarks ``nows``)
-        against the same ``table``, output appended to ``rows`` (event positions in the run)."""
-        each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(ts[j]),
-                                        int(xseqs[j]), table, mode, int(nows[j])),
-                   bs.shape[0], buf, rows, mode, self.cols.acc)
+        against the same ``table``, output appended to ``rows`` (event positions in the run);
+        the key groups of the run looked up in one compiled call (``SelectStrategy``)."""
+        ix = table.key_index
+        assert ix is not None, "the engine enables the key index before matching equi-joins"
+        gs = ix.lookup_many(bs)
+
+        def one(j: int) -> None:
+            g = int(gs[j])
+            if g >= 0:
+                self._match(buf, dirn, float(bs[j]), float(vs[j]), int(ts[j]), int(xseqs[j]),
+                            table, mode, int(nows[j]), Partners(table, g))
+
+        each_event(one, bs.shape[0], buf, rows, mode, self.cols.acc)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "w_max": self.wmax}
@@ -350,7 +360,7 @@ def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: i
     sky.set_points(groups.points())
     newest = int(table.times[p.ts[p.tbase + p.tsize - 1]])
     if newest <= t and now <= t:
-        st = sky.refresh(b, now - wmax)
+        st = sky.refresh(b, now - wmax, p.g)
         assert st is not None
         cand = st.s[: st.n]
         how = "stored"

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.engine import Engine
-from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Range, SelectJoin
 from hotjoin.matcher.router.calibrate import ALL_MEMBERS, MemberTimes, load, time_members, warm_up
 from hotjoin.matcher.workload import r_arrays, s_arrays
 from hotjoin.ops.bench.band import (
@@ -55,7 +55,7 @@ from hotjoin.ops.bench.select import (
     clusters,
     key_sigma,
 )
-from hotjoin.ops.bench.window import WindowBenchConfig, data, subs
+from hotjoin.ops.bench.window import WindowBenchConfig, WindowReference, data, subs
 
 
 @dataclass
@@ -134,37 +134,6 @@ class BandReference:
 
     def affected(self, row: tuple[float, ...]) -> int:
         return int(self.brute.affected(row[0])[0].shape[0])
-
-
-class WindowReference:
-    """The window points' NumPy brute force a user would write: the key's stored S tuples
-    (sorted keys, two searches), then every subscription masked at once — A holds the value,
-    and some partner has its value in C and its time within the subscription's w of now."""
-
-    def __init__(self, subs: list[WindowJoin], s: tuple[np.ndarray, ...], now: int) -> None:
-        self.a_lo = np.array([q.a.lo for q in subs], dtype=np.float64)
-        self.a_hi = np.array([q.a.hi for q in subs], dtype=np.float64)
-        self.c_lo = np.array([q.c.lo for q in subs], dtype=np.float64)
-        self.c_hi = np.array([q.c.hi for q in subs], dtype=np.float64)
-        self.w = np.array([q.w for q in subs], dtype=np.int64)
-        order = np.argsort(s[0], kind="stable")
-        self.keys, self.vals, self.times = s[0][order], s[1][order], s[2][order]
-        self.now = now
-
-    def rows(self, r: tuple[np.ndarray, ...]) -> list[tuple[float, ...]]:
-        a = np.searchsorted(self.keys, r[0], "left")
-        b = np.searchsorted(self.keys, r[0], "right")
-        return [(k, v) for k, v, x, y in zip(r[0].tolist(), r[1].tolist(), a.tolist(),
-                                             b.tolist(), strict=True) if y > x]
-
-    def affected(self, row: tuple[float, ...]) -> int:
-        k, v = row
-        a, b = np.searchsorted(self.keys, k, "left"), np.searchsorted(self.keys, k, "right")
-        sel = np.flatnonzero((self.a_lo <= v) & (v <= self.a_hi))
-        pv, pt = self.vals[a:b], self.times[a:b]
-        ok = ((self.c_lo[sel, None] <= pv) & (pv <= self.c_hi[sel, None])
-              & (np.abs(pt - self.now) <= self.w[sel, None]))
-        return int(np.count_nonzero(ok.any(axis=1)))
 
 
 Reference = SelectReference | BandReference | WindowReference

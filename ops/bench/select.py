@@ -148,9 +148,14 @@ def available(strategies: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def measure(engines: dict[str, Engine], r: tuple[np.ndarray, np.ndarray], budget: float,
-            modes: tuple[str, ...] = ("identify", "pairs")) -> dict[str, dict[str, Any]]:
+            modes: tuple[str, ...] = ("identify", "pairs"),
+            references: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Each engine's probes in each mode, interleaved (``common.interleaved``); the
+    ``references`` (name → ``run(lo, hi)``, e.g. a NumPy brute force) join the identify pass."""
     rk, rv = r[0].tolist(), r[1].tolist()
     out: dict[str, dict[str, Any]] = {n: {} for n in engines}
+    for name in references or {}:
+        out[name] = {}
     for mode in modes:
         def runner(eng: Engine, mode: str = mode):
             def run(a: int, b: int) -> int:
@@ -162,8 +167,10 @@ def measure(engines: dict[str, Engine], r: tuple[np.ndarray, np.ndarray], budget
 
         for eng in engines.values():
             eng.probe("R", rk[0], rv[0], mode)  # warm-up (JIT), not timed
-        for nm, rr in interleaved({nm: runner(e) for nm, e in engines.items()}, len(rk),
-                                  budget).items():
+        runners = {nm: runner(e) for nm, e in engines.items()}
+        if mode == "identify":
+            runners.update(references or {})
+        for nm, rr in interleaved(runners, len(rk), budget).items():
             out[nm][mode] = rr
     return out
 

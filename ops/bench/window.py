@@ -41,6 +41,8 @@ from hotjoin.ops.bench.select import (
     measure,
 )
 
+NUMPY = "NumPy brute force"
+
 
 @dataclass
 class WindowBenchConfig:
@@ -62,6 +64,37 @@ class WindowBenchConfig:
     strategies: tuple[str, ...] = WINDOW_STRATEGIES
     series: tuple[str, ...] = ("n", "spread", "per_key")
     seed: int = 13
+
+
+class WindowReference:
+    """The window points' NumPy brute force a user would write: the key's stored S tuples
+    (sorted keys, two searches), then every subscription masked at once — A holds the value,
+    and some partner has its value in C and its time within the subscription's w of now."""
+
+    def __init__(self, subs: list[WindowJoin], s: tuple[np.ndarray, ...], now: int) -> None:
+        self.a_lo = np.array([q.a.lo for q in subs], dtype=np.float64)
+        self.a_hi = np.array([q.a.hi for q in subs], dtype=np.float64)
+        self.c_lo = np.array([q.c.lo for q in subs], dtype=np.float64)
+        self.c_hi = np.array([q.c.hi for q in subs], dtype=np.float64)
+        self.w = np.array([q.w for q in subs], dtype=np.int64)
+        order = np.argsort(s[0], kind="stable")
+        self.keys, self.vals, self.times = s[0][order], s[1][order], s[2][order]
+        self.now = now
+
+    def rows(self, r: tuple[np.ndarray, ...]) -> list[tuple[float, ...]]:
+        a = np.searchsorted(self.keys, r[0], "left")
+        b = np.searchsorted(self.keys, r[0], "right")
+        return [(k, v) for k, v, x, y in zip(r[0].tolist(), r[1].tolist(), a.tolist(),
+                                             b.tolist(), strict=True) if y > x]
+
+    def affected(self, row: tuple[float, ...]) -> int:
+        k, v = row
+        a, b = np.searchsorted(self.keys, k, "left"), np.searchsorted(self.keys, k, "right")
+        sel = np.flatnonzero((self.a_lo <= v) & (v <= self.a_hi))
+        pv, pt = self.vals[a:b], self.times[a:b]
+        ok = ((self.c_lo[sel, None] <= pv) & (pv <= self.c_hi[sel, None])
+              & (np.abs(pt - self.now) <= self.w[sel, None]))
+        return int(np.count_nonzero(ok.any(axis=1)))
 
 
 def data(c: WindowBenchConfig, per_key: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
@@ -116,7 +149,23 @@ def point(c: WindowBenchConfig, series: str, x: float, n: int, spread: float, pe
     sl = subs(c, n, spread)
     engines = {nm: build_engine(c, nm, sl, s, kind="window")  # type: ignore[arg-type]
                for nm in strategies}
-    res = measure(engines, r, c.budget_s)
+    # the NumPy brute force a user would write (SPEC §6), on the same tuples, timed in the
+    # identify pass; it must find what the engines find on the first tuples
+    some = next(iter(engines.values()))
+    now = 0 if some.watermark is None else some.watermark + some.lateness
+    ref = WindowReference(sl, s, now)
+    rk, rv = r[0].tolist(), r[1].tolist()
+    for i in range(min(5, len(rk))):
+        want = ref.affected((rk[i], rv[i]))
+        for nm, e in engines.items():
+            got = e.probe("R", rk[i], rv[i], "identify")
+            assert got == want, f"{nm} affects {got} on tuple {i}, the NumPy brute force {want}"
+
+    def brute(a: int, b: int) -> int:
+        return sum(ref.affected((rk[i], rv[i])) for i in range(a, b))
+
+    res = measure(engines, r, c.budget_s, references={NUMPY: brute})
+    numpy_ident = res[NUMPY]["identify"]
     rows = []
     for nm, e in engines.items():
         st = e.stats()["window"]
@@ -127,11 +176,15 @@ def point(c: WindowBenchConfig, series: str, x: float, n: int, spread: float, pe
                      "tau": st.get("tau"), "hotspots": st.get("hotspots"),
                      "m_b": mb, "skyline_points_per_key": sk,
                      "identify_tuples_per_s": ident["per_second"],
+                     "numpy_identify_tuples_per_s": numpy_ident["per_second"],
+                     "identify_vs_numpy": ident["per_second"] / numpy_ident["per_second"],
+                     "events_numpy": numpy_ident["items"],
                      "affected_per_tuple": ident["work"] / max(ident["items"], 1),
                      "pairs_tuples_per_s": pairs["per_second"],
                      "pairs_per_tuple": pairs["work"] / max(pairs["items"], 1),
                      "events_identify": ident["items"], "events_pairs": pairs["items"]})
-        prog.step(f"{series}={x} {nm}: {ident['per_second']:.0f} tuples/s m_b={mb:.0f} sky={sk:.0f}")
+        prog.step(f"{series}={x} {nm}: {ident['per_second']:.0f} tuples/s m_b={mb:.0f} "
+                  f"sky={sk:.0f} (NumPy brute force {numpy_ident['per_second']:.0f}/s)")
     del engines
     gc.collect()
     return rows
