@@ -118,8 +118,11 @@ class Engine:
         self.strategy_names = _resolve_strategies(strategy)
         self.options = dict(options or {})
         keep = self.retention is not None  # no retention: no expiry queue to maintain
-        self.tables: dict[Side, BaseTable] = {"R": BaseTable("R", track_expiry=keep),
-                                              "S": BaseTable("S", track_expiry=keep)}
+        # no key order until the first band join (``_index_for``): select and window joins
+        # reach their partners through the key index
+        self.tables: dict[Side, BaseTable] = {
+            "R": BaseTable("R", track_expiry=keep, key_order=False),
+            "S": BaseTable("S", track_expiry=keep, key_order=False)}
         self.cols = SubscriptionColumns()
         self.subs: dict[int, Subscription] = {}
         self.band: BandStrategy = (
@@ -148,6 +151,8 @@ class Engine:
     # -- subscriptions ----------------------------------------------------------------------
     def _index_for(self, sub: object) -> BandStrategy | SelectStrategy | WindowStrategy:
         if isinstance(sub, BandJoin):
+            for t in self.tables.values():
+                t.enable_key_order()
             return self.band
         if isinstance(sub, SelectJoin):
             if self.select is None:
@@ -547,6 +552,9 @@ class Engine:
         """Assert every index's structural invariants (paper 004 Lemma 2, Theorem 1); tests."""
         self.band.check_invariants()
         for side, t in self.tables.items():
+            if not t.key_ordered:
+                assert not len(self.band), side  # a band join keeps the key order
+                continue
             order = t.order.items(t.alive)
             assert sorted(s for _, s in order) == sorted(t.slot_of.values()), side
             assert all(t.keys[s] == k for k, s in order), side

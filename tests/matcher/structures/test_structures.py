@@ -134,6 +134,30 @@ def test_base_table_insert_remove_expire_and_slot_reuse() -> None:
     assert all(t.keys[s] == k for k, s in order)
 
 
+def test_key_order_enabled_late_never_holds_a_reused_slot() -> None:
+    """A table without a key order (no band join yet) frees slots at once; once the order is
+    enabled (the first band join), freed slots again wait for a merge, so no slot the order
+    still holds (dead) is handed to a new tuple. Batches and single inserts, before and
+    after."""
+    t = BaseTable("S", capacity=4, key_order=False)
+    for i in range(300):
+        t.insert(Event("S", f"s{i}", float(i % 7), 1.0, i), i + 1)
+    for i in range(0, 300, 3):
+        t.remove(f"s{i}")
+    t.insert_many([f"b{i}" for i in range(50)], np.full(50, 2.5), np.zeros(50),
+                  np.arange(50, dtype=np.int64), np.arange(400, 450, dtype=np.int64))
+    t.enable_key_order()
+    for step in range(400):
+        if step % 3 == 0:
+            live = sorted(t.slot_of)
+            t.remove(live[(7 * step) % len(live)])
+        else:
+            t.insert(Event("S", f"n{step}", float(step % 5), 0.0, step), 1000 + step)
+        order = t.order.items(t.alive)
+        assert sorted(s for _, s in order) == sorted(t.live_slots().tolist()), step
+        assert all(t.keys[s] == k for k, s in order), step
+
+
 def test_group_pool_flushes_tombstones_and_relocations_keep_order() -> None:
     rng = np.random.default_rng(3)
     pool = GappedGroupPool(capacity=8, groups=1)
