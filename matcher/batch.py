@@ -366,7 +366,12 @@ def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
         else:
             code[sel] = c
         m += len(first)
-        slots = np.fromiter(map(tables[sd].slot_of.get, first, repeat(-1, len(first))),
+        slot_of = tables[sd].slot_of
+        if slot_of.keys().isdisjoint(first):  # the common case, no id stored: one C-level pass
+            stored.append(np.zeros(len(first), dtype=np.bool_))
+            stored_time.append(np.zeros(len(first), dtype=np.int64))
+            continue
+        slots = np.fromiter(map(slot_of.get, first, repeat(-1, len(first))),
                             dtype=np.int64, count=len(first))
         hit = slots >= 0
         stored.append(hit)
