@@ -95,12 +95,10 @@ def table_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (table.times, table.values, table.seqs)
 
 
-def sub_arrays(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, ...]:
+def sub_arrays(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The window kernels' ``Q`` bundle for an incoming tuple of direction ``dirn``: ``(rec,
-    oth_lo, oth_hi, w, reg, snap, mark, acc, oth)``, ``oth`` the other range's ``rec`` column."""
-    oth_lo, oth_hi = own_other(cols, dirn)[2:]
-    return (cols.rec, oth_lo, oth_hi, cols.w, cols.reg, cols.snap, cols.mark, cols.acc,
-            C_LO if dirn > 0 else A_LO)
+    mark, acc, oth)``, ``oth`` the other range's ``rec`` column."""
+    return (cols.rec, cols.mark, cols.acc, C_LO if dirn > 0 else A_LO)
 
 
 def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer,

@@ -14,9 +14,9 @@ unpacked once at its top —
   ``pv``/``ps[base : base + size]``, by time ``tv``/``ts[tbase : tbase + tsize]``
   (``window.Partners.arrays()``);
 * ``T`` the other table's ``(times, values, seqs)`` per slot (``window.table_arrays``);
-* ``Q`` the subscriptions' ``(rec, oth_lo, oth_hi, w, reg, snap, mark, acc, oth)``, the other
-  range for the incoming tuple's direction as columns and as ``rec``'s column ``oth``
-  (``window.sub_arrays``).
+* ``Q`` the subscriptions' ``(rec, mark, acc, oth)``: ``oth`` is ``rec``'s column of the other
+  range for the incoming tuple's direction; w (``B_HI``), registration and snapshot are read
+  from the same row (``window.sub_arrays``).
 
 𝒟, the index of §3.3.1 on the boxes ``rangeA × rangeC × [0, w]``, is a
 :class:`~matcher.rect_index.BoxForest` with one group (0) and dimensions (A, C, W) in that order
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push
+from hotjoin.matcher.joins.band_kernels import owed_rec, push
 from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS
 from hotjoin.matcher.joins.select_kernels import (
     emit_marked,
@@ -55,8 +55,7 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
     """
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
-    rec = Q[0]
-    oth = Q[8]
+    rec, oth = Q[0], Q[3]
     lo, hi = rec[q, oth], rec[q, oth + 1]
     a = lower_bound(pv, base, size, lo)
     b = upper_bound(pv, base, size, hi)
@@ -152,7 +151,7 @@ def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tup
     rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
-    rec, mark, acc, oth = Q[0], Q[6], Q[7], Q[8]
+    rec, mark, acc, oth = Q
     if root < 0:
         for i in range(qfilter.shape[0]):
             q = qfilter[i]
@@ -252,7 +251,7 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     gids, gpoint, S, cand, clo, chi, side, bk = G
     pv, ps, base, size = P[0], P[1], P[2], P[3]
     dseqs = T[2]
-    rec, mark, acc = Q[0], Q[6], Q[7]
+    rec, mark, acc, oth = Q
     wmin, wmax, reg_max = W
     sure, uniform = _sure_partners(P, T, t, wmin, wmax)
     if uniform:
@@ -278,7 +277,6 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     # COUNT/IDENTIFY: each q once (no ``mark`` dedupe), room made once for all candidates
     tv, ts, tbase, tsize = P[4], P[5], P[6], P[7]
     dtimes, dvals = T[0], T[1]
-    oth = Q[8]
     ident = mode == IDENTIFY
     if out_q.shape[0] < n_out + n:
         out_q, out_s = _grown(out_q, out_s, n_out + n)
@@ -304,7 +302,7 @@ def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax
     """
     tv, ts, tbase, tsize = P[4], P[5], P[6], P[7]
     dtimes, dvals, dseqs = T
-    reg, snap, mark, acc = Q[4], Q[5], Q[6], Q[7]
+    rec, mark, acc = Q[0], Q[1], Q[2]
     pt = np.empty(3, dtype=np.float64)
     a = lower_bound(tv, tbase, tsize, float(t - wmax))
     b = upper_bound(tv, tbase, tsize, float(t + wmax))
@@ -324,7 +322,7 @@ def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax
             if mode == IDENTIFY:
                 if mark[q] != stamp:
                     out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
-            elif owed(q, s, xseq, dseqs, reg, snap):
+            elif owed_rec(rec, q, s, xseq, dseqs):
                 if mode == PAIRS:
                     out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
                 else:
@@ -344,7 +342,7 @@ def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t
     """
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
-    rec, mark, acc, oth = Q[0], Q[6], Q[7], Q[8]
+    rec, mark, acc, oth = Q
     pt = np.empty(3, dtype=np.float64)
     for i in range(cand.shape[0]):
         s = cand[i]

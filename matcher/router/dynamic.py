@@ -290,10 +290,11 @@ class _Routing:
                 self._far[d][i] = 0
         self._suspect[d][i] = far != 0
         if far and (explored or far == last_far or i in self._unmeasured[d]):
-            # far off (a member explored or timed for the first time, a new workload shown by
-            # two far runs in a row): go half-way in log scale, at most 2× per run, so one
-            # preempted run cannot shut a member out; a single far run of the member routed
-            # all along is more likely a preemption or a page fault and takes a sign step
+            # far off (a member explored or timed for the first time, or as far off the same
+            # way in a recent run: a new workload): go half-way in log scale, at most 2× per
+            # run (FAR_REPEAT_CAP on a repeat), so one preempted run cannot shut a member out;
+            # a single far run of the member routed all along is more likely a preemption or
+            # a page fault and takes a sign step
             x = math.sqrt(r)
             cap = FAR_REPEAT_CAP if far == last_far else 2.0  # a repeat is no preemption
             c *= cap if x > cap else 1.0 / cap if x < 1.0 / cap else x
