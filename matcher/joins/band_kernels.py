@@ -587,7 +587,7 @@ class RangeArrays(NamedTuple):
 
 
 @njit(cache=True, inline="always")
-def _rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e: np.ndarray,
+def rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e: np.ndarray,
                    out_q: np.ndarray, out_x: np.ndarray) -> None:
     """Tag rows ``n0 … n_out`` with event ``e``; COUNT rows take their count from ``acc``."""
     for k in range(n0, n_out):
@@ -641,7 +641,7 @@ def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev:
                         sb.mark, stamp, acc, out_q, out_x, n_out)
             if n_out == OVERFLOW:
                 return oi, n0, stamp
-        _rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
+        rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
     return n_ev, n_out, stamp
 
 
@@ -669,5 +669,5 @@ def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tupl
                            out_q, out_x, n_out)
             if n_out == OVERFLOW:
                 return e, n0, stamp
-        _rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
+        rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
     return n_ev, n_out, stamp

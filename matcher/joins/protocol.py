@@ -47,6 +47,7 @@ from hotjoin.matcher.subscriptions import SubArrays
 
 __all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
            "PAIRS", "REG", "SNAP", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
+           "KeyedEvents",
            "MatchBuffer", "PartnerRun", "Strategy", "SubArrays", "TableArrays", "each_event",
            "run_kernel_many"]
 
@@ -87,6 +88,23 @@ class EventArrays(NamedTuple):
     keys: np.ndarray
     values: np.ndarray
     seqs: np.ndarray
+
+
+class KeyedEvents(NamedTuple):
+    """Incoming tuples of one side that have partners of their key (select and window joins'
+    batch path): each one's position in the run (its rows' event column), the partner run
+    ``base``/``size`` of its key in the other side's ``KeyIndex.by_value``, its value and
+    sequence number. A member's ``*_many`` kernel walks them in order."""
+
+    pos: np.ndarray
+    base: np.ndarray
+    size: np.ndarray
+    values: np.ndarray
+    seqs: np.ndarray
+
+    def subset(self, sel: np.ndarray) -> KeyedEvents:
+        """The events at indexes ``sel`` (in that order)."""
+        return KeyedEvents(*(a[sel] for a in self))
 
 
 # -- outputs -------------------------------------------------------------------------------------
@@ -198,16 +216,18 @@ class BatchRows:
 
 
 def each_event(match_one: Callable[[int], None], n: int, buf: MatchBuffer, rows: BatchRows,
-               mode: int, acc: np.ndarray) -> None:
+               mode: int, acc: np.ndarray, pos: np.ndarray | None = None) -> None:
     """The multi-event fallback: ``match_one(j)`` fills ``buf`` for event ``j``; its output is
-    appended to ``rows`` as event ``j``'s rows (strategies without a compiled ``match_many``)."""
+    appended to ``rows`` as event ``j``'s rows, or event ``pos[j]``'s (strategies without a
+    compiled ``*_many`` kernel)."""
     for j in range(n):
         buf.start()
         match_one(j)
         k = buf.n
         if k:
             q = buf.out_q[:k]
-            rows.append(j, q, buf.out_s[:k] if mode == PAIRS else acc[q])
+            rows.append(j if pos is None else int(pos[j]), q,
+                        buf.out_s[:k] if mode == PAIRS else acc[q])
 
 
 def run_kernel_many(kernel: Callable[..., tuple[int, int, int]], head: tuple[Any, ...],

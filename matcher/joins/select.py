@@ -53,11 +53,14 @@ from hotjoin.matcher.joins import select_kernels as K
 from hotjoin.matcher.joins.protocol import (
     A_LO,
     C_LO,
+    PAIRS,
     REG,
     BatchRows,
+    KeyedEvents,
     MatchBuffer,
     Strategy,
     each_event,
+    run_kernel_many,
 )
 from hotjoin.matcher.partition.hotspot import HotspotTracker
 from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
@@ -253,6 +256,7 @@ class HotScanGroups(ScanGroups):
         self.own_lo: SortedList = SortedList()
         self.own_hi: SortedList = SortedList()
         self._pending: dict[int, None] = {}
+        self._ends: tuple[np.ndarray, np.ndarray] | None = None  # own_lo, own_hi as arrays
 
     def scattered_added(self, iid: int) -> None:
         own_lo, own_hi = own_other(self.cols, self.dirn)[:2]
@@ -265,6 +269,7 @@ class HotScanGroups(ScanGroups):
             del self._pending[iid]
             return
         own_lo, own_hi = own_other(self.cols, self.dirn)[:2]
+        self._ends = None
         self.own_lo.remove(float(own_lo[iid]))
         self.own_hi.remove(float(own_hi[iid]))
         self.scat_part.delete(iid)
@@ -277,12 +282,22 @@ class HotScanGroups(ScanGroups):
         self._pending.clear()
         own_lo, own_hi, oth_lo, oth_hi = own_other(self.cols, self.dirn)
         self.scat_part.insert_many(qs, oth_lo[qs], oth_hi[qs])
+        self._ends = None
         self.own_lo.update(own_lo[qs].tolist())
         self.own_hi.update(own_hi[qs].tolist())
 
     def n_selected(self, v: float) -> int:
         """n''(v): scattered subscriptions whose own range holds v (#lo ≤ v − #hi < v)."""
         return self.own_lo.bisect_right(v) - self.own_hi.bisect_left(v)
+
+    def n_selected_many(self, vs: np.ndarray) -> np.ndarray:
+        """:meth:`n_selected` of each value of ``vs``, by two ``searchsorted`` calls over the
+        ends as arrays (kept until the scattered set changes)."""
+        if self._ends is None:
+            self._ends = (np.asarray(self.own_lo, dtype=np.float64),
+                          np.asarray(self.own_hi, dtype=np.float64))
+        lo, hi = self._ends
+        return np.searchsorted(lo, vs, side="right") - np.searchsorted(hi, vs, side="left")
 
     def memory_bytes(self) -> int:
         return (super().memory_bytes() + self.scattered.memory_bytes()
@@ -334,6 +349,43 @@ def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer
             v, own_col(dirn), xseq, mode)
 
 
+def run_many(kernel: Any, head: tuple[Any, ...], ev: KeyedEvents, dirn: int, mode: int,
+             buf: MatchBuffer, rows: BatchRows, room: int) -> None:
+    """Call a ``select_kernels.*_many`` kernel over the events ``ev`` (``head``: its arguments
+    before the events), rows into ``rows``; IDENTIFY/COUNT keep ``room`` rows free per event
+    (one per subscription the member may output)."""
+    n = ev.pos.shape[0]
+    if n:
+        run_kernel_many(kernel, (*head, tuple(ev)), (own_col(dirn), mode), n, buf, rows,
+                        0 if mode == PAIRS else room + 16)
+
+
+def run_ssi_many(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer,
+                 rows: BatchRows, dirn: int, ev: KeyedEvents, table: BaseTable, mode: int,
+                 pool: Any, n_members: int, reg_max: float) -> None:
+    """:func:`run_ssi` for every event of ``ev`` in one call (``K.sj_scan_many``)."""
+    if not groups.local:
+        return
+    r = groups.runs
+    r.ensure_scratch()
+    run_many(K.sj_scan_many, (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
+                              reg_max, pool.keys, pool.ids, cols.rec, table.seqs, cols.acc),
+             ev, dirn, mode, buf, rows, n_members)
+
+
+def run_own_scan_many(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer,
+                      rows: BatchRows, dirn: int, ev: KeyedEvents, table: BaseTable,
+                      mode: int, pool: Any, scratch: OwnScanScratch, reg_max: float) -> None:
+    """:func:`run_own_scan` for every event of ``ev`` in one call (``K.sj_own_scan_many``)."""
+    if not groups.local:
+        return
+    r = groups.runs
+    run_many(K.sj_own_scan_many, (groups.gids(), groups.point, r.arrays(), r.probe_scratch(),
+                                  scratch.side_for(r.n_members), scratch.buckets, reg_max,
+                                  pool.keys, pool.ids, table.arrays(), cols.arrays()),
+             ev, dirn, mode, buf, rows, r.n_members)
+
+
 class OwnScanScratch:
     """Per-probe scratch of :func:`run_own_scan`: the key's partner bucket table
     (:mod:`matcher.partner_buckets`) and the candidates of mixed buckets set aside (ids and
@@ -362,6 +414,15 @@ def run_vanilla(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, d
     buf.reserve(qids.shape[0])
     buf.run(K.sj_vanilla, qids, pool.keys, pool.ids, base, size, v, cols.rec, own_col(dirn),
             table.seqs, xseq, mode, cols.acc)
+
+
+def run_select_first_many(tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
+                          rows: BatchRows, dirn: int, ev: KeyedEvents, table: BaseTable,
+                          mode: int, pool: Any) -> None:
+    """:func:`run_select_first` for every event of ``ev`` in one call."""
+    if tree.root >= 0:
+        run_many(K.sj_select_first_many, (tree.arrays(), pool.keys, pool.ids, table.arrays(),
+                                          cols.arrays()), ev, dirn, mode, buf, rows, len(tree))
 
 
 def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
@@ -402,22 +463,34 @@ class SelectStrategy(Strategy):
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         """:meth:`match` for each incoming tuple of a run against the same ``table``, output
-        appended to ``rows`` (event positions in the run). The partner groups of the whole run
-        are looked up in one compiled call (``KeyIndex.lookup_many``), not one dict lookup per
-        tuple: a batch-only workload then never needs the index's dict of single lookups."""
+        appended to ``rows`` (event positions in the run), in event order. The partner groups
+        of the whole run are looked up in one compiled call (``KeyIndex.lookup_many``), not
+        one dict lookup per tuple (a batch-only workload then never needs the index's dict of
+        single lookups); the tuples with partners go to :meth:`match_events`."""
         ix = table.key_index
         assert ix is not None, "the engine enables the key index before matching equi-joins"
         gs = ix.lookup_many(bs)
         pool = ix.by_value
-        start, size = pool.start, pool.size
+        has = gs >= 0
+        sizes = np.where(has, pool.size[np.where(has, gs, 0)], 0)
+        keep = np.flatnonzero(sizes > 0)
+        if keep.shape[0] == 0:
+            return
+        g = gs[keep]
+        ev = KeyedEvents(keep, pool.start[g], sizes[keep], vs[keep], xseqs[keep])
+        n0 = rows.n
+        self.match_events(buf, rows, dirn, ev, table, mode, pool)
+        rows.sort_by_event(n0)
 
-        def one(j: int) -> None:
-            g = int(gs[j])
-            if g >= 0 and size[g]:
-                self._match(buf, dirn, float(vs[j]), int(xseqs[j]), table, mode, pool,
-                            int(start[g]), int(size[g]))
-
-        each_event(one, bs.shape[0], buf, rows, mode, self.cols.acc)
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        """Rows of the events ``ev`` (each with partners in ``pool``, ``KeyIndex.by_value``),
+        each event's rows together and in one-at-a-time order; the caller orders events.
+        Strategies with a ``*_many`` kernel run it once; this fallback (SJ-JoinFirst) runs
+        :meth:`_match` per event."""
+        each_event(lambda k: self._match(buf, dirn, float(ev.values[k]), int(ev.seqs[k]),
+                                         table, mode, pool, int(ev.base[k]), int(ev.size[k])),
+                   ev.pos.shape[0], buf, rows, mode, self.cols.acc, ev.pos)
 
 
 class JoinFirst(SelectStrategy):
@@ -533,6 +606,11 @@ class SelectFirst(SelectFirstHooks, SelectStrategy):
         run_own_scan(self.own.of(dirn), self.cols, buf, dirn, v, xseq, table, mode, pool, base,
                      size, self.scratch, self.reg_max)
 
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        run_own_scan_many(self.own.of(dirn), self.cols, buf, rows, dirn, ev, table, mode, pool,
+                          self.scratch, self.reg_max)
+
     def tau(self, d: int) -> int:
         """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""
         return len(self.own.of(d))
@@ -556,6 +634,14 @@ class Vanilla(SelectStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
                mode: int, pool: Any, base: int, size: int) -> None:
         run_vanilla(self.ids.view(), self.cols, buf, dirn, v, xseq, table, mode, pool, base, size)
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        qids = self.ids.view()
+        if qids.shape[0]:
+            c = self.cols
+            run_many(K.sj_vanilla_many, (qids, pool.keys, pool.ids, c.rec, table.seqs, c.acc),
+                     ev, dirn, mode, buf, rows, qids.shape[0])
 
 
 class SSI(SelectStrategy):
@@ -591,6 +677,11 @@ class SSI(SelectStrategy):
                mode: int, pool: Any, base: int, size: int) -> None:
         run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
                 pool, base, size, len(self), self.reg_max)
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        run_ssi_many(self.groups[1 if dirn > 0 else -1], self.cols, buf, rows, dirn, ev, table,
+                     mode, pool, len(self), self.reg_max)
 
     def tau(self, d: int) -> int:
         """The stabbing number of direction ``d``'s partition (the cost model's input)."""
@@ -684,6 +775,29 @@ class Hotspot(SelectStrategy):
             self.choices["SJ-SelectFirst"] += 1
             run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool,
                              base, size)
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        """:meth:`_match` for every event: the hot groups in one call, then the scattered part
+        per event by the same cost comparison, one call per side of it (the caller's stable
+        sort by event keeps each event's hot rows before its scattered ones)."""
+        g = self.groups[1 if dirn > 0 else -1]
+        run_ssi_many(g, self.cols, buf, rows, dirn, ev, table, mode, pool, len(self),
+                     self.reg_max)
+        if not len(g.scattered):
+            return
+        g.flush()
+        by_ssi = len(g.scat_groups) < self.sf_cost * g.n_selected_many(ev.values)
+        n_ssi = int(np.count_nonzero(by_ssi))
+        self.choices["SJ-SSI"] += n_ssi
+        self.choices["SJ-SelectFirst"] += by_ssi.shape[0] - n_ssi
+        if n_ssi:
+            run_ssi_many(g.scat_groups, self.cols, buf, rows, dirn,
+                         ev.subset(np.flatnonzero(by_ssi)), table, mode, pool, len(self),
+                         self.reg_max)
+        if n_ssi < by_ssi.shape[0]:
+            run_select_first_many(g.scattered, self.cols, buf, rows, dirn,
+                                  ev.subset(np.flatnonzero(~by_ssi)), table, mode, pool)
 
     def stats(self) -> dict[str, Any]:
         g = self.groups[1]

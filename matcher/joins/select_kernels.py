@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push
+from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push, rows_of_event
 from hotjoin.matcher.joins.protocol import (
     A_LO,
     C_LO,
@@ -58,7 +58,8 @@ from hotjoin.matcher.structures.rect_index import stab_group
 from hotjoin.matcher.structures.scan_runs import ScanArrays, ScanScratch
 
 __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_first",
-           "sj_own_scan", "sj_scan", "sj_select_first", "sj_vanilla"]
+           "sj_own_scan", "sj_own_scan_many", "sj_scan", "sj_scan_many", "sj_select_first",
+           "sj_select_first_many", "sj_vanilla", "sj_vanilla_many"]
 
 
 @njit(cache=True, inline="always")
@@ -564,3 +565,100 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
         if n_out < 0:
             return OVERFLOW
     return n_out
+
+
+# -- the batch path: one call per member and run of events ----------------------------------------
+#
+# Each ``*_many`` kernel runs its one-tuple kernel for the events ``ev[e0:]`` (a ``KeyedEvents``
+# bundle: row position, partner run base and size, value, sequence number), tags each event's
+# rows with its position (``rows_of_event``; COUNT rows take their count from ``acc``) and
+# returns ``(next event, n_out, stamp)`` for ``protocol.run_kernel_many``: IDENTIFY/COUNT stop
+# before an event that might not fit in ``room`` rows, PAIRS stops at the event that
+# overflowed (its partial rows dropped: PAIRS has no side effects). The one-tuple kernels are
+# called, not inlined: a call costs ~0.12 µs (``sj_vanilla_many`` over 100,000 events and no
+# subscription, session 14), against ~1–2 µs of Python per event before.
+
+
+@njit(cache=True)
+def sj_own_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple,
+                     side: tuple, buckets: tuple, reg_max: float, pv: np.ndarray,
+                     ps: np.ndarray, tab: tuple, sub: tuple, ev: tuple, e0: int, own: int,
+                     mode: int, stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,
+                     out_x: np.ndarray, n_out: int):
+    """:func:`sj_own_scan` (SJ-SelectFirst) for each event of ``ev`` from ``e0``."""
+    pos, base, size, values, seqs = ev
+    acc = SubArrays(*sub).acc
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp
+        stamp += 1
+        n1 = sj_own_scan(gids, gpoint, runs, scratch, side, buckets, reg_max,
+                         (pv, ps, base[k], size[k]), tab, sub, values[k], own, seqs[k], mode,
+                         out_q, out_x, n_out)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return pos.shape[0], n_out, stamp
+
+
+@njit(cache=True)
+def sj_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
+                 clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray,
+                 ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray, acc: np.ndarray,
+                 ev: tuple, e0: int, own: int, mode: int, stamp: int, room: int,
+                 out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+    """:func:`sj_scan` (SJ-SSI, SJ-Hotspot's groups) for each event of ``ev`` from ``e0``."""
+    pos, base, size, values, seqs = ev
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp
+        stamp += 1
+        n1 = sj_scan(gids, gpoint, runs, cand, clo, chi, reg_max, pv, ps, base[k], size[k],
+                     values[k], rec, own, dseqs, seqs[k], mode, acc, out_q, out_x, n_out)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return pos.shape[0], n_out, stamp
+
+
+@njit(cache=True)
+def sj_select_first_many(tree: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub: tuple,
+                         ev: tuple, e0: int, own: int, mode: int, stamp: int, room: int,
+                         out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+    """:func:`sj_select_first` (SJ-Hotspot's scattered tree) for each event of ``ev`` from
+    ``e0``."""
+    pos, base, size, values, seqs = ev
+    acc = SubArrays(*sub).acc
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp
+        stamp += 1
+        n1 = sj_select_first(tree, (pv, ps, base[k], size[k]), tab, sub, values[k], own,
+                             seqs[k], mode, out_q, out_x, n_out)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return pos.shape[0], n_out, stamp
+
+
+@njit(cache=True)
+def sj_vanilla_many(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, rec: np.ndarray,
+                    dseqs: np.ndarray, acc: np.ndarray, ev: tuple, e0: int, own: int,
+                    mode: int, stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,
+                    out_x: np.ndarray, n_out: int):
+    """:func:`sj_vanilla` for each event of ``ev`` from ``e0``."""
+    pos, base, size, values, seqs = ev
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp
+        stamp += 1
+        n1 = sj_vanilla(qids, pv, ps, base[k], size[k], values[k], rec, own, dseqs, seqs[k],
+                        mode, acc, out_q, out_x, n_out)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return pos.shape[0], n_out, stamp

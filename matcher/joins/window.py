@@ -29,7 +29,7 @@ Exactness beyond the paper's in-order, append-only streams (:mod:`matcher.skylin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -81,6 +81,45 @@ class Partners:
     def arrays(self) -> tuple:
         """The window kernels' ``P`` bundle (``window_kernels``' docstring), a plain tuple."""
         return (self.pv, self.ps, self.base, self.size, self.tv, self.ts, self.tbase, self.tsize)
+
+
+class WindowEvents(NamedTuple):
+    """Incoming tuples of one side whose key has partners (the window batch path): each one's
+    position in the run (its rows' event column), key, group in the other side's key index,
+    partner runs by value (``base``/``size``) and by time (``tbase``/``tsize``), value,
+    time, sequence number and watermark."""
+
+    pos: np.ndarray
+    keys: np.ndarray
+    g: np.ndarray
+    base: np.ndarray
+    size: np.ndarray
+    tbase: np.ndarray
+    tsize: np.ndarray
+    values: np.ndarray
+    times: np.ndarray
+    seqs: np.ndarray
+    nows: np.ndarray
+
+    def subset(self, sel: np.ndarray) -> WindowEvents:
+        """The events at indexes ``sel`` (in that order)."""
+        return WindowEvents(*(a[sel] for a in self))
+
+    def kernel_tuple(self) -> tuple[np.ndarray, ...]:
+        """The ``*_many`` kernels' ``ev``: ``(pos, base, size, tbase, tsize, values, times,
+        seqs)``."""
+        return (self.pos, self.base, self.size, self.tbase, self.tsize, self.values,
+                self.times, self.seqs)
+
+
+def run_window_many(kernel: Any, head: tuple[Any, ...], tail: tuple[Any, ...],
+                    buf: MatchBuffer, rows: BatchRows) -> tuple[Any, ...]:
+    """Call a ``window_kernels.*_many`` kernel (``kernel(*head, stamp, e, q, x, n, *tail)``),
+    which grows the row arrays itself; they, ``rows.n`` and ``buf.stamp`` take its answer.
+    Returns what it returns after them (WJ-JoinFirst's grown hit buffer)."""
+    rows.e, rows.q, rows.x, rows.n, buf.stamp, *rest = kernel(
+        *head, buf.stamp, rows.e, rows.q, rows.x, rows.n, *tail)
+    return tuple(rest)
 
 
 def partners_of(table: BaseTable, b: float) -> Partners | None:
@@ -253,19 +292,35 @@ class WindowStrategy(Strategy):
                    vs: np.ndarray, ts: np.ndarray, xseqs: np.ndarray, table: BaseTable,
                    mode: int, nows: np.ndarray) -> None:
         """:meth:`match` for each incoming tuple of a run (times ``ts``, watermarks ``nows``)
-        against the same ``table``, output appended to ``rows`` (event positions in the run);
-        the key groups of the run looked up in one compiled call (``SelectStrategy``)."""
+        against the same ``table``, output appended to ``rows`` (event positions in the run)
+        in event order; the key groups of the run looked up in one compiled call
+        (``SelectStrategy.match_many``), the tuples with partners handed to
+        :meth:`match_events`."""
         ix = table.key_index
         assert ix is not None, "the engine enables the key index before matching equi-joins"
+        assert ix.by_time is not None, "the engine keeps the by-time order for window joins"
         gs = ix.lookup_many(bs)
+        keep = np.flatnonzero(gs >= 0)
+        if keep.shape[0] == 0:
+            return
+        g = gs[keep]
+        bv, bt = ix.by_value, ix.by_time
+        ev = WindowEvents(keep, bs[keep], g, bv.start[g], bv.size[g], bt.start[g], bt.size[g],
+                          vs[keep], ts[keep], xseqs[keep], nows[keep])
+        n0 = rows.n
+        self.match_events(buf, rows, dirn, ev, table, mode)
+        rows.sort_by_event(n0)
 
-        def one(j: int) -> None:
-            g = int(gs[j])
-            if g >= 0:
-                self._match(buf, dirn, float(bs[j]), float(vs[j]), int(ts[j]), int(xseqs[j]),
-                            table, mode, int(nows[j]), Partners(table, g))
-
-        each_event(one, bs.shape[0], buf, rows, mode, self.cols.acc)
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
+                     table: BaseTable, mode: int) -> None:
+        """Rows of the events ``ev`` (each with partners), each event's rows together and in
+        one-at-a-time order; the caller orders events. Strategies with a ``*_many`` kernel
+        run it once; this fallback (WJ-SSI, WJ-Hotspot: their skylines are Python state)
+        runs :meth:`_match` per event."""
+        each_event(lambda k: self._match(buf, dirn, float(ev.keys[k]), float(ev.values[k]),
+                                         int(ev.times[k]), int(ev.seqs[k]), table, mode,
+                                         int(ev.nows[k]), Partners(table, int(ev.g[k]))),
+                   ev.pos.shape[0], buf, rows, mode, self.cols.acc, ev.pos)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "w_max": self.wmax}
@@ -302,6 +357,17 @@ class JoinFirst(WindowStrategy):
             forest_arrays(d), p.arrays(), table_arrays(table), sub_arrays(c, dirn), v, t,
             self.wmax, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
 
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
+                     table: BaseTable, mode: int) -> None:
+        ix = table.key_index
+        assert ix is not None and ix.by_time is not None
+        d = self.d
+        (d.hits,) = run_window_many(
+            K.wj_join_first_many, (forest_arrays(d), ix.by_value.keys, ix.by_value.ids,
+                                   ix.by_time.keys, ix.by_time.ids, table_arrays(table),
+                                   sub_arrays(self.cols, dirn), self.wmax, ev.kernel_tuple(),
+                                   dirn, mode), (d.stack, d.hits), buf, rows)
+
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.d.memory_bytes()
 
@@ -334,6 +400,23 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
             p.arrays(), table_arrays(table), sub_arrays(self.cols, dirn),
             v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
             (self.wmin, self.wmax, self.reg_max))
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
+                     table: BaseTable, mode: int) -> None:
+        groups = self.own.of(dirn)
+        if not groups.local:
+            return
+        ix = table.key_index
+        assert ix is not None and ix.by_time is not None
+        r = groups.runs
+        r.ensure_scratch()
+        run_window_many(
+            K.wj_own_scan_many, ((groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
+                                  self.scratch.side_for(r.n_members), self.scratch.buckets),
+                                 ix.by_value.keys, ix.by_value.ids, ix.by_time.keys,
+                                 ix.by_time.ids, table_arrays(table), sub_arrays(self.cols, dirn),
+                                 (self.wmin, self.wmax, self.reg_max), ev.kernel_tuple(),
+                                 own_col(dirn), mode), (), buf, rows)
 
     def tau(self, d: int) -> int:
         """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""

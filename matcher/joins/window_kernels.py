@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import owed_rec, push
+from hotjoin.matcher.joins.band_kernels import owed_rec, push, rows_of_event
 from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS
 from hotjoin.matcher.joins.select_kernels import (
     emit_marked,
@@ -378,3 +378,59 @@ def count_within(tv: np.ndarray, base: int, size: int, lo: float, hi: float) -> 
     """#{i ∈ [base, base+size): lo ≤ tv[i] ≤ hi} for a sorted run: a key's m_b (§4.2), without
     a Python-side slice (the router asks it per tuple)."""
     return upper_bound(tv, base, size, hi) - lower_bound(tv, base, size, lo)
+
+
+# -- the batch path: one call per member and run of events ----------------------------------------
+#
+# As ``select_kernels``' ``*_many`` kernels, for the window kernels, which grow their output
+# buffers themselves: each event's rows are tagged with its position (``rows_of_event``), the
+# event column grown to match, and the three row arrays returned with ``n_out`` and ``stamp``
+# (each event takes the next stamp: WJ-JoinFirst dedupes by ``mark``). ``ev`` is the plain
+# tuple ``(pos, base, size, tbase, tsize, values, times, seqs)`` of ``window.WindowEvents``.
+
+
+@njit(cache=True)
+def _rows_grown(out_e: np.ndarray, out_q: np.ndarray, n0: int) -> np.ndarray:
+    """The event column grown to the row arrays' capacity (rows ``< n0`` kept)."""
+    if out_e.shape[0] >= out_q.shape[0]:
+        return out_e
+    e = np.empty(out_q.shape[0], dtype=np.int64)
+    e[:n0] = out_e[:n0]
+    return e
+
+
+@njit(cache=True)
+def wj_own_scan_many(G: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray,
+                     T: tuple, Q: tuple, W: tuple, ev: tuple, own: int, mode: int, stamp: int,
+                     out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+    """:func:`wj_own_scan` (WJ-SelectFirst) for every event of ``ev``."""
+    pos, base, size, tbase, tsize, values, times, seqs = ev
+    acc = Q[2]
+    for k in range(pos.shape[0]):
+        stamp += 1
+        out_q, out_x, n1 = wj_own_scan(G, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]),
+                                       T, Q, values[k], times[k], own, seqs[k], mode, stamp,
+                                       out_q, out_x, n_out, W)
+        out_e = _rows_grown(out_e, out_q, n_out)
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return out_e, out_q, out_x, n_out, stamp
+
+
+@njit(cache=True)
+def wj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray,
+                       ts: np.ndarray, T: tuple, Q: tuple, wmax: int, ev: tuple, dirn: int,
+                       mode: int, stamp: int, out_e: np.ndarray, out_q: np.ndarray,
+                       out_x: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
+    """:func:`wj_join_first` (WJ-JoinFirst) for every event of ``ev``."""
+    pos, base, size, tbase, tsize, values, times, seqs = ev
+    acc = Q[2]
+    for k in range(pos.shape[0]):
+        stamp += 1
+        out_q, out_x, n1, hits = wj_join_first(
+            F, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]), T, Q, values[k],
+            times[k], wmax, dirn, seqs[k], mode, stamp, out_q, out_x, n_out, stack, hits)
+        out_e = _rows_grown(out_e, out_q, n_out)
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return out_e, out_q, out_x, n_out, stamp, hits

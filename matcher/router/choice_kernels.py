@@ -17,6 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
+from hotjoin.matcher.joins.window_kernels import count_within
 from hotjoin.matcher.partition.histogram import estimate_at
 
 PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction")
@@ -173,6 +174,111 @@ def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     return at_bounds if at_bounds == chosen + SETTLED else chosen
 
 
+@njit(cache=True)
+def select_run(plan: np.ndarray, sizes: np.ndarray, values: np.ndarray, hist: np.ndarray,
+               cd: int, every: int, suspect: np.ndarray, out: np.ndarray) -> int:
+    """:func:`select_for` over a run of tuples (the batch path): the member of least corrected
+    cost for each tuple ``k`` (partner count ``sizes[k]``, value ``values[k]``) into ``out[k]``,
+    up to the first tuple that must be timed, whose index is returned (``sizes.shape[0]``:
+    none). A tuple is timed when its countdown ``cd − k`` is a multiple of ``every + 1``
+    (``every`` < 0: never; the one-at-a-time rule) or its member is ``suspect``; its cost is
+    written to the state row's ``COST`` as :func:`select_for` does. No settled choices here:
+    one decision costs a few ns in a loop, so there is nothing to save by reusing one.
+
+    >>> p = empty_plan(2)
+    >>> p[0, CODE], p[0, A], p[0, K] = 0, 10.0, 5.0                  # 10 + 5 m′
+    >>> p[1, CODE], p[1, A], p[1, K], p[1, EXTRA] = 4, 40.0, 0.5, 1.0  # 40 + n′/2 + m′
+    >>> p[:2, CORRECTION] = 1.0
+    >>> hist = np.zeros(8)   # an empty histogram: n′ = 0
+    >>> out = np.full(3, -1)
+    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, 5, -1, np.zeros(2, np.bool_), out)
+    3
+    >>> out.tolist()   # 20 < 42; 55 > 49; 260 > 90
+    [0, 1, 1]
+    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, 5, 3, np.zeros(2, np.bool_), out)
+    1
+    >>> float(p[-1, COST])   # the timed tuple (countdown 4) chose member 1 at 49
+    49.0
+    """
+    state = plan.shape[0] - 1
+    for k in range(sizes.shape[0]):
+        size = sizes[k]
+        chosen, best, _ = _cheapest(plan, size, math.log2(size + 2.0), estimate_at(hist, values[k]))
+        out[k] = chosen
+        if (every >= 0 and ((cd - k) & every) == 0) or suspect[chosen]:
+            plan[state, COST] = best
+            return k
+    return sizes.shape[0]
+
+
+@njit(cache=True)
+def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarray,
+               tbase: np.ndarray, tsize: np.ndarray, times: np.ndarray, wmax: int,
+               values: np.ndarray, hist: np.ndarray, cd: int, every: int,
+               suspect: np.ndarray, out: np.ndarray, cost: np.ndarray) -> int:
+    """WJ-Dynamic's per-tuple decision (§4.2, ``WindowDynamic._match``'s loop) over a run of
+    tuples (the batch path), as :func:`select_run`: members into ``out`` up to the first tuple
+    to time, whose index is returned (its cost in ``cost[0]``).
+
+    ``plan`` rows ``(code, A, K, K2, K3, τ, j)`` sorted by A (``cost_model.WindowPlan``,
+    member j's correction folded in): code 0 costs ``A + K·m_b``, code 1 ``A + K·n′·√m′``,
+    codes 2 and 3 ``A + K·m′_b + K2·m̄_b + K3·n′·√m′`` with (m̄_b, m′_b) from ``fresh[k, j]``, the
+    size of tuple k's stored skyline in member j if current, else −1 (``skyline_sizes``).
+    m_b counts the key's partners within w_max of the tuple's time (the by-time run
+    ``tv[tbase[k] : tbase[k] + tsize[k]]``) and n′ is estimated from ``hist``, each only
+    when some member's cost needs it; the loop stops at the first A no cost can beat. The
+    skyline sizes are Python state (``SkylineIndex``): ``fresh`` may start as NaN, and the
+    first tuple whose decision needs them returns ``−1 − k``, so the caller looks them up only
+    when a WJ-SSI-like member can still win (on the load-test workload WJ-SelectFirst's cost
+    stays below their fixed parts, and ~20 µs of dict lookups per batch are saved)."""
+    for k in range(mp.shape[0]):
+        size = mp[k]
+        sq = math.sqrt(size)
+        t = times[k]
+        mb = -1.0
+        n1 = -1.0
+        best = second = np.inf
+        chosen = 0
+        for r in range(plan.shape[0]):
+            code, a, kk = plan[r, 0], plan[r, 1], plan[r, 2]
+            j = int(plan[r, 6])
+            if a >= best:  # per-tuple terms are >= 0 and A ascends: no later member can win
+                second = min(second, a)
+                break
+            if code == 0.0:
+                if mb < 0.0:
+                    mb = float(count_within(tv, tbase[k], tsize[k], t - wmax, t + wmax))
+                c = a + kk * mb
+            elif code == 1.0:
+                if kk != 0.0 and n1 < 0.0:
+                    n1 = estimate_at(hist, values[k])
+                c = a + (kk * n1 * sq if kk != 0.0 else 0.0)
+            else:
+                fr = fresh[k, j]
+                if fr != fr:  # not looked up: the caller fills ``fresh`` and calls again
+                    return -1 - k
+                if fr >= 0.0:
+                    mbar, mpb = fr, 2.0 * fr
+                else:
+                    if mb < 0.0:
+                        mb = float(count_within(tv, tbase[k], tsize[k], t - wmax, t + wmax))
+                    mbar, mpb = min(mb, 2.0 * plan[r, 5]), size
+                c = a + kk * mpb + plan[r, 3] * mbar
+                if plan[r, 4] != 0.0:
+                    if n1 < 0.0:
+                        n1 = estimate_at(hist, values[k])
+                    c += plan[r, 4] * n1 * sq
+            if c < best:
+                best, second, chosen = c, best, j
+            elif c < second:
+                second = c
+        out[k] = chosen
+        if (every >= 0 and ((cd - k) & every) == 0) or suspect[chosen]:
+            cost[0] = best
+            return k
+    return mp.shape[0]
+
+
 __all__ = ["COST", "CORRECTION", "MARGIN", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
            "SETTLED_MARGIN", "STATE_COLUMNS", "choice_at_bounds", "empty_plan", "fill_row",
-           "member_cost", "select_for"]
+           "member_cost", "select_for", "select_run", "window_run"]

@@ -51,7 +51,13 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins.band import BAND_STRATEGIES, BandStrategy, make_band_strategy
-from hotjoin.matcher.joins.protocol import BatchRows, DenseIds, MatchBuffer
+from hotjoin.matcher.joins.protocol import (
+    BatchRows,
+    DenseIds,
+    KeyedEvents,
+    MatchBuffer,
+    each_event,
+)
 from hotjoin.matcher.joins.select import (
     SELECT_STRATEGIES,
     SelectStrategy,
@@ -62,6 +68,7 @@ from hotjoin.matcher.joins.select import (
 from hotjoin.matcher.joins.window import (
     WINDOW_STRATEGIES,
     Partners,
+    WindowEvents,
     WindowStrategy,
     make_window_strategy,
     partners_of,
@@ -80,6 +87,8 @@ from hotjoin.matcher.router.choice_kernels import (
     fill_row,
     member_cost,
     select_for,
+    select_run,
+    window_run,
 )
 from hotjoin.matcher.router.cost_model import (
     MODELS,
@@ -358,6 +367,49 @@ class _Routing:
             self.explorations += 1
             return j, cc[j]
         return i, cc[i]
+
+    def _suspects(self, d: int) -> np.ndarray:
+        """The suspect members of direction ``d`` as a mask (none without feedback)."""
+        if not self.feedback:
+            return np.zeros(len(self.members), dtype=np.bool_)
+        return np.array(self._suspect[d], dtype=np.bool_)
+
+    def _route_run(self, d: int, n: int, refresh: Callable[[int], None],
+                   decide: Callable[[int, int, int, np.ndarray], int],
+                   timed: Callable[[int, int], None]) -> np.ndarray:
+        """The batch path's decisions for ``n`` tuples of direction ``d`` (SJ- and WJ-Dynamic),
+        on the one-at-a-time countdown: ``refresh(k)`` refolds the plan before tuple ``k``
+        when it is due; ``decide(k, stop, cd, out)`` (one compiled call) writes the members of
+        tuples ``k … stop − 1`` into ``out`` and returns the offset of the first one to time
+        (``stop − k``: none), which ``timed(k, member)`` then runs alone, learning before the
+        rest is decided. Returns each tuple's member, −1 for the timed ones (already run)."""
+        choice = np.empty(n, dtype=np.int64)
+        k = 0
+        while k < n:
+            cd = self._countdown[d] - 1
+            if cd < 0:
+                refresh(k)
+                cd = PLAN_REFRESH
+            stop = min(n, k + cd + 1)
+            t = k + decide(k, stop, cd, choice[k:stop])
+            if t == stop:
+                self._countdown[d] = cd - (stop - k) + 1
+                k = stop
+                continue
+            self._countdown[d] = cd - (t - k)
+            timed(t, int(choice[t]))
+            choice[t] = -1
+            k = t + 1
+        return choice
+
+    def _dispatch(self, choice: np.ndarray, run: Callable[[Any, np.ndarray], None]) -> None:
+        """``run(member, indexes)`` once per member for the tuples ``choice`` gave it."""
+        for i, member in enumerate(self.members):
+            sel = np.flatnonzero(choice == i)
+            if sel.shape[0]:
+                self.counts[i] += sel.shape[0]
+                self.last = i
+                run(member, sel)
 
     def force(self, name: str | None) -> None:
         """Run only member ``name`` from now on (None: route by cost again). Benchmarks."""
@@ -676,6 +728,46 @@ class SelectDynamic(_Routing, SelectStrategy):
         self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
         self._learn(d, i, best, self.clock() - t0, i != chosen)
 
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        """The decision inside the batch (issue 14 item 3): one ``select_run`` call decides a
+        stretch of tuples up to the next one to time, which runs alone as in :meth:`_match`
+        and learns; the plan is refreshed on the one-at-a-time countdown. Then each member
+        matches all the tuples it was given in one ``match_events`` call."""
+        n = ev.pos.shape[0]
+        if self.forced is not None:
+            self.last = self.forced
+            self.members[self.forced].match_events(buf, rows, dirn, ev, table, mode, pool)
+            return
+        d = 1 if dirn > 0 else -1
+        every = FEEDBACK_EVERY - 1 if self.feedback else -1
+
+        def decide(k: int, stop: int, cd: int, out: np.ndarray) -> int:
+            return select_run(self._plans[d], ev.size[k:stop], ev.values[k:stop],
+                              self._lookup[d], cd, every, self._suspects(d), out)
+
+        choice = self._route_run(
+            d, n, lambda k: self._refresh(d, table, float(ev.values[k])), decide,
+            lambda k, i: self._timed_event(buf, rows, dirn, d, ev, k, i, table, mode, pool))
+        self._dispatch(choice, lambda m, sel: m.match_events(buf, rows, dirn, ev.subset(sel),
+                                                             table, mode, pool))
+
+    def _timed_event(self, buf: MatchBuffer, rows: BatchRows, dirn: int, d: int,
+                     ev: KeyedEvents, k: int, chosen: int, table: BaseTable, mode: int,
+                     pool: Any) -> None:
+        """Event ``k`` of ``ev`` as a timed tuple of :meth:`_match` (member ``chosen``)."""
+        v, size = float(ev.values[k]), int(ev.size[k])
+        i, best = self._timed_choice(d, chosen, float(self._plans[d][-1, COST]),
+                                     lambda: self._costs(self._quantities(dirn, v, table, size)))
+
+        def timed(_: int) -> None:
+            t0 = self.clock()
+            self.members[i]._match(buf, dirn, v, int(ev.seqs[k]), table, mode, pool,
+                                   int(ev.base[k]), size)
+            self._learn(d, i, best, self.clock() - t0, i != chosen)
+
+        each_event(timed, 1, buf, rows, mode, self.cols.acc, ev.pos[k: k + 1])
+
     def stats(self) -> dict[str, Any]:
         st: dict[str, Any] = {**SelectStrategy.stats(self), **self.routing_stats(),
                               "histograms": self.own.stats()}
@@ -803,6 +895,8 @@ class WindowDynamic(_Routing, WindowStrategy):
         self._plans: dict[int, list[tuple[int, float, float, float, float, float, int]]] = {
             1: [], -1: []}
         self._est: dict[int, Any] = {1: None, -1: None}
+        self._plan_arrays: dict[int, np.ndarray] = {1: np.zeros((0, 7)), -1: np.zeros((0, 7))}
+        self._lookup: dict[int, np.ndarray] = {1: np.zeros(0), -1: np.zeros(0)}
         # m′ octave (bit length) → [member, tuples left]: a choice made by RUN_MARGIN
         self._runs: dict[int, dict[int, list[int]]] = {1: {}, -1: {}}
 
@@ -864,8 +958,7 @@ class WindowDynamic(_Routing, WindowStrategy):
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
         if cd < 0:
-            self._plans[d] = self._plan(d, table, v)
-            self._runs[d] = {}
+            self._refold(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
         timed = not (cd & (FEEDBACK_EVERY - 1)) and self.feedback
@@ -926,6 +1019,82 @@ class WindowDynamic(_Routing, WindowStrategy):
         t0 = self.clock()
         self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
         self._learn(d, i, best, self.clock() - t0, i != chosen)
+
+    def _refold(self, d: int, table: BaseTable, v: float) -> None:
+        """A new plan (:meth:`_plan`), as the list the one-at-a-time loop reads and the array
+        ``choice_kernels.window_run`` reads, with the n′ estimator's lookup array; the runs of
+        clear choices are dropped."""
+        plan = self._plans[d] = self._plan(d, table, v)
+        self._plan_arrays[d] = np.array(plan, dtype=np.float64).reshape(len(plan), 7)
+        self._lookup[d] = self.own.lookup(d)
+        self._runs[d] = {}
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
+                     table: BaseTable, mode: int) -> None:
+        """The decision inside the batch (issue 14 item 3), as ``SelectDynamic.match_events``:
+        one ``window_run`` call decides a stretch of tuples up to the next one to time; the
+        skyline states the WJ-SSI-like members' costs read are looked up once per distinct
+        key of the stretch. Each member then matches its tuples in one ``match_events``."""
+        n = ev.pos.shape[0]
+        if self.forced is not None:
+            self.last = self.forced
+            self.members[self.forced].match_events(buf, rows, dirn, ev, table, mode)
+            return
+        ix = table.key_index
+        assert ix is not None and ix.by_time is not None
+        tv = ix.by_time.keys
+        d = 1 if dirn > 0 else -1
+        every = FEEDBACK_EVERY - 1 if self.feedback else -1
+        mp = ev.size.astype(np.float64)
+        cost = np.zeros(1)
+
+        def decide(k: int, stop: int, cd: int, out: np.ndarray) -> int:
+            plan = self._plan_arrays[d]
+            fresh = np.full((stop - k, len(self.members)), np.nan)
+            while True:
+                t = window_run(plan, fresh, mp[k:stop], tv, ev.tbase[k:stop], ev.tsize[k:stop],
+                               ev.times[k:stop], self.wmax, ev.values[k:stop],
+                               self._lookup[d], cd, every, self._suspects(d), out, cost)
+                if t >= 0:
+                    return t
+                self._skyline_sizes(d, ev.keys[k:stop], plan, fresh)
+
+        choice = self._route_run(
+            d, n, lambda k: self._refold(d, table, float(ev.values[k])), decide,
+            lambda k, i: self._timed_event(buf, rows, dirn, d, ev, k, i, float(cost[0]), table,
+                                           mode))
+        self._dispatch(choice, lambda m, sel: m.match_events(buf, rows, dirn, ev.subset(sel),
+                                                             table, mode))
+
+    def _skyline_sizes(self, d: int, keys: np.ndarray, plan: np.ndarray,
+                       fresh: np.ndarray) -> None:
+        """``fresh[k, j]``: the size of key ``keys[k]``'s stored skyline in member j if it is
+        current, else −1 (``fresh_skyline``), for the WJ-SSI-like members of ``plan``; one
+        lookup per distinct key."""
+        uniq, inv = np.unique(keys, return_inverse=True)
+        fresh.fill(-1.0)
+        for j in plan[plan[:, 0] >= 2.0, 6].astype(np.int64).tolist():
+            sky = self.members[j].skies[d]  # type: ignore[attr-defined]
+            fresh[:, j] = np.array([fresh_skyline(sky, b) for b in uniq.tolist()])[inv]
+
+    def _timed_event(self, buf: MatchBuffer, rows: BatchRows, dirn: int, d: int,
+                     ev: WindowEvents, k: int, chosen: int, best: float, table: BaseTable,
+                     mode: int) -> None:
+        """Event ``k`` of ``ev`` as a timed tuple of :meth:`_match` (member ``chosen`` at
+        modelled cost ``best``, with the correction the plan folded in)."""
+        b, v, t = float(ev.keys[k]), float(ev.values[k]), int(ev.times[k])
+        p = Partners(table, int(ev.g[k]))
+        i, predicted = self._timed_choice(
+            d, chosen, best * self.corr[d][chosen] / self._folded[d][chosen],
+            lambda: self._costs(self._quantities(dirn, b, v, t, table, p)))
+
+        def timed(_: int) -> None:
+            t0 = self.clock()
+            self.members[i]._match(buf, dirn, b, v, t, int(ev.seqs[k]), table, mode,
+                                   int(ev.nows[k]), p)
+            self._learn(d, i, predicted, self.clock() - t0, i != chosen)
+
+        each_event(timed, 1, buf, rows, mode, self.cols.acc, ev.pos[k: k + 1])
 
     def _m_b(self, p: Any, t: int) -> float:
         """m_b: the key's partners within w_max of t (two searches of the by-time run)."""

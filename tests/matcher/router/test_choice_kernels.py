@@ -35,6 +35,8 @@ from hotjoin.matcher.router.choice_kernels import (
     fill_row,
     member_cost,
     select_for,
+    select_run,
+    window_run,
 )
 from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
 
@@ -115,6 +117,104 @@ def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: in
             costs = [member_cost(plan, j, m1, float(n1)) for j in range(len(rows))]
             assert all(c >= margin * costs[want] * (1 - 1e-12)
                        for j, c in enumerate(costs) if j != want), (costs, want, margin)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=plans(), tuples=st.lists(st.tuples(st.integers(1, 10**5), st.floats(-5.0, 100.0)),
+                                     min_size=1, max_size=40),
+       cd=st.integers(0, 64), every=st.sampled_from([-1, 0, 3, 31]),
+       suspect_at=st.integers(-1, 4))
+def test_a_run_decision_is_the_one_tuple_decision_up_to_the_first_timed(
+        rows: list[Any], tuples: list[tuple[int, float]], cd: int, every: int,
+        suspect_at: int) -> None:
+    """``select_run`` chooses for each tuple what ``select_for`` chooses for it alone, and
+    stops at the first tuple whose countdown ``cd − k`` is a multiple of ``every + 1`` or
+    whose member is suspect, with that tuple's cost in the state row."""
+    h = SSIHistogram.build(np.array([0.0, 10.0, 30.0]), np.array([50.0, 20.0, 90.0]), 7)
+    plan = empty_plan(len(rows))
+    for j, (code, a, k, extra, corr) in enumerate(rows):
+        fill_row(plan, j, code, a, k, extra, corr)
+    vals = h.values()
+    plan[-1, N1_LO], plan[-1, N1_HI] = float(vals.min()), float(vals.max())
+    sizes = np.array([m for m, _ in tuples], dtype=np.int64)
+    values = np.array([v for _, v in tuples])
+    suspect = np.zeros(len(rows), dtype=np.bool_)
+    if 0 <= suspect_at < len(rows):
+        suspect[suspect_at] = True
+    out = np.full(len(tuples), -1, dtype=np.int64)
+    stop = select_run(plan, sizes, values, h.lookup(), cd, every, suspect, out)
+    cost = float(plan[-1, COST])
+    for k, (m1, v) in enumerate(tuples):
+        one = select_for(plan, m1, v, h.lookup())
+        one = one - SETTLED if one >= SETTLED else one
+        timed = (every >= 0 and (cd - k) & every == 0) or bool(suspect[one])
+        if k < stop:
+            assert out[k] == one and not timed, (k, stop)
+        elif k == stop:
+            assert out[k] == one and timed
+            assert math.isclose(cost, member_cost(plan, one, m1, h.estimate(v)), rel_tol=1e-12,
+                                abs_tol=1e-300)
+        else:
+            assert out[k] == -1  # not decided: the caller times tuple ``stop`` first
+    if stop == len(tuples):
+        assert all(not ((every >= 0 and (cd - k) & every == 0) or suspect[out[k]])
+                   for k in range(len(tuples)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(members=st.lists(st.tuples(st.integers(0, 3), CONSTANTS, CONSTANTS, CONSTANTS, CONSTANTS,
+                                  st.integers(0, 50)), min_size=1, max_size=4),
+       events=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 60), st.floats(-5.0, 100.0),
+                                 st.integers(-1, 12)), min_size=1, max_size=20),
+       wmax=st.integers(0, 30))
+def test_the_window_run_decision_is_the_least_modelled_cost(
+        members: list[Any], events: list[Any], wmax: int) -> None:
+    """``window_run`` picks, per tuple, a member of least cost by Theorem 4's folded plan
+    (the formulas of ``WindowDynamic._match``), m_b counted in the key's by-time run and n′
+    from the histogram, skylines fresh or not; no tuple is timed here. Without the skyline
+    sizes it decides the tuples that do not need them and stops at the first that does."""
+    h = EquiWidthHistogram.fit(np.array([0.0, 10.0, 30.0]), np.array([50.0, 20.0, 90.0]), 5)
+    plan = np.array(sorted(((float(c), a, k, k2, k3 if c == 3 else 0.0, float(tau), float(j))
+                            for j, (c, a, k, k2, k3, tau) in enumerate(members)),
+                           key=lambda r: r[1]))
+    tv = np.sort(np.arange(0.0, 60.0, 1.5))  # one key's partner times
+    n = len(events)
+    mp = np.array([float(m + 1) for m, _, _, _ in events])
+    times = np.array([t for _, t, _, _ in events], dtype=np.int64)
+    values = np.array([v for _, _, v, _ in events])
+    fresh = np.array([[float(f)] * len(members) for _, _, _, f in events])
+    out = np.full(n, -1, dtype=np.int64)
+    cost = np.zeros(1)
+    args = (mp, tv, np.zeros(n, np.int64), np.full(n, tv.shape[0]), times, wmax, values,
+            h.lookup(), 64, -1, np.zeros(len(members), np.bool_), out, cost)
+    # skyline sizes not looked up (NaN): the run stops at the first tuple that needs them
+    unknown = np.full_like(fresh, np.nan)
+    got = window_run(plan, unknown, *args)
+    asked = got < 0
+    first = -1 - got if asked else n
+    assert asked == (first < n)
+    if asked:
+        assert (plan[:, 0] >= 2).any()
+    early = out[:first].copy()
+    got = window_run(plan, fresh, *args)
+    assert got == n
+    assert out[:first].tolist() == early.tolist()  # decided without them: the same
+    for k in range(n):
+        t, v = int(times[k]), float(values[k])
+        mb = float(np.count_nonzero((tv >= t - wmax) & (tv <= t + wmax)))
+        n1, sq = h.estimate(v), math.sqrt(mp[k])
+        costs = {}
+        for code, a, kk, k2, k3, tau, j in plan.tolist():
+            if code == 0:
+                c = a + kk * mb
+            elif code == 1:
+                c = a + (kk * n1 * sq if kk else 0.0)
+            else:
+                fr = fresh[k, int(j)]
+                mbar, mpb = (fr, 2 * fr) if fr >= 0 else (min(mb, 2 * tau), mp[k])
+                c = a + kk * mpb + k2 * mbar + (k3 * n1 * sq if k3 else 0.0)
+            costs[int(j)] = c
+        assert costs[int(out[k])] <= min(costs.values()) * (1 + 1e-12), (k, costs, out[k])
 
 
 def _plan(*rows: tuple[int, float, float, Any]) -> np.ndarray:
