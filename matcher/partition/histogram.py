@@ -153,23 +153,64 @@ def lookup_array(form: float, lo: float, hi: float, inv_w: float, buckets: int,
 
 
 @njit(cache=True)
+def bucket_at(h: np.ndarray, x: float) -> int:
+    """The index of the estimate :func:`estimate_at` reads for ``x`` (its bucket): every x of
+    one bucket has the same n′, so a choice made at one holds for all (the router keeps such
+    choices, ``SelectDynamic``)."""
+    nb = int(h[5])
+    if h[0] == SSI_LOOKUP:
+        return int(np.searchsorted(h[LOOKUP_HEADER:LOOKUP_HEADER + nb], x, side="right"))
+    lo, hi = h[1], h[2]
+    if x < lo:
+        return 0
+    if x > hi:
+        return h.shape[0] - LOOKUP_HEADER - nb - 1
+    j = int((x - lo) * h[3])
+    b = int(h[4])
+    return j + 1 if j < b else b
+
+
+@njit(cache=True)
 def estimate_at(h: np.ndarray, x: float) -> float:
     """A histogram's ``estimate(x)`` from its ``lookup()`` array, in compiled code (the
     router estimates n′ inside its decision kernel, §4.1). Bit for bit the Python estimate:
     HIST-SSI reads ``est[bisect_right(breaks, x)]``; HIST-EQW its bucket by the same float
     arithmetic."""
+    return h[LOOKUP_HEADER + int(h[5]) + bucket_at(h, x)]
+
+
+def estimate_of_bucket(h: np.ndarray, b: int) -> float:
+    """The estimate of bucket ``b`` of a ``lookup()`` array (:func:`bucket_at`)."""
+    return float(h[LOOKUP_HEADER + int(h[5]) + b])
+
+
+def bucket_function(h: np.ndarray) -> Callable[[float], int]:
+    """:func:`bucket_at` for one ``lookup()`` array as a Python callable (no kernel call: a
+    ``bisect_right`` over the breakpoints, or the equi-width arithmetic, ~0.1–0.2 µs).
+
+    >>> h = lookup_array(SSI_LOOKUP, 0.0, 0.0, 0.0, 0, np.array([1.0, 5.0]), [0.0, 3.0, 1.0])
+    >>> f = bucket_function(h)
+    >>> [f(x) for x in (0.5, 1.0, 4.9, 5.0, 9.0)] == [bucket_at(h, x) for x in (0.5, 1.0, 4.9, 5.0, 9.0)]
+    True
+    >>> [f(x) for x in (0.5, 1.0, 5.0)]
+    [0, 1, 2]
+    """
     nb = int(h[5])
-    est = h[LOOKUP_HEADER + nb:]
     if h[0] == SSI_LOOKUP:
-        return est[np.searchsorted(h[LOOKUP_HEADER:LOOKUP_HEADER + nb], x, side="right")]
-    lo, hi = h[1], h[2]
-    if x < lo:
-        return est[0]
-    if x > hi:
-        return est[est.shape[0] - 1]
-    j = int((x - lo) * h[3])
-    b = int(h[4])
-    return est[j + 1 if j < b else b]
+        breaks = h[LOOKUP_HEADER:LOOKUP_HEADER + nb].tolist()
+        return lambda x: bisect_right(breaks, x)
+    lo, hi, inv_w, b = float(h[1]), float(h[2]), float(h[3]), int(h[4])
+    last = h.shape[0] - LOOKUP_HEADER - nb - 1
+
+    def bucket(x: float) -> int:
+        if x < lo:
+            return 0
+        if x > hi:
+            return last
+        j = int((x - lo) * inv_w)
+        return j + 1 if j < b else b
+
+    return bucket
 
 
 # ---- exact reference ---------------------------------------------------------------------------

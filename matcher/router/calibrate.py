@@ -104,6 +104,24 @@ def time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.n
             gc.enable()
 
 
+EVICT_BYTES = 64 << 20
+"""Bytes read before every pass of :func:`time_members` (well above a last-level cache)."""
+_evict_buffer: list[np.ndarray] = []
+
+
+def evict_caches() -> None:
+    """Read ``EVICT_BYTES`` of memory, so the next pass starts from caches holding none of the
+    pass before it. Without this, a pass right after a heavy one (SJ-Vanilla, SJ-JoinFirst:
+    0.3–0.4 ms per tuple through the whole table) started colder than one after a light pass,
+    and the fixed order of passes (seed 7) put the router after a heavy pass in three rounds
+    of five and SJ-SelectFirst in two: at Fig. 18's first point the router measured 3–4 %
+    slower than SJ-SelectFirst even with its decision replaced by SJ-SelectFirst's own call
+    (session 14)."""
+    if not _evict_buffer:
+        _evict_buffer.append(np.ones(EVICT_BYTES // 8))
+    _evict_buffer[0].sum()
+
+
 def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
                   times: np.ndarray | None, progress: Any, rounds: int,
                   lead_in: int) -> MemberTimes:
@@ -132,6 +150,7 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
     for r in range(rounds):
         for step, j in enumerate(rng.permutation(nm + 1).tolist()):
             ix.force(None if j == nm else names[j])
+            evict_caches()
             for k, v, t in lead:
                 e.probe(side, k, v, "identify", t)  # type: ignore[arg-type]
             out_t, out_c = ns[r, j], counts[r, j]

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from hotjoin.matcher.joins.window_kernels import count_within
-from hotjoin.matcher.partition.histogram import estimate_at
+from hotjoin.matcher.partition.histogram import bucket_at, estimate_at
 
 PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction")
 """One row per member: the cost is ``correction · cost(code)`` with, by ``code`` (as
@@ -26,11 +26,12 @@ PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction
 3: ``a + min(τ_S, f·n′)·(c3 + c4·lg m′)``; 4: ``a + k·n′ + extra·m′``. A last, extra row is
 the routing state (``STATE_COLUMNS``)."""
 CODE, A, K, EXTRA, TAU_S, F, C3, C4, CORRECTION = range(len(PLAN_COLUMNS))
-STATE_COLUMNS = ("cost", "n1_lo", "n1_hi", "margin")
+STATE_COLUMNS = ("cost", "n1_lo", "n1_hi", "margin", "bucket")
 """The plan's last row: the chosen member's corrected cost (written by the kernel when it
-was given n′), the least and largest value the n′ estimator can answer, and the margin of the
-last settled choice (written with it)."""
-COST, N1_LO, N1_HI, MARGIN = range(len(STATE_COLUMNS))
+was given n′), the least and largest value the n′ estimator can answer, the margin of the
+last settled choice (written with it) and the estimator's bucket it settled for (with
+``BUCKET_SETTLED``)."""
+COST, N1_LO, N1_HI, MARGIN, BUCKET = range(len(STATE_COLUMNS))
 NEEDS_N1 = -1
 """:func:`choice_at_bounds`'s answer when the choice depends on n′."""
 SETTLED = 1 << 20
@@ -39,6 +40,14 @@ the key's partner count
 at every n′ by a factor above ``SETTLED_MARGIN``; that factor (the *margin*) is written to the
 state row's ``MARGIN`` cell. The caller may reuse the choice for that count until the plan is
 refolded or the corrections move some ratio of two members' costs by the margin."""
+BUCKET_SETTLED = 1 << 21
+"""Added to the member :func:`select_for` answers when it wins for the key's partner count at
+the tuple's n′ estimate (not at every n′) by a factor above ``SETTLED_MARGIN``: every value in
+the same bucket of the estimator (``histogram.bucket_at``, written to the state row's
+``BUCKET``) has that estimate, so the caller may reuse the choice for (m′, bucket) as for a
+``SETTLED`` one. Found in session 14 at Fig. 15's first point, where SJ-JoinFirst wins at the
+estimates the tuples have but not at the estimator's least one: every tuple paid a kernel call
+(~0.8 µs of a ~9 µs probe)."""
 SETTLED_MARGIN = 1.0 + 1e-6
 """A member settles when it undercuts every other by more than this factor at both ends (a
 win by rounding noise does not count). The router keeps each settled choice exactly as long
@@ -160,30 +169,42 @@ def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     one call for the whole decision. n′ is estimated here, from the histogram's ``lookup()``
     array (``histogram.estimate_at``), and the chosen member's cost written to the state
     row (the timed runs read it); plus ``SETTLED`` (margin written) when that member wins at
-    every n′ the estimator can answer, so the caller may keep it for ``size``.
+    every n′ the estimator can answer, so the caller may keep it for ``size``, else plus
+    ``BUCKET_SETTLED`` (margin and bucket written) when it wins at this n′ by a margin, so the
+    caller may keep it for ``size`` and the estimator's bucket of ``v``.
 
     One compiled call per tuple matters more than its arithmetic: after a member's probe has
     run through megabytes, each further Python step of the decision runs with cold caches
     (Fig. 15's largest join rate, session 12: ~2 µs per tuple for the decision as a chain of
     Python steps and three kernel calls, ~0.9 µs of it with the members stubbed out).
     """
+    state = plan.shape[0] - 1
+    b = bucket_at(hist, v)
     n1 = estimate_at(hist, v)
-    chosen, best, _ = _cheapest(plan, size, math.log2(size + 2.0), n1)
-    plan[plan.shape[0] - 1, COST] = best
+    chosen, best, second = _cheapest(plan, size, math.log2(size + 2.0), n1)
+    plan[state, COST] = best
     at_bounds = choice_at_bounds(plan, size)
-    return at_bounds if at_bounds == chosen + SETTLED else chosen
+    if at_bounds == chosen + SETTLED:
+        return at_bounds
+    if best > 0.0 and np.isfinite(second):
+        margin = min(second / best, MARGIN_CAP)
+        if margin > SETTLED_MARGIN:
+            plan[state, MARGIN] = margin
+            plan[state, BUCKET] = b
+            return chosen + BUCKET_SETTLED
+    return chosen
 
 
 @njit(cache=True)
 def select_run(plan: np.ndarray, sizes: np.ndarray, values: np.ndarray, hist: np.ndarray,
-               cd: int, every: int, suspect: np.ndarray, out: np.ndarray) -> int:
+               due: int, suspect: np.ndarray, out: np.ndarray) -> int:
     """:func:`select_for` over a run of tuples (the batch path): the member of least corrected
     cost for each tuple ``k`` (partner count ``sizes[k]``, value ``values[k]``) into ``out[k]``,
     up to the first tuple that must be timed, whose index is returned (``sizes.shape[0]``:
-    none). A tuple is timed when its countdown ``cd − k`` is a multiple of ``every + 1``
-    (``every`` < 0: never; the one-at-a-time rule) or its member is ``suspect``; its cost is
-    written to the state row's ``COST`` as :func:`select_for` does. No settled choices here:
-    one decision costs a few ns in a loop, so there is nothing to save by reusing one.
+    none). A tuple is timed when it is tuple ``due`` (the router's timing interval; −1: none)
+    or its member is ``suspect``; its cost is written to the state row's ``COST`` as
+    :func:`select_for` does. No settled choices here: one decision costs a few ns in a loop,
+    so there is nothing to save by reusing one.
 
     >>> p = empty_plan(2)
     >>> p[0, CODE], p[0, A], p[0, K] = 0, 10.0, 5.0                  # 10 + 5 m′
@@ -191,21 +212,23 @@ def select_run(plan: np.ndarray, sizes: np.ndarray, values: np.ndarray, hist: np
     >>> p[:2, CORRECTION] = 1.0
     >>> hist = np.zeros(8)   # an empty histogram: n′ = 0
     >>> out = np.full(3, -1)
-    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, 5, -1, np.zeros(2, np.bool_), out)
+    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, -1, np.zeros(2, np.bool_), out)
     3
     >>> out.tolist()   # 20 < 42; 55 > 49; 260 > 90
     [0, 1, 1]
-    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, 5, 3, np.zeros(2, np.bool_), out)
+    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, 1, np.zeros(2, np.bool_), out)
     1
-    >>> float(p[-1, COST])   # the timed tuple (countdown 4) chose member 1 at 49
+    >>> float(p[-1, COST])   # the timed tuple chose member 1 at 49
     49.0
+    >>> select_run(p, np.array([2, 9, 50]), np.zeros(3), hist, -1, np.array([False, True]), out)
+    1
     """
     state = plan.shape[0] - 1
     for k in range(sizes.shape[0]):
         size = sizes[k]
         chosen, best, _ = _cheapest(plan, size, math.log2(size + 2.0), estimate_at(hist, values[k]))
         out[k] = chosen
-        if (every >= 0 and ((cd - k) & every) == 0) or suspect[chosen]:
+        if k == due or suspect[chosen]:
             plan[state, COST] = best
             return k
     return sizes.shape[0]
@@ -214,8 +237,8 @@ def select_run(plan: np.ndarray, sizes: np.ndarray, values: np.ndarray, hist: np
 @njit(cache=True)
 def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarray,
                tbase: np.ndarray, tsize: np.ndarray, times: np.ndarray, wmax: int,
-               values: np.ndarray, hist: np.ndarray, cd: int, every: int,
-               suspect: np.ndarray, out: np.ndarray, cost: np.ndarray) -> int:
+               values: np.ndarray, hist: np.ndarray, due: int, suspect: np.ndarray,
+               out: np.ndarray, cost: np.ndarray) -> int:
     """WJ-Dynamic's per-tuple decision (§4.2, ``WindowDynamic._match``'s loop) over a run of
     tuples (the batch path), as :func:`select_run`: members into ``out`` up to the first tuple
     to time, whose index is returned (its cost in ``cost[0]``).
@@ -273,12 +296,12 @@ def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarr
             elif c < second:
                 second = c
         out[k] = chosen
-        if (every >= 0 and ((cd - k) & every) == 0) or suspect[chosen]:
+        if k == due or suspect[chosen]:
             cost[0] = best
             return k
     return mp.shape[0]
 
 
-__all__ = ["COST", "CORRECTION", "MARGIN", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
+__all__ = ["BUCKET", "BUCKET_SETTLED", "COST", "CORRECTION", "MARGIN", "N1_HI", "N1_LO", "NEEDS_N1", "PLAN_COLUMNS", "SETTLED",
            "SETTLED_MARGIN", "STATE_COLUMNS", "choice_at_bounds", "empty_plan", "fill_row",
            "member_cost", "select_for", "select_run", "window_run"]

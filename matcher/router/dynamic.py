@@ -75,8 +75,15 @@ from hotjoin.matcher.joins.window import (
 )
 from hotjoin.matcher.joins.window_kernels import count_within
 from hotjoin.matcher.model import Side
-from hotjoin.matcher.partition.histogram import IntervalHistogramChooser, count_stabbed
+from hotjoin.matcher.partition.histogram import (
+    IntervalHistogramChooser,
+    bucket_function,
+    count_stabbed,
+    estimate_of_bucket,
+)
 from hotjoin.matcher.router.choice_kernels import (
+    BUCKET,
+    BUCKET_SETTLED,
     CORRECTION,
     COST,
     MARGIN,
@@ -118,6 +125,17 @@ FEEDBACK_EVERY = 32
 (``_Routing._learn``); must be a power of two (the countdown is masked with it). A timed run
 costs ~1.5 µs of Python (two clock reads, the learning step), so every 8th tuple (as until
 session 8) cost ~0.2 µs per tuple on average: 2 % of a 10 µs SelectFirst probe."""
+FEEDBACK_QUIET = 8
+QUIET_BAND = 1.25
+"""SJ- and WJ-Dynamic time less often while calibration has little to learn: each timed run
+whose measured / predicted ratio (correction included) lies within ``QUIET_BAND`` either way
+doubles the interval between timed tuples, up to ``FEEDBACK_QUIET × FEEDBACK_EVERY``; a run
+outside the band but not ``FAR_OFF`` halves it; a far run, an exploration or a tuple routed to
+a suspect member brings it back to ``FEEDBACK_EVERY`` at once (explorations keep their pace
+in routed tuples: ``_timed_choice``). A timed tuple costs ~6.5 µs
+more than another at Fig. 18's first point (session 14: medians 16.8 against 10.3 µs, one
+tuple in ~22 timed), ~3 % of the probe, where 94 % of the timed runs land within 1.25× of
+their prediction (82 % at Fig. 18's selection rate 0.05)."""
 FEEDBACK_STEP = 1.04
 """The largest factor by which one timed run moves the chosen member's correction up or down:
 a sign step, so the factor tracks the median of measured / predicted and one outlier (a
@@ -240,6 +258,9 @@ class _Routing:
         # each member's last sign step, in log scale (its sign: the direction it moved)
         self._steps = {1: [math.log(FEEDBACK_STEP)] * nm, -1: [math.log(FEEDBACK_STEP)] * nm}
         self._countdown = {1: 0, -1: 0}  # tuples until the plan is refolded (< 0: now)
+        # SJ-/WJ-Dynamic: tuples until the next timed one (≤ 0: this one), and the interval
+        self._to_time = {1: 1, -1: 1}
+        self._quiet = {1: 1, -1: 1}  # the interval is ``FEEDBACK_EVERY`` times this
         self._explore = EXPLORE_EVERY
         self.explorations = 0
         self.clock = time.perf_counter_ns
@@ -320,6 +341,13 @@ class _Routing:
         lo, hi = CORRECTION_RANGE
         c = lo if c < lo else hi if c > hi else c
         corr[i] = c
+        if far or explored:  # the next timed tuple comes at the base interval again
+            self._quiet[d] = 1
+            self._to_time[d] = min(self._to_time[d], FEEDBACK_EVERY)
+        elif 1.0 / QUIET_BAND <= r <= QUIET_BAND:
+            self._quiet[d] = min(2 * self._quiet[d], FEEDBACK_QUIET)
+        else:
+            self._quiet[d] = max(self._quiet[d] // 2, 1)
         fresh = self._unmeasured[d]
         if fresh:
             # Times leave out the engine's own per-tuple work, so every measured ratio sits a
@@ -348,8 +376,9 @@ class _Routing:
                       costs: Callable[[], list[float]]) -> tuple[int, float]:
         """The member to run on a timed tuple and its predicted (corrected) cost: ``i``, or now
         and then the runner-up (``_explore_pick`` over the raw ``costs()``); counts the
-        decision."""
-        self._explore -= 1
+        decision. A timed run after a quiet interval (``FEEDBACK_QUIET``) counts for as many
+        base intervals as it stood for, so explorations keep their pace in routed tuples."""
+        self._explore -= self._quiet[d]
         if self._explore <= 0:
             i, predicted = self._explore_pick(d, i, costs())
         self.last = i
@@ -368,6 +397,20 @@ class _Routing:
             return j, cc[j]
         return i, cc[i]
 
+    def _tick(self, d: int) -> bool:
+        """One routed tuple of direction ``d``: whether it is due to be timed (then the next
+        one is ``FEEDBACK_EVERY`` times ``_quiet[d]`` tuples away). Never with calibration
+        off."""
+        left = self._to_time[d] - 1
+        if left > 0:
+            self._to_time[d] = left
+            return False
+        if not self.feedback:  # not timed; the common case stays on its inline path
+            self._to_time[d] = FEEDBACK_QUIET * FEEDBACK_EVERY
+            return False
+        self._to_time[d] = FEEDBACK_EVERY * self._quiet[d]
+        return True
+
     def _suspects(self, d: int) -> np.ndarray:
         """The suspect members of direction ``d`` as a mask (none without feedback)."""
         if not self.feedback:
@@ -378,9 +421,10 @@ class _Routing:
                    decide: Callable[[int, int, int, np.ndarray], int],
                    timed: Callable[[int, int], None]) -> np.ndarray:
         """The batch path's decisions for ``n`` tuples of direction ``d`` (SJ- and WJ-Dynamic),
-        on the one-at-a-time countdown: ``refresh(k)`` refolds the plan before tuple ``k``
-        when it is due; ``decide(k, stop, cd, out)`` (one compiled call) writes the members of
-        tuples ``k … stop − 1`` into ``out`` and returns the offset of the first one to time
+        on the one-at-a-time counters: ``refresh(k)`` refolds the plan before tuple ``k`` when
+        it is due; ``decide(k, stop, due, out)`` (one compiled call) writes the members of
+        tuples ``k … stop − 1`` into ``out`` up to the first one to time — offset ``due``
+        (−1: none is due) or one routed to a suspect member — and returns its offset
         (``stop − k``: none), which ``timed(k, member)`` then runs alone, learning before the
         rest is decided. Returns each tuple's member, −1 for the timed ones (already run)."""
         choice = np.empty(n, dtype=np.int64)
@@ -391,15 +435,19 @@ class _Routing:
                 refresh(k)
                 cd = PLAN_REFRESH
             stop = min(n, k + cd + 1)
-            t = k + decide(k, stop, cd, choice[k:stop])
-            if t == stop:
-                self._countdown[d] = cd - (stop - k) + 1
+            due = max(self._to_time[d] - 1, 0) if self.feedback else -1
+            t = decide(k, stop, due, choice[k:stop])
+            self._to_time[d] -= t  # the tuples decided before it (none is due before ``due``)
+            if t == stop - k:
+                self._countdown[d] = cd - t + 1
                 k = stop
                 continue
-            self._countdown[d] = cd - (t - k)
-            timed(t, int(choice[t]))
-            choice[t] = -1
-            k = t + 1
+            self._countdown[d] = cd - t
+            if not self._tick(d):  # not due: timed because its member is suspect
+                self._quiet[d] = 1
+            timed(k + t, int(choice[k + t]))
+            choice[k + t] = -1
+            k += t + 1
         return choice
 
     def _dispatch(self, choice: np.ndarray, run: Callable[[Any, np.ndarray], None]) -> None:
@@ -529,7 +577,9 @@ class SelectDynamic(_Routing, SelectStrategy):
     estimates n′ from the histogram's arrays. A choice it reports *settled* for a partner
     count m′ (the member wins at every n′, by a margin) is kept in ``_settled`` and reused with
     no call until the plan is refolded or the corrections moved some ratio of two members'
-    costs by that margin (``_moved``).
+    costs by that margin (``_moved``). A choice that wins only at the tuple's own estimate is
+    kept the same way for (m′, the estimator's bucket of v): the next tuple with that m′ finds
+    its bucket in Python (``histogram.bucket_function``) instead of calling the kernel.
     """
 
     name = "SJ-Dynamic"
@@ -548,11 +598,14 @@ class SelectDynamic(_Routing, SelectStrategy):
         # histogram may change, and subscription changes move its values)
         self._est: dict[int, Any] = {d: self.own.estimator(d) for d in (1, -1)}
         self._lookup = {d: self.own.lookup(d) for d in (1, -1)}
-        self._settled: dict[int, dict[int, int]] = {1: {}, -1: {}}  # m′ → member
+        # m′ or (m′, bucket of the n′ estimator) → member; the m′ with bucket entries
+        self._settled: dict[int, dict[Any, int]] = {1: {}, -1: {}}
+        self._by_bucket: dict[int, set[int]] = {1: set(), -1: set()}
+        self._bucket = {d: bucket_function(self._lookup[d]) for d in (1, -1)}
         # per member g: the damage to choices of g (``_moved``), the damage at which each
-        # choice settled on g may no longer hold (by m′), and the least of those limits
+        # choice settled on g may no longer hold (by ``_settled`` key), and the least of those
         self._damage = {d: [1.0] * nm for d in (1, -1)}
-        self._limits: dict[int, list[dict[int, float]]] = {d: [{} for _ in range(nm)]
+        self._limits: dict[int, list[dict[Any, float]]] = {d: [{} for _ in range(nm)]
                                                             for d in (1, -1)}
         self._least_limit = {d: [math.inf] * nm for d in (1, -1)}
 
@@ -615,11 +668,14 @@ class SelectDynamic(_Routing, SelectStrategy):
                 if not limits:  # nothing left to bound: start again from 1
                     damage[g] = 1.0
 
-    def _settle(self, d: int, size: int, i: int) -> None:
-        """Keep member ``i`` for partner count ``size`` (just settled by the kernel, whose
-        margin is in the plan's state row) while ``i``'s damage stays below its limit."""
-        self._settled[d][size] = i
-        lim = self._limits[d][i][size] = float(self._plans[d][-1, MARGIN]) * self._damage[d][i]
+    def _settle(self, d: int, key: int | tuple[int, int], i: int) -> None:
+        """Keep member ``i`` for partner count ``key`` or for (partner count, bucket of the
+        n′ estimator) ``key`` (just settled by the kernel, whose margin is in the plan's state
+        row) while ``i``'s damage stays below its limit."""
+        self._settled[d][key] = i
+        if isinstance(key, tuple):
+            self._by_bucket[d].add(key[0])
+        lim = self._limits[d][i][key] = float(self._plans[d][-1, MARGIN]) * self._damage[d][i]
         least = self._least_limit[d]
         if lim < least[i]:
             least[i] = lim
@@ -627,6 +683,7 @@ class SelectDynamic(_Routing, SelectStrategy):
     def _settle_anew(self, d: int) -> None:
         nm = len(self.members)
         self._settled[d] = {}
+        self._by_bucket[d] = set()
         self._damage[d] = [1.0] * nm
         self._limits[d] = [{} for _ in range(nm)]
         self._least_limit[d] = [math.inf] * nm
@@ -646,10 +703,15 @@ class SelectDynamic(_Routing, SelectStrategy):
                 assert all(lim > self._damage[d][g] for lim in lims.values()), (g, lims)
                 assert self._least_limit[d][g] == min(lims.values(), default=math.inf)
             lo, hi = float(plan[-1, N1_LO]), float(plan[-1, N1_HI])
-            for size, j in self._settled[d].items():
-                for n1 in (lo, hi):
+            for key, j in self._settled[d].items():
+                if isinstance(key, tuple):  # settled at the estimate of one bucket
+                    size, at = key[0], [estimate_of_bucket(self._lookup[d], key[1])]
+                    assert size in self._by_bucket[d]
+                else:
+                    size, at = key, [lo, hi]
+                for n1 in at:
                     costs = [member_cost(plan, x, size, n1) for x in range(nm)]
-                    assert costs[j] <= min(costs) * (1 + 1e-9), (d, size, j, costs)
+                    assert costs[j] <= min(costs) * (1 + 1e-9), (d, key, j, costs)
 
     def quantities(self, dirn: int, b: float, v: float, t: int,
                    table: BaseTable) -> SelectQuantities | None:
@@ -673,6 +735,7 @@ class SelectDynamic(_Routing, SelectStrategy):
         if self._folded_at[d] != at or est != self._est[d]:
             self._est[d] = est
             self._lookup[d] = own.lookup(d)
+            self._bucket[d] = bucket_function(self._lookup[d])
             self._fold(d, table)
             self._folded_at[d] = at
 
@@ -698,22 +761,39 @@ class SelectDynamic(_Routing, SelectStrategy):
             return
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
+        left = self._to_time[d] - 1
+        if cd >= 0 and left > 0:  # the common case, inline: no refresh, not timed, settled
+            i = self._settled[d].get(size, -1)
+            if i >= 0:
+                self._countdown[d], self._to_time[d] = cd, left
+                self.last = i
+                self.counts[i] += 1
+                self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+                return
         if cd < 0:
             self._refresh(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        timed = self.feedback and not cd & (FEEDBACK_EVERY - 1)
+        timed = self._tick(d)
         i = -1 if timed else self._settled[d].get(size, -1)
+        if i < 0 and not timed and size in self._by_bucket[d]:
+            i = self._settled[d].get((size, self._bucket[d](v)), -1)
         if i < 0:
             plan = self._plans[d]
             i = select_for(plan, size, v, self._lookup[d])
-            settled = i >= SETTLED
-            if settled:
+            key: int | tuple[int, int] = size
+            if i >= BUCKET_SETTLED:
+                i -= BUCKET_SETTLED
+                key = (size, int(plan[-1, BUCKET]))
+            elif i >= SETTLED:
                 i -= SETTLED
+            else:
+                key = -1
             if self.feedback and self._suspect[d][i]:
                 timed = True  # never timed, or far off its model when last timed: time it
-            elif settled and not timed:
-                self._settle(d, size, i)
+                self._quiet[d] = 1
+            elif key != -1 and not timed:
+                self._settle(d, key, i)
         if not timed:
             self.last = i
             self.counts[i] += 1
@@ -740,11 +820,10 @@ class SelectDynamic(_Routing, SelectStrategy):
             self.members[self.forced].match_events(buf, rows, dirn, ev, table, mode, pool)
             return
         d = 1 if dirn > 0 else -1
-        every = FEEDBACK_EVERY - 1 if self.feedback else -1
 
-        def decide(k: int, stop: int, cd: int, out: np.ndarray) -> int:
+        def decide(k: int, stop: int, due: int, out: np.ndarray) -> int:
             return select_run(self._plans[d], ev.size[k:stop], ev.values[k:stop],
-                              self._lookup[d], cd, every, self._suspects(d), out)
+                              self._lookup[d], due, self._suspects(d), out)
 
         choice = self._route_run(
             d, n, lambda k: self._refresh(d, table, float(ev.values[k])), decide,
@@ -961,7 +1040,7 @@ class WindowDynamic(_Routing, WindowStrategy):
             self._refold(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        timed = not (cd & (FEEDBACK_EVERY - 1)) and self.feedback
+        timed = self._tick(d)
         octave = p.size.bit_length()
         run = None if timed else self._runs[d].get(octave)
         if run is not None:  # a clear choice made for this m′ octave lately: reuse it
@@ -1005,6 +1084,8 @@ class WindowDynamic(_Routing, WindowStrategy):
             elif cost < second:
                 second = cost
         suspect = self._suspect[d][i] and self.feedback
+        if suspect:
+            self._quiet[d] = 1
         if second >= RUN_MARGIN * best and not suspect:
             self._runs[d][octave] = [i, RUN_LENGTH]
         if not (timed or suspect):
@@ -1044,17 +1125,16 @@ class WindowDynamic(_Routing, WindowStrategy):
         assert ix is not None and ix.by_time is not None
         tv = ix.by_time.keys
         d = 1 if dirn > 0 else -1
-        every = FEEDBACK_EVERY - 1 if self.feedback else -1
         mp = ev.size.astype(np.float64)
         cost = np.zeros(1)
 
-        def decide(k: int, stop: int, cd: int, out: np.ndarray) -> int:
+        def decide(k: int, stop: int, due: int, out: np.ndarray) -> int:
             plan = self._plan_arrays[d]
             fresh = np.full((stop - k, len(self.members)), np.nan)
             while True:
                 t = window_run(plan, fresh, mp[k:stop], tv, ev.tbase[k:stop], ev.tsize[k:stop],
                                ev.times[k:stop], self.wmax, ev.values[k:stop],
-                               self._lookup[d], cd, every, self._suspects(d), out, cost)
+                               self._lookup[d], due, self._suspects(d), out, cost)
                 if t >= 0:
                     return t
                 self._skyline_sizes(d, ev.keys[k:stop], plan, fresh)

@@ -20,9 +20,14 @@ from hotjoin.matcher.partition.histogram import (
     SSI_LOOKUP,
     EquiWidthHistogram,
     SSIHistogram,
+    bucket_at,
+    bucket_function,
+    estimate_of_bucket,
     lookup_array,
 )
 from hotjoin.matcher.router.choice_kernels import (
+    BUCKET,
+    BUCKET_SETTLED,
     COST,
     MARGIN,
     N1_HI,
@@ -97,7 +102,9 @@ def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: in
                                                           v: float, eqw: bool) -> None:
     """``select_for`` (n′ estimated inside the kernel) chooses the first of the cheapest
     members at the histogram's own estimate, writes its cost, and flags ``SETTLED`` only for
-    the member that wins at both bounds of the estimator by the reported margin."""
+    the member that wins at both bounds of the estimator by the reported margin, else
+    ``BUCKET_SETTLED`` only when it wins at this estimate by the reported margin, with the
+    bucket of v (whose every value has that estimate; the Python bucket function agrees)."""
     lo = np.array([float(a) for a, _ in ends])
     hi = lo + np.array([float(w) for _, w in ends])
     h = EquiWidthHistogram.fit(lo, hi, 7) if eqw else SSIHistogram.build(lo, hi, 7)
@@ -109,6 +116,18 @@ def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: in
     got = select_for(plan, m1, v, h.lookup())
     at = [member_cost(plan, j, m1, h.estimate(v)) for j in range(len(rows))]
     want = at.index(min(at))  # the first of the cheapest
+    assert bucket_function(h.lookup())(v) == bucket_at(h.lookup(), v)
+    assert estimate_of_bucket(h.lookup(), bucket_at(h.lookup(), v)) == h.estimate(v)
+    if got >= BUCKET_SETTLED:
+        got -= BUCKET_SETTLED
+        assert got == want and int(plan[-1, BUCKET]) == bucket_at(h.lookup(), v)
+        margin = float(plan[-1, MARGIN])
+        assert margin > SETTLED_MARGIN
+        assert all(c >= margin * at[want] * (1 - 1e-12) for j, c in enumerate(at) if j != want)
+        return
+    if got < SETTLED:  # not settled at all: a tie (or near one) at this estimate, or costs 0
+        others = [c for j, c in enumerate(at) if j != want]
+        assert not others or min(others) <= SETTLED_MARGIN * at[want] or at[want] <= 0.0
     assert (got - SETTLED if got >= SETTLED else got) == want, (at, got)
     assert math.isclose(float(plan[-1, COST]), min(at), rel_tol=1e-12, abs_tol=1e-300)
     if got >= SETTLED:
@@ -122,14 +141,12 @@ def test_one_call_decision_is_the_argmin_at_the_estimate(rows: list[Any], m1: in
 @settings(max_examples=200, deadline=None)
 @given(rows=plans(), tuples=st.lists(st.tuples(st.integers(1, 10**5), st.floats(-5.0, 100.0)),
                                      min_size=1, max_size=40),
-       cd=st.integers(0, 64), every=st.sampled_from([-1, 0, 3, 31]),
-       suspect_at=st.integers(-1, 4))
+       due=st.integers(-1, 45), suspect_at=st.integers(-1, 4))
 def test_a_run_decision_is_the_one_tuple_decision_up_to_the_first_timed(
-        rows: list[Any], tuples: list[tuple[int, float]], cd: int, every: int,
-        suspect_at: int) -> None:
+        rows: list[Any], tuples: list[tuple[int, float]], due: int, suspect_at: int) -> None:
     """``select_run`` chooses for each tuple what ``select_for`` chooses for it alone, and
-    stops at the first tuple whose countdown ``cd − k`` is a multiple of ``every + 1`` or
-    whose member is suspect, with that tuple's cost in the state row."""
+    stops at the first tuple that is due to be timed (``due``) or whose member is suspect,
+    with that tuple's cost in the state row."""
     h = SSIHistogram.build(np.array([0.0, 10.0, 30.0]), np.array([50.0, 20.0, 90.0]), 7)
     plan = empty_plan(len(rows))
     for j, (code, a, k, extra, corr) in enumerate(rows):
@@ -142,12 +159,11 @@ def test_a_run_decision_is_the_one_tuple_decision_up_to_the_first_timed(
     if 0 <= suspect_at < len(rows):
         suspect[suspect_at] = True
     out = np.full(len(tuples), -1, dtype=np.int64)
-    stop = select_run(plan, sizes, values, h.lookup(), cd, every, suspect, out)
+    stop = select_run(plan, sizes, values, h.lookup(), due, suspect, out)
     cost = float(plan[-1, COST])
     for k, (m1, v) in enumerate(tuples):
-        one = select_for(plan, m1, v, h.lookup())
-        one = one - SETTLED if one >= SETTLED else one
-        timed = (every >= 0 and (cd - k) & every == 0) or bool(suspect[one])
+        one = select_for(plan, m1, v, h.lookup()) & (SETTLED - 1)  # the member, flags off
+        timed = k == due or bool(suspect[one])
         if k < stop:
             assert out[k] == one and not timed, (k, stop)
         elif k == stop:
@@ -157,8 +173,7 @@ def test_a_run_decision_is_the_one_tuple_decision_up_to_the_first_timed(
         else:
             assert out[k] == -1  # not decided: the caller times tuple ``stop`` first
     if stop == len(tuples):
-        assert all(not ((every >= 0 and (cd - k) & every == 0) or suspect[out[k]])
-                   for k in range(len(tuples)))
+        assert all(not (k == due or suspect[out[k]]) for k in range(len(tuples)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -186,7 +201,7 @@ def test_the_window_run_decision_is_the_least_modelled_cost(
     out = np.full(n, -1, dtype=np.int64)
     cost = np.zeros(1)
     args = (mp, tv, np.zeros(n, np.int64), np.full(n, tv.shape[0]), times, wmax, values,
-            h.lookup(), 64, -1, np.zeros(len(members), np.bool_), out, cost)
+            h.lookup(), -1, np.zeros(len(members), np.bool_), out, cost)
     # skyline sizes not looked up (NaN): the run stops at the first tuple that needs them
     unknown = np.full_like(fresh, np.nan)
     got = window_run(plan, unknown, *args)
@@ -226,12 +241,14 @@ def _plan(*rows: tuple[int, float, float, Any]) -> np.ndarray:
 
 def test_a_concave_winner_at_both_ends_is_not_settled() -> None:
     """SJ-Hotspot's cost min(τ, f·n′)·c is concave in n′: cheapest at both ends of [0, 20]
-    (0 < 0.5 and 10 < 12.5) but not at n′ = 10, where 0.5 + 0.6·n′ = 6.5 < 10."""
+    (0 < 0.5 and 10 < 12.5) but not at n′ = 10, where 0.5 + 0.6·n′ = 6.5 < 10. So the other
+    member is chosen there, settled for that bucket of the estimator only (margin 10 / 6.5)."""
     plan = _plan((3, 0.0, 1.0, (10.0, 1.0, 1.0, 0.0)), (4, 0.5, 0.6, 0.0))
     plan[-1, N1_LO], plan[-1, N1_HI] = 0.0, 20.0
     assert choice_at_bounds(plan, 5) == NEEDS_N1
     ten = lookup_array(SSI_LOOKUP, 0.0, 0.0, 0.0, 0, np.zeros(0), [10.0])  # n′ = 10 anywhere
-    assert select_for(plan, 5, 0.0, ten) == 1
+    assert select_for(plan, 5, 0.0, ten) == 1 + BUCKET_SETTLED
+    assert math.isclose(float(plan[-1, MARGIN]), 10.0 / 6.5) and plan[-1, BUCKET] == 0
 
 
 def test_settled_with_its_margin_and_not_on_a_tie() -> None:

@@ -545,6 +545,7 @@ def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(router, "fresh_skyline", counted)
         mp.setattr(router, "FEEDBACK_EVERY", 2)
+        mp.setattr(router, "FEEDBACK_QUIET", 1)  # every second tuple, also once converged
         mp.setattr(router, "EXPLORE_EVERY", 10**9)
         for i in range(2000):
             side = "S" if i % 4 == 0 else "R"
@@ -558,3 +559,72 @@ def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
         assert full[0] < 2 * routed / (router.RUN_LENGTH + 1), (full, routed)
     else:
         assert full[0] == routed, (full, routed)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_timing_backs_off_while_converged_and_returns_on_a_change(batch: bool) -> None:
+    """A member whose timed runs always take the same time: its correction settles and its
+    sign step sinks to the floor, and the interval between timed tuples doubles up to
+    ``FEEDBACK_QUIET × FEEDBACK_EVERY``; once the runs take 20× longer (a far run) timed
+    tuples come at most ``FEEDBACK_EVERY`` routed tuples apart again. One at a time and on
+    the batch path alike."""
+    import hotjoin.matcher.router.dynamic as router
+
+    e = Engine(strategy={"select": "SJ-Dynamic"},
+               options={"router_members": {"select": ("SJ-SelectFirst", "SJ-Vanilla")}})
+    e.subscribe_many([SelectJoin(Range(0.0, 5.0 + k), Range(None, 3.0)) for k in range(8)])
+    e.publish_batch(["S"] * 4, [f"s{i}" for i in range(4)], [1.0] * 4, [0.0, 1.0, 2.0, 3.0],
+                    [0] * 4)
+    ix: Any = e.select
+    took = [1000]
+    now = [0]
+
+    def clock() -> int:
+        now[0] += took[0] // 2  # each timed run reads the clock twice
+        return now[0]
+
+    ix.clock = clock
+    at: list[int] = []  # the index of each timed tuple in the stream
+    current = [0]
+    learn, timed_event = ix._learn, ix._timed_event
+
+    def logged(d: int, i: int, predicted: float, elapsed: float, explored: bool = False) -> None:
+        at.append(current[0])
+        learn(d, i, predicted, elapsed, explored)
+
+    def timed_in_batch(buf: Any, rows: Any, dirn: int, d: int, ev: Any, k: int,
+                       *rest: Any) -> None:
+        current[0] = n[0] + int(ev.pos[k])  # the batch path times this one inside its run
+        timed_event(buf, rows, dirn, d, ev, k, *rest)
+
+    ix._learn, ix._timed_event = logged, timed_in_batch
+    n = [0]  # tuples published before the current call
+
+    def publish(k: int) -> None:
+        ids = [f"r{n[0] + j}" for j in range(k)]
+        if batch:
+            e.publish_batch(["R"] * k, ids, [1.0] * k, [2.0] * k, [1] * k)
+        else:
+            for j, i in enumerate(ids):
+                current[0] = n[0] + j
+                e.publish(Event("R", i, 1.0, 2.0, 1))
+        n[0] += k
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(router, "EXPLORE_EVERY", 10**9)
+        for _ in range(60):
+            publish(100)
+        gaps = np.diff(at)
+        longest = router.FEEDBACK_QUIET * router.FEEDBACK_EVERY
+        assert gaps.max() == longest and (gaps[-5:] == longest).all(), gaps.tolist()
+        assert (gaps[:-5] <= longest).all() and (gaps[3:] >= router.FEEDBACK_EVERY).all()
+        took[0] = 20 * took[0]  # from now on every run is far off its model
+        before = len(at)
+        while len(at) == before:  # up to the first timed tuple since
+            publish(1)
+        assert at[-1] - at[-2] <= longest
+        publish(2 * router.FEEDBACK_EVERY)
+        # back at the base interval (the batch path also times a suspect member on every
+        # tuple until a run lands near its model; one at a time, a settled choice is not)
+        after = np.diff(at[before:]).tolist()
+        assert len(after) >= 2 and max(after) <= router.FEEDBACK_EVERY, after
