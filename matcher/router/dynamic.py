@@ -367,10 +367,16 @@ class _Routing:
 
     def _corrected(self, d: int, i: int, c: float) -> None:
         """Member ``i``'s correction for direction ``d`` is now ``c``: refold the plan when it
-        drifted from the folded one (SJ-Dynamic's plan holds it as a column instead)."""
+        drifted from the folded one (SJ-Dynamic's plan holds it as a column instead), and time
+        the first tuple decided on the new plan (WJ-Dynamic), so a correction on the move is
+        followed run after run. (Until session 14 the first tuple after every refold was timed,
+        by the countdown's alignment; without that, on the load-test window workload, whose
+        ~2 % of tuples with partners leave few timed runs, a fresh engine settled on
+        WJ-JoinFirst or WJ-Hotspot at ~4× WJ-SelectFirst's cost in most bench runs.)"""
         f = self._folded[d][i]
         if c > f * REFOLD_DRIFT or c * REFOLD_DRIFT < f:
             self._countdown[d] = 0
+            self._to_time[d] = 1
 
     def _timed_choice(self, d: int, i: int, predicted: float,
                       costs: Callable[[], list[float]]) -> tuple[int, float]:
