@@ -12,7 +12,8 @@ the server as ``hotjoin_router_decisions_total``).
 Online calibration (``_Routing._learn``, on by default, option ``router_feedback``): the profile
 fits the calibration grid, and a workload can sit where that fit is poor (the shipped profile
 under-predicted SJ-Hotspot on tens of thousands of tiny scattered groups by ~2×, and the router
-kept choosing it). Every ``FEEDBACK_EVERY``-th routed tuple the chosen member's run is timed and
+kept choosing it). Every ``FEEDBACK_EVERY``-th routed tuple (up to ``FEEDBACK_QUIET`` times
+fewer while the timed runs land near their predictions) the chosen member's run is timed and
 its correction factor (per member and incoming side) takes one sign step toward measured /
 modelled; every ``EXPLORE_EVERY``-th timed tuple the runner-up runs instead when its corrected
 cost is within ``EXPLORE_WITHIN`` of the choice, so an over-predicted member is measured too.
@@ -122,9 +123,10 @@ cost ~0.1 µs: 1 % of a 10 µs probe)."""
 
 FEEDBACK_EVERY = 32
 """Every this many routed tuples the chosen member's run is timed and its correction learned
-(``_Routing._learn``); must be a power of two (the countdown is masked with it). A timed run
-costs ~1.5 µs of Python (two clock reads, the learning step), so every 8th tuple (as until
-session 8) cost ~0.2 µs per tuple on average: 2 % of a 10 µs SelectFirst probe."""
+(``_Routing._learn``; less often while quiet, ``FEEDBACK_QUIET``). A timed run costs ~1.5 µs
+of Python (two clock reads, the learning step) timed alone, so every 8th tuple (as until
+session 8) cost ~0.2 µs per tuple on average: 2 % of a 10 µs SelectFirst probe; between
+probes, with cold caches, a timed tuple took ~6.5 µs more than another (session 14)."""
 FEEDBACK_QUIET = 8
 QUIET_BAND = 1.25
 """SJ- and WJ-Dynamic time less often while calibration has little to learn: each timed run
