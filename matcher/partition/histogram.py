@@ -67,6 +67,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, Protocol
 
 import numpy as np
@@ -197,8 +198,7 @@ def bucket_function(h: np.ndarray) -> Callable[[float], int]:
     """
     nb = int(h[5])
     if h[0] == SSI_LOOKUP:
-        breaks = h[LOOKUP_HEADER:LOOKUP_HEADER + nb].tolist()
-        return lambda x: bisect_right(breaks, x)
+        return partial(bisect_right, h[LOOKUP_HEADER:LOOKUP_HEADER + nb].tolist())  # no frame
     lo, hi, inv_w, b = float(h[1]), float(h[2]), float(h[3]), int(h[4])
     last = h.shape[0] - LOOKUP_HEADER - nb - 1
 

@@ -770,8 +770,11 @@ class SelectDynamic(_Routing, SelectStrategy):
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
         left = self._to_time[d] - 1
-        if cd >= 0 and left > 0:  # the common case, inline: no refresh, not timed, settled
-            i = self._settled[d].get(size, -1)
+        if cd >= 0 and left > 0:  # the common case, inline: no refresh, not timed, kept choice
+            settled = self._settled[d]
+            i = settled.get(size, -1)
+            if i < 0 and size in self._by_bucket[d]:
+                i = settled.get((size, self._bucket[d](v)), -1)
             if i >= 0:
                 self._countdown[d], self._to_time[d] = cd, left
                 self.last = i
