@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from numba import njit
 
 from hotjoin.matcher.base_table import TableArrays
 from hotjoin.matcher.subscriptions import SubArrays
@@ -188,12 +189,11 @@ class BatchRows:
         self.n = n + k
 
     def sort_by_event(self, start: int = 0) -> None:
-        """Order rows ``start …`` by event, stably (a kernel visited the events out of order)."""
+        """Order rows ``start …`` by event, stably (a kernel visited the events out of order):
+        a counting sort in one compiled call (:func:`order_by_event`)."""
         e = self.e[start: self.n]
         if e.shape[0] > 1 and (e[1:] < e[:-1]).any():
-            o = np.argsort(e, kind="stable")
-            for a in (self.e, self.q, self.x):
-                a[start: self.n] = a[start: self.n][o]
+            order_by_event(e, self.q[start: self.n], self.x[start: self.n])
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows so far in the order they were written; empties the buffer.
@@ -213,6 +213,44 @@ class BatchRows:
         self.q = np.empty(cap, dtype=np.int64)
         self.x = np.empty(cap, dtype=np.int64)
         return out
+
+
+@njit(cache=True)
+def order_by_event(e: np.ndarray, q: np.ndarray, x: np.ndarray) -> None:
+    """Reorder the rows ``(e[i], q[i], x[i])`` by event ``e`` (non-negative), stably, in place:
+    a counting sort, O(rows + events). A stable ``argsort`` and three gathers took ~4 ms per
+    batch of 1,000 events with ~900,000 rows (SJ-Dynamic routing runs to two members, whose
+    rows come one member after the other; session 14).
+
+    >>> e, q, x = np.array([2, 0, 2, 1, 0]), np.arange(5), np.arange(5) * 10
+    >>> order_by_event(e, q, x)
+    >>> e.tolist(), q.tolist(), x.tolist()
+    ([0, 0, 1, 2, 2], [1, 4, 3, 0, 2], [10, 40, 30, 0, 20])
+    """
+    n = e.shape[0]
+    m = 0
+    for i in range(n):
+        if e[i] + 1 > m:
+            m = e[i] + 1
+    first = np.zeros(m + 1, dtype=np.int64)
+    for i in range(n):
+        first[e[i] + 1] += 1
+    for k in range(m):
+        first[k + 1] += first[k]
+    q2 = np.empty(n, dtype=q.dtype)
+    x2 = np.empty(n, dtype=x.dtype)
+    for i in range(n):
+        j = first[e[i]]
+        first[e[i]] = j + 1
+        q2[j] = q[i]
+        x2[j] = x[i]
+    k = 0
+    for ev in range(m):  # ``first[ev]`` is now the end of event ev's rows
+        while k < first[ev]:
+            e[k] = ev
+            k += 1
+    q[:] = q2
+    x[:] = x2
 
 
 def each_event(match_one: Callable[[int], None], n: int, buf: MatchBuffer, rows: BatchRows,
