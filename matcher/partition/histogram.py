@@ -177,12 +177,13 @@ def estimate_at(h: np.ndarray, x: float) -> float:
     router estimates n′ inside its decision kernel, §4.1). Bit for bit the Python estimate:
     HIST-SSI reads ``est[bisect_right(breaks, x)]``; HIST-EQW its bucket by the same float
     arithmetic."""
-    return h[LOOKUP_HEADER + int(h[5]) + bucket_at(h, x)]
+    return estimate_of_bucket(h, bucket_at(h, x))
 
 
+@njit(cache=True, inline="always")
 def estimate_of_bucket(h: np.ndarray, b: int) -> float:
     """The estimate of bucket ``b`` of a ``lookup()`` array (:func:`bucket_at`)."""
-    return float(h[LOOKUP_HEADER + int(h[5]) + b])
+    return h[LOOKUP_HEADER + int(h[5]) + b]
 
 
 def bucket_function(h: np.ndarray) -> Callable[[float], int]:

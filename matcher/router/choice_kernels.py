@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from hotjoin.matcher.joins.window_kernels import count_within
-from hotjoin.matcher.partition.histogram import bucket_at, estimate_at
+from hotjoin.matcher.partition.histogram import bucket_at, estimate_at, estimate_of_bucket
 
 PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction")
 """One row per member: the cost is ``correction · cost(code)`` with, by ``code`` (as
@@ -180,7 +180,7 @@ def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     """
     state = plan.shape[0] - 1
     b = bucket_at(hist, v)
-    n1 = estimate_at(hist, v)
+    n1 = estimate_of_bucket(hist, b)  # (``estimate_at`` would search for the bucket again)
     chosen, best, second = _cheapest(plan, size, math.log2(size + 2.0), n1)
     plan[state, COST] = best
     at_bounds = choice_at_bounds(plan, size)

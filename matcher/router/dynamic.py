@@ -770,7 +770,8 @@ class SelectDynamic(_Routing, SelectStrategy):
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
         left = self._to_time[d] - 1
-        if cd >= 0 and left > 0:  # the common case, inline: no refresh, not timed, kept choice
+        quick = cd >= 0 and left > 0  # no refresh due and not timed: a kept choice may serve
+        if quick:  # the common case, inline
             settled = self._settled[d]
             i = settled.get(size, -1)
             if i < 0 and size in self._by_bucket[d]:
@@ -785,10 +786,12 @@ class SelectDynamic(_Routing, SelectStrategy):
             self._refresh(d, table, v)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
-        timed = self._tick(d)
-        i = -1 if timed else self._settled[d].get(size, -1)
-        if i < 0 and not timed and size in self._by_bucket[d]:
-            i = self._settled[d].get((size, self._bucket[d](v)), -1)
+        timed = self._tick(d)  # (never after ``quick``, whose lookup already missed)
+        i = -1
+        if not (timed or quick):  # after a refresh (which may have dropped every kept choice)
+            i = self._settled[d].get(size, -1)
+            if i < 0 and size in self._by_bucket[d]:
+                i = self._settled[d].get((size, self._bucket[d](v)), -1)
         if i < 0:
             plan = self._plans[d]
             i = select_for(plan, size, v, self._lookup[d])

@@ -207,9 +207,11 @@ def test_the_window_run_decision_is_the_least_modelled_cost(
     got = window_run(plan, unknown, *args)
     asked = got < 0
     first = -1 - got if asked else n
-    assert asked == (first < n)
-    if asked:
+    assert 0 <= first <= n
+    if asked:  # only a WJ-SSI-like member's cost reads the skyline sizes
         assert (plan[:, 0] >= 2).any()
+    else:
+        assert got == n
     early = out[:first].copy()
     got = window_run(plan, fresh, *args)
     assert got == n
