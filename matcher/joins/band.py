@@ -184,7 +184,9 @@ class BandStrategy(Strategy):
 
 
 _NO_SAMPLE = np.empty(0, dtype=np.float64)
-_NO_HINT = np.empty(0, dtype=np.int64)
+_ONE_EVENT = np.zeros(1, dtype=np.int64)
+_NO_HINTS = np.empty((2, 0), dtype=np.int64)
+_NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 def _data_runs(
@@ -336,8 +338,10 @@ class SSIGroups:
         self._clear()
 
     def _clear(self) -> None:
+        # aux = the range's other end (I^l: hi, I^r: lo), so a probe needs no record read for
+        # the dedupe of the two scans, nor for counting pairs in a group without selections
         self.lpool = GappedGroupPool()
-        self.rpool = GappedGroupPool()  # aux = the range's lower bound (dedupe, no record read)
+        self.rpool = GappedGroupPool()
         self.point = np.zeros(16, dtype=np.float64)
         self.gsel = np.zeros(16, dtype=np.int64)  # members with an A/C selection, per group
         # per group: a lower bound of its members' lo and an upper bound of their hi (exact
@@ -356,12 +360,12 @@ class SSIGroups:
     def arrays(self) -> tuple:
         """The groups as a kernel bundle: ``band_kernels.SSIArrays``' fields as a plain tuple
         (see :mod:`~matcher.joins.protocol`)."""
-        return (self.gids(), self.point, *self.lpool.arrays()[:6], *self.rpool.arrays(),
+        return (self.gids(), self.point, *self.lpool.arrays(), *self.rpool.arrays(),
                 self.gsel, self.gminlo, self.gmaxhi)
 
     def gids(self) -> np.ndarray:
         """Local group ids in increasing order of their points, so a probe's searches for
-        ``p`` move forward through the other side's key order (``K.ssi`` gallops)."""
+        ``p`` move forward through the other side's key order (``K.ssi_many``'s searches)."""
         if self._gids is None:
             u = np.fromiter(self.local.values(), dtype=np.int64, count=len(self.local))
             self._gids = u[np.argsort(self.point[u], kind="stable")]
@@ -399,7 +403,7 @@ class SSIGroups:
             self.n_members += m.shape[0]
             lo = b_lo[m]
             o = np.argsort(lo, kind="stable")
-            self.lpool.load_group(u, lo[o], m[o])
+            self.lpool.load_group(u, lo[o], m[o], b_hi[m][o])
             nh = -b_hi[m]
             o = np.argsort(nh, kind="stable")
             self.rpool.load_group(u, nh[o], m[o], lo[o])
@@ -423,7 +427,7 @@ class SSIGroups:
     def member_added(self, gid: int, iid: int) -> None:
         r = self.cols.rec[iid]
         u = self.local[gid]
-        insert_pair(self.lpool, self.rpool, u, r[0], -r[1], iid, 0.0, r[0])
+        insert_pair(self.lpool, self.rpool, u, r[0], -r[1], iid, r[1], r[0])
         self.n_members += 1
         if r[0] < self.gminlo[u]:
             self.gminlo[u] = r[0]
@@ -464,6 +468,7 @@ class SSIGroups:
             assert all(k == b_lo[q] and b_lo[q] <= point for k, q in left)
             assert all(k == -b_hi[q] and b_hi[q] >= point for k, q in right)
             assert all(a == b_lo[q] for _, q, a in self.rpool.members(u, with_aux=True)), gid
+            assert all(a == b_hi[q] for _, q, a in self.lpool.members(u, with_aux=True)), gid
             assert self.gsel[u] == sum(has_selection(self.cols.rec[int(m)]) for m in members)
             assert all(self.gminlo[u] <= b_lo[q] and self.gmaxhi[u] >= b_hi[q] for _, q in left)
         assert seen == set(self.local), "the arrays hold groups the partition does not"
@@ -471,21 +476,29 @@ class SSIGroups:
     # -- matching --------------------------------------------------------------------------
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
-        if not self.local:
+        """One tuple: ``K.ssi_many`` over a one-event bundle, writing into ``buf`` (its
+        ``out_s`` takes the partner slots; rows are not tagged with an event)."""
+        if not self.local or len(table.order) == 0:
             return
         cols = self.cols
         own, oth = _sides(dirn)
-        runs, dedupe = _data_runs(table)
+        main, dlt = key_runs(table)
         clean = table.order.n_dead == 0
         # every pair is owed when x is newer than every registration (an insert, SPEC §3)
         fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
-        groups = self.arrays()
-        for keys, pays, samp in runs:
-            if mode != PAIRS:
-                buf.reserve(self.n_members)
-            buf.run(K.ssi, *groups, keys, pays, samp, SAMPLE_EVERY, _NO_HINT, clean, fast_count,
-                    DELTA, b, v, dirn, table.alive, table.values, table.seqs, xseq, cols.rec,
-                    own, oth, mode, dedupe, cols.mark, buf.stamp, cols.acc)
+        head = (self.arrays(), main, dlt, table.arrays(), cols.arrays(),
+                (np.array([b], dtype=np.float64), np.array([v], dtype=np.float64),
+                 np.array([xseq], dtype=np.int64)), _ONE_EVENT, _NO_HINTS, 0)
+        tail = (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY, buf.stamp - 1, 0,
+                _NO_ROWS)
+        if mode != PAIRS:
+            buf.reserve(self.n_members)
+        while True:
+            done, n, _ = K.ssi_many(*head, *tail, buf.out_q, buf.out_s, buf.n)
+            if done:
+                buf.n = n
+                return
+            buf.reserve(buf.out_q.shape[0])  # PAIRS overflowed: nothing was kept, run again
 
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:

@@ -294,175 +294,89 @@ def gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x
     return a
 
 
-@njit(cache=True)
-def ssi(gids: np.ndarray, gpoint: np.ndarray,
-        lstart: np.ndarray, lsize: np.ndarray, lcap: np.ndarray, ldsize: np.ndarray,
-        lkeys: np.ndarray, lids: np.ndarray,
-        rstart: np.ndarray, rsize: np.ndarray, rcap: np.ndarray, rdsize: np.ndarray,
-        rkeys: np.ndarray, rids: np.ndarray, raux: np.ndarray, gsel: np.ndarray,
-        gminlo: np.ndarray, gmaxhi: np.ndarray,
-        keys: np.ndarray, pays: np.ndarray, samp: np.ndarray, step: int, hint: np.ndarray,
-        clean: bool, fast_count: bool, delta: int, b: float, v: float, dirn: int,
-        alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int,
-        rec: np.ndarray, own: int, oth: int, mode: int, dedupe: bool,
-        mark: np.ndarray, stamp: int, acc: np.ndarray,
-        out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """BJ-SSI (§3.1.2): per stabbing group, two neighbours of ``p + b`` decide who is affected.
-
-    Groups come in increasing order of p (``SSIGroups.gids``), so each group's position in the
-    run is found by galloping forward from the previous one (:func:`gallop`). For group g with
-    point p, let s1/s2 be the live run entries just below/at-or-above p in ``d`` order. A range (which contains p) is affected iff ``lo <= d(s1)`` or ``hi >= d(s2)``: scan
-    I^l (ascending lo) while ``lo <= d(s1)`` and I^r (descending hi, stored as ascending −hi)
-    while ``hi >= d(s2)``; a range met by both scans is handled in the first. Each affected
-    range's pairs are the consecutive run entries around p. O(τ log m + k) per run.
-
-    ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter than the truth),
-    so a group nobody in which can be affected is skipped without touching its lists.
-    ``clean`` says the run holds no deleted entry (no liveness check for the neighbours);
-    ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an unselective
-    subscription's pairs with two binary searches instead of walking them;
-    ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs no record read;
-    when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY reads only the
-    group's own sequential arrays. A non-empty ``hint`` (per local group id) holds each
-    group's position for the previous incoming tuple and is updated: when tuples come in
-    order of their key (``ssi_many``), each group gallops a short, cached step from there.
-
-    Positional arrays, not bundles, on purpose: this per-event entry is dispatched from Python
-    once per tuple and run, and numba unboxes arrays inside tuple arguments ~25 ns slower each
-    than top-level ones (0.6 µs of a 6 µs call here; ``docs/benchmarks.md``, issue 12);
-    :func:`ssi_many` passes the fields of its bundles.
-    """
-    use_hint = hint.shape[0] > 0
-    n = keys.shape[0]
-    if n == 0:
-        return n_out
-    i = 0
-    for gi in range(gids.shape[0]):
-        g = gids[gi]
-        p = gpoint[g]
-        plain = mode == IDENTIFY and gsel[g] == 0
-        if use_hint:
-            i = gallop(keys, samp, step, b, dirn, p, hint[g])
-            hint[g] = i
+@njit(cache=True, inline="always")
+def sample_rank(samp: np.ndarray, b: float, dirn: int, x: float, h: int) -> int:
+    """First sample index ``a`` with ``_flips(samp[a])`` (``len(samp)`` if none), by an
+    exponential search from the hint ``h`` in whichever direction the answer lies: a few
+    probes of the sample array, which stays in cache, where a search of the run would miss."""
+    ns = samp.shape[0]
+    h = min(max(h, 0), ns)
+    if h < ns and not _flips(samp[h], b, dirn, x):  # the answer is above h
+        lo = h
+        gap = 1
+        hi = h + 1
+        while hi < ns and not _flips(samp[hi], b, dirn, x):
+            lo = hi
+            gap <<= 1
+            hi = lo + gap
+        if hi > ns:
+            hi = ns
+    else:  # the answer is h or below
+        hi = h
+        gap = 1
+        lo = h - 1
+        while lo >= 0 and _flips(samp[lo], b, dirn, x):
+            hi = lo
+            gap <<= 1
+            lo = hi - gap
+        if lo < -1:
+            lo = -1
+    a = lo + 1  # not flipped at lo (or lo = −1), flipped at hi (or hi = ns): answer in (lo, hi]
+    while a < hi:
+        mid = (a + hi) >> 1
+        if _flips(samp[mid], b, dirn, x):
+            hi = mid
         else:
-            i = gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
-        j1 = i - 1
-        j2 = i
-        if not clean:  # the run holds deleted entries: the neighbours must be live ones
-            while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
-                j1 -= 1
-            while j2 < n and not alive[_pay(pays, n, j2, dirn)]:
-                j2 += 1
-        if j1 < 0 and j2 >= n:
-            continue
-        d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
-        d2 = _d(keys, n, j2, b, dirn) if j2 < n else np.inf
-        for part in range(4):  # I^l main, I^l delta, I^r main, I^r delta (gapped_pool)
-            side = part >> 1
-            if side == 0:
-                if j1 < 0 or gminlo[g] > d1:
-                    continue
-                if part == 0:
-                    base, size = lstart[g], lsize[g]
-                else:
-                    base, size = lstart[g] + lcap[g] - delta, ldsize[g]
-            else:
-                if j2 >= n or gmaxhi[g] < d2:
-                    continue
-                if part == 2:
-                    base, size = rstart[g], rsize[g]
-                else:
-                    base, size = rstart[g] + rcap[g] - delta, rdsize[g]
-            for k in range(base, base + size):
-                if side == 0:
-                    if lkeys[k] > d1:
-                        break
-                    q = lids[k]
-                    if q < 0:
-                        continue  # tombstone
-                else:
-                    if -rkeys[k] < d2:
-                        break
-                    q = rids[k]
-                    if q < 0 or (j1 >= 0 and raux[k] <= d1):
-                        continue  # tombstone, or already met in the I^l scan
-                if plain:
-                    if dedupe:
-                        if mark[q] == stamp:
-                            continue
-                        mark[q] = stamp
-                    out_q[n_out] = q
-                    n_out += 1
-                    continue
-                if not (rec[q, own] <= v <= rec[q, own + 1]):
-                    continue
-                olo, ohi = rec[q, oth], rec[q, oth + 1]
-                if mode == IDENTIFY and olo == -np.inf and ohi == np.inf:
-                    if mode != PAIRS:  # emit, written out (see the module docstring)
-                        if not dedupe:
-                            if mode == COUNT:
-                                acc[q] = 1
-                            out_q[n_out] = q
-                            n_out += 1
-                        elif mark[q] != stamp:
-                            mark[q] = stamp
-                            acc[q] = 1
-                            out_q[n_out] = q
-                            n_out += 1
-                        else:
-                            acc[q] += 1
-                    continue
-                cnt = 0
-                if mode == COUNT and fast_count and olo == -np.inf and ohi == np.inf:
-                    # every position is live and every pair owed: q's pairs are the positions
-                    # [lower_bound(lo), j1] and [j2, first d > hi) — count them, don't walk
-                    if j1 >= 0:
-                        cnt += j1 + 1 - lower_bound(keys, samp, step, b, dirn, rec[q, B_LO])
-                    if j2 < n:
-                        cnt += lower_bound(keys, samp, step, b, dirn,
-                                           np.nextafter(rec[q, B_HI], np.inf)) - j2
-                    if cnt > 0 and mode != PAIRS:  # emit, written out (see the module docstring)
-                        if not dedupe:
-                            if mode == COUNT:
-                                acc[q] = cnt
-                            out_q[n_out] = q
-                            n_out += 1
-                        elif mark[q] != stamp:
-                            mark[q] = stamp
-                            acc[q] = cnt
-                            out_q[n_out] = q
-                            n_out += 1
-                        else:
-                            acc[q] += cnt
-                    continue
-                if j1 >= 0:
-                    c1, n_out = walk(q, j1, -1, rec[q, B_LO], np.inf, olo, ohi,
-                                                   keys, pays, b, dirn, alive, dvals, dseqs,
-                                                   xseq, rec, mode, out_q, out_s, n_out)
-                    if c1 == OVERFLOW:
-                        return OVERFLOW
-                    cnt += c1
-                if j2 < n and not (mode == IDENTIFY and cnt > 0):
-                    c2, n_out = walk(q, j2, 1, -np.inf, rec[q, B_HI], olo, ohi,
-                                                   keys, pays, b, dirn, alive, dvals, dseqs,
-                                                   xseq, rec, mode, out_q, out_s, n_out)
-                    if c2 == OVERFLOW:
-                        return OVERFLOW
-                    cnt += c2
-                if cnt > 0 and mode != PAIRS:  # emit, written out (see the module docstring)
-                    if not dedupe:
-                        if mode == COUNT:
-                            acc[q] = cnt
-                        out_q[n_out] = q
-                        n_out += 1
-                    elif mark[q] != stamp:
-                        mark[q] = stamp
-                        acc[q] = cnt
-                        out_q[n_out] = q
-                        n_out += 1
-                    else:
-                        acc[q] += cnt
-    return n_out
+            a = mid + 1
+    return a
+
+
+@njit(cache=True, inline="always")
+def locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
+           h: int) -> tuple[int, int]:
+    """``(lower_bound(keys, samp, step, b, dirn, x), sample hint)`` for a run with a sample
+    (``samp[j] == keys[j * step]``): :func:`sample_rank` from the hint ``h``, then the one
+    block of ``step`` keys it leaves is counted without branches (``step`` compares, no
+    mispredicted jumps). Used where successive searches land near each other (BJ-SSI's
+    groups, and tuples taken in key order); 2–4× cheaper than :func:`gallop` there."""
+    n = keys.shape[0]
+    a = sample_rank(samp, b, dirn, x, h)
+    if a == 0:
+        i = 0  # the first key already flips
+    else:
+        base = (a - 1) * step + 1  # keys[(a − 1) · step] does not flip, keys[a · step] does
+        end = min(a * step, n)
+        c = 0
+        for k in range(base, end):
+            c += not _flips(keys[k], b, dirn, x)
+        i = base + c
+    if dirn > 0:
+        return i, a
+    return n - i, a
+
+
+@njit(cache=True, inline="always")
+def gallop_back(keys: np.ndarray, b: float, dirn: int, x: float, start: int) -> int:
+    """First position ``j <= start`` with ``d(j) >= x``, given ``d(start) >= x``: an
+    exponential search backwards, O(log distance) — the mirror of :func:`gallop`."""
+    n = keys.shape[0]
+    hi = start  # d(hi) >= x
+    lo = start - 1
+    gap = 1
+    while lo >= 0 and _d(keys, n, lo, b, dirn) >= x:
+        hi = lo
+        gap <<= 1
+        lo = hi - gap
+    if lo < -1:
+        lo = -1
+    a = lo + 1  # d(lo) < x (or lo = −1): the answer is in (lo, hi]
+    while a < hi:
+        mid = (a + hi) >> 1
+        if _d(keys, n, mid, b, dirn) >= x:
+            hi = mid
+        else:
+            a = mid + 1
+    return a
 
 
 @njit(cache=True)
@@ -554,8 +468,9 @@ def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float
 
 class SSIArrays(NamedTuple):
     """BJ-SSI's flat group arrays (``SSIGroups.arrays()``): group ids in increasing order of
-    their points, the points, the I^l / I^r pools (``GappedPoolArrays`` fields; I^r keyed by
-    −hi with aux = lo), and per group the members with an A/C selection and bounds of lo / hi."""
+    their points, the points, the I^l / I^r pools (``GappedPoolArrays`` fields; I^l keyed by
+    lo with aux = hi, I^r keyed by −hi with aux = lo), and per group the members with an A/C
+    selection and bounds of lo / hi."""
 
     gids: np.ndarray
     point: np.ndarray
@@ -565,6 +480,7 @@ class SSIArrays(NamedTuple):
     ldsize: np.ndarray
     lkeys: np.ndarray
     lids: np.ndarray
+    laux: np.ndarray
     rstart: np.ndarray
     rsize: np.ndarray
     rcap: np.ndarray
@@ -596,52 +512,239 @@ def rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e
             out_x[k] = acc[out_q[k]]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
              order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int, oth: int,
              mode: int, clean: bool, fast_count: bool, delta: int, step: int, stamp: int,
              room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
-    """:func:`ssi` for the incoming tuples ``ev[order[e0:]]`` (an ``EventArrays`` bundle), one
-    after the other, over both runs ``main`` and ``dlt`` (``KeyRun`` bundles).
+    """BJ-SSI (§3.1.2) for the incoming tuples ``ev[order[e0:]]`` (an ``EventArrays`` bundle),
+    one after the other, each over both runs ``main`` and ``dlt`` (``KeyRun`` bundles).
 
-    ``order`` visits the tuples by key (ascending for R, descending for S), so that every
-    group's position in the other side's key order only moves forward, by a short galloped
-    step over cached keys from the previous tuple's position (``hints[run]``, per group,
-    initialised to 0). Each event takes the next ``stamp`` (its own dedupe generation) and its
-    rows are tagged with its position in ``ev`` (so the caller sorts rows by event); ``out_x``
-    is the partner slot (PAIRS) or the pair count (COUNT). Stops before an event that might
-    not fit — IDENTIFY/COUNT need ``room`` free rows; PAIRS is rerun from the event it
-    overflowed in — and returns ``(next index into order, n_out, stamp)``, so the caller
-    grows the buffers and calls again. One call per run of events replaces one dispatch of
-    :func:`ssi` per event and run.
+    Per stabbing group (``groups``, an :class:`SSIArrays` bundle; groups in increasing order
+    of their point p), two neighbours of ``p + b`` decide who is affected: let s1/s2 be the
+    live run entries just below/at-or-above p in ``d`` order. A range (which contains p) is
+    affected iff ``lo <= d(s1)`` or ``hi >= d(s2)``: scan I^l (ascending lo) while
+    ``lo <= d(s1)`` and I^r (descending hi, stored as ascending −hi) while ``hi >= d(s2)``; a
+    range met by both scans is handled in the first. Each affected range's pairs are the
+    consecutive run entries around p. O(τ log m + k) per tuple and run.
+
+    * **Searches.** Each group's position is searched from a hint: :func:`locate` over the
+      main run's sample (hints are sample indexes), :func:`gallop` in the unsampled delta run
+      (hints are positions). With ``hints`` of shape ``(2, τ)`` every group keeps its result
+      for the next tuple, and ``order`` visits the tuples by key (ascending for R, descending
+      for S) so the next search is a short, cached step; with shape ``(2, 0)`` (one tuple)
+      each group starts from the previous group's result.
+    * **Skips.** ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter
+      than the truth), so a group nobody in which can be affected is skipped without touching
+      its lists. ``clean`` says the runs hold no deleted entry (no liveness check for the
+      neighbours); ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an
+      unselective subscription's pairs by two searches galloped from the neighbours instead
+      of walking them; ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs
+      no record read; when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY
+      reads only the group's own sequential arrays.
+    * **Output.** Each event takes the next ``stamp`` (its own dedupe generation) and its rows
+      are tagged with its position in ``ev`` (so the caller sorts rows by event; not tagged
+      when ``out_e`` is empty: the one-at-a-time path); ``out_x`` is the partner slot (PAIRS)
+      or the pair count (COUNT). Stops before an event that might not fit — IDENTIFY/COUNT
+      need ``room`` free rows; PAIRS is rerun from the event it overflowed in — and returns
+      ``(next index into order, n_out, stamp)``, so the caller grows the buffers and calls
+      again.
+
+    One function with the event loop inside, its arrays bound once, compiled without numba's
+    reference counting (``_nrt=False``: it allocates nothing; ``protocol``'s docstring): a
+    compiled call per event and run (the earlier ``ssi``) cost ~0.6 µs, an inlined one
+    ~0.3 µs, and the counted bindings left inside the loops ~35 % of the rest, all in
+    reference counting (``docs/benchmarks-batch.md``, session 15). In COUNT, a count goes
+    straight to its row when one run is searched; ``acc`` sums it over two runs, and is the
+    result for the one-at-a-time caller (untagged rows).
     """
     n_ev = order.shape[0]
-    g = SSIArrays(*groups)
-    kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
-    evs = EventArrays(*ev)
-    t = TableArrays(*tab)
-    sb = SubArrays(*sub)
-    acc = sb.acc
-    dedupe = kmain.keys.shape[0] > 0 and kdlt.keys.shape[0] > 0
+    (gids, gpoint, lstart, lsize, lcap, ldsize, lkeys, lids, laux, rstart, rsize, rcap, rdsize,
+     rkeys, rids, raux, gsel, gminlo, gmaxhi) = groups
+    mkeys, mpays, msamp = main
+    dkeys, dpays, dsamp = dlt
+    alive, dvals, dseqs = tab
+    rec, mark, acc = sub
+    evkeys, evvals, evseqs = ev
+    use_hint = hints.shape[1] > 0
+    mhint = hints[0]
+    dhint = hints[1]
+    dedupe = mkeys.shape[0] > 0 and dkeys.shape[0] > 0
+    tagged = out_e.shape[0] > 0
     for oi in range(e0, n_ev):
         e = order[oi]
         if mode != PAIRS and n_out + room > out_q.shape[0]:
             return oi, n_out, stamp
         stamp += 1
         n0 = n_out
+        b = evkeys[e]
+        v = evvals[e]
+        xseq = evseqs[e]
         for r in range(2):
-            run = kmain if r == 0 else kdlt
-            if run.keys.shape[0] == 0:
+            keys = mkeys if r == 0 else dkeys
+            pays = mpays if r == 0 else dpays
+            samp = msamp if r == 0 else dsamp
+            hint = mhint if r == 0 else dhint
+            n = keys.shape[0]
+            if n == 0:
                 continue
-            n_out = ssi(g.gids, g.point, g.lstart, g.lsize, g.lcap, g.ldsize, g.lkeys, g.lids,
-                        g.rstart, g.rsize, g.rcap, g.rdsize, g.rkeys, g.rids, g.raux, g.gsel,
-                        g.gminlo, g.gmaxhi, run.keys, run.pays, run.samp, step, hints[r],
-                        clean, fast_count, delta, evs.keys[e], evs.values[e], dirn, t.alive,
-                        t.values, t.seqs, evs.seqs[e], sb.rec, own, oth, mode, dedupe,
-                        sb.mark, stamp, acc, out_q, out_x, n_out)
-            if n_out == OVERFLOW:
-                return oi, n0, stamp
-        rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
+            sampled = samp.shape[0] > 1
+            i = 0
+            h = 0
+            for gi in range(gids.shape[0]):
+                g = gids[gi]
+                p = gpoint[g]
+                if sampled:  # hints are sample indexes
+                    if use_hint:
+                        h = hint[g]
+                    i, h = locate(keys, samp, step, b, dirn, p, h)
+                    if use_hint:
+                        hint[g] = h
+                elif use_hint:  # hints are positions
+                    i = gallop(keys, samp, step, b, dirn, p, hint[g])
+                    hint[g] = i
+                else:
+                    i = gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
+                j1 = i - 1
+                j2 = i
+                if not clean:  # the run holds deleted entries: the neighbours must be live ones
+                    while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
+                        j1 -= 1
+                    while j2 < n and not alive[_pay(pays, n, j2, dirn)]:
+                        j2 += 1
+                d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
+                d2 = _d(keys, n, j2, b, dirn) if j2 < n else np.inf
+                left = j1 >= 0 and gminlo[g] <= d1  # (a band may reach −inf / +inf)
+                right = j2 < n and gmaxhi[g] >= d2
+                if not (left or right):
+                    continue  # no live key in [b + min lo, b + max hi]: nobody in g is affected
+                nosel = gsel[g] == 0  # no member has an A/C selection: no record read
+                plain = mode == IDENTIFY and nosel
+                for part in range(4):  # I^l main, I^l delta, I^r main, I^r delta (gapped_pool)
+                    side = part >> 1
+                    if side == 0:
+                        if not left:
+                            continue
+                        if part == 0:
+                            base, size = lstart[g], lsize[g]
+                        else:
+                            base, size = lstart[g] + lcap[g] - delta, ldsize[g]
+                    else:
+                        if not right:
+                            continue
+                        if part == 2:
+                            base, size = rstart[g], rsize[g]
+                        else:
+                            base, size = rstart[g] + rcap[g] - delta, rdsize[g]
+                    for k in range(base, base + size):
+                        if side == 0:
+                            qlo = lkeys[k]
+                            if qlo > d1:
+                                break
+                            q = lids[k]
+                            if q < 0:
+                                continue  # tombstone
+                            qhi = laux[k]
+                        else:
+                            qhi = -rkeys[k]
+                            if qhi < d2:
+                                break
+                            q = rids[k]
+                            qlo = raux[k]
+                            if q < 0 or (j1 >= 0 and qlo <= d1):
+                                continue  # tombstone, or already met in the I^l scan
+                        if plain:
+                            if dedupe:
+                                if mark[q] == stamp:
+                                    continue
+                                mark[q] = stamp
+                            out_q[n_out] = q
+                            n_out += 1
+                            continue
+                        if nosel:
+                            olo, ohi = -np.inf, np.inf
+                        else:
+                            if not (rec[q, own] <= v <= rec[q, own + 1]):
+                                continue
+                            olo, ohi = rec[q, oth], rec[q, oth + 1]
+                        if mode == IDENTIFY and olo == -np.inf and ohi == np.inf:
+                            if mode != PAIRS:  # emit, written out (see the module docstring)
+                                if not dedupe:
+                                    if mode == COUNT:
+                                        acc[q] = 1
+                                    out_q[n_out] = q
+                                    n_out += 1
+                                elif mark[q] != stamp:
+                                    mark[q] = stamp
+                                    acc[q] = 1
+                                    out_q[n_out] = q
+                                    n_out += 1
+                                else:
+                                    acc[q] += 1
+                            continue
+                        cnt = 0
+                        if mode == COUNT and fast_count and olo == -np.inf and ohi == np.inf:
+                            # every position is live and every pair owed: q's pairs are the
+                            # positions [lower_bound(lo), j1] and [j2, first d > hi) — count
+                            # them, don't walk (a few positions each for a narrow band:
+                            # galloped from j1 / j2, not searched over the whole run)
+                            if j1 >= 0 and qlo <= d1:
+                                cnt += j1 + 1 - gallop_back(keys, b, dirn, qlo, j1)
+                            if j2 < n and qhi >= d2:
+                                cnt += gallop(keys, samp, step, b, dirn,
+                                              np.nextafter(qhi, np.inf), j2 + 1) - j2
+                            if cnt > 0 and mode != PAIRS:  # emit (see the module docstring)
+                                if not dedupe:
+                                    if mode == COUNT:
+                                        if tagged:  # the count goes straight to its row
+                                            out_x[n_out] = cnt
+                                        else:
+                                            acc[q] = cnt
+                                    out_q[n_out] = q
+                                    n_out += 1
+                                elif mark[q] != stamp:
+                                    mark[q] = stamp
+                                    acc[q] = cnt
+                                    out_q[n_out] = q
+                                    n_out += 1
+                                else:
+                                    acc[q] += cnt
+                            continue
+                        if j1 >= 0:
+                            c1, n_out = walk(q, j1, -1, qlo, np.inf, olo, ohi, keys, pays, b,
+                                             dirn, alive, dvals, dseqs, xseq, rec, mode, out_q,
+                                             out_x, n_out)
+                            if c1 == OVERFLOW:
+                                return oi, n0, stamp
+                            cnt += c1
+                        if j2 < n and not (mode == IDENTIFY and cnt > 0):
+                            c2, n_out = walk(q, j2, 1, -np.inf, qhi, olo, ohi, keys, pays, b,
+                                             dirn, alive, dvals, dseqs, xseq, rec, mode, out_q,
+                                             out_x, n_out)
+                            if c2 == OVERFLOW:
+                                return oi, n0, stamp
+                            cnt += c2
+                        if cnt > 0 and mode != PAIRS:  # emit, written out (see the module docstring)
+                            if not dedupe:
+                                if mode == COUNT:
+                                    if tagged:  # the count goes straight to its row
+                                        out_x[n_out] = cnt
+                                    else:
+                                        acc[q] = cnt
+                                out_q[n_out] = q
+                                n_out += 1
+                            elif mark[q] != stamp:
+                                mark[q] = stamp
+                                acc[q] = cnt
+                                out_q[n_out] = q
+                                n_out += 1
+                            else:
+                                acc[q] += cnt
+        if tagged:
+            for k in range(n0, n_out):
+                out_e[k] = e
+                if mode == COUNT and dedupe:  # counts summed over both runs in acc
+                    out_x[k] = acc[out_q[k]]
     return n_ev, n_out, stamp
 
 

@@ -25,7 +25,15 @@ incoming tuple, runs ``@njit`` kernels over flat arrays that append to one outpu
   (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
   Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
   positional array). A per-event kernel whose call is that short keeps positional arrays at
-  its entry (BJ-SSI's ``ssi``, ``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``, issue 12);
+  its entry (``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``, issue 12);
+* **reference counting**: numba counts references to every array a compiled function binds (an
+  atomic increment and decrement per binding: per call of a non-inlined kernel, per argument
+  of an inlined helper, per tuple unpacked in a loop). In a loop over events and groups that
+  was ~40 % of BJ-SSI's probe. A kernel that allocates nothing and keeps its loops inside
+  one function is compiled with ``@njit(cache=True, _nrt=False)`` (numba's switch for its
+  runtime, which its own maintainers use to show this cost: numba issue #2350): the arrays
+  are borrowed from the caller for the call's duration, so nothing needs counting
+  (``band_kernels.ssi_many``; ``docs/benchmarks-batch.md``, session 15);
 * **the base**: :class:`Strategy` keeps the id list and per-kind bookkeeping; a router (§4)
   whose members share its id list calls only :meth:`Strategy.index` / :meth:`Strategy.unindex`.
 
