@@ -667,23 +667,10 @@ def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev:
                             if not (rec[q, own] <= v <= rec[q, own + 1]):
                                 continue
                             olo, ohi = rec[q, oth], rec[q, oth + 1]
-                        if mode == IDENTIFY and olo == -np.inf and ohi == np.inf:
-                            if mode != PAIRS:  # emit, written out (see the module docstring)
-                                if not dedupe:
-                                    if mode == COUNT:
-                                        acc[q] = 1
-                                    out_q[n_out] = q
-                                    n_out += 1
-                                elif mark[q] != stamp:
-                                    mark[q] = stamp
-                                    acc[q] = 1
-                                    out_q[n_out] = q
-                                    n_out += 1
-                                else:
-                                    acc[q] += 1
-                            continue
                         cnt = 0
-                        if mode == COUNT and fast_count and olo == -np.inf and ohi == np.inf:
+                        if mode == IDENTIFY and olo == -np.inf and ohi == np.inf:
+                            cnt = 1  # affected (the scan's test), no partner to check
+                        elif mode == COUNT and fast_count and olo == -np.inf and ohi == np.inf:
                             # every position is live and every pair owed: q's pairs are the
                             # positions [lower_bound(lo), j1] and [j2, first d > hi) — count
                             # them, don't walk (a few positions each for a narrow band:
@@ -693,38 +680,22 @@ def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev:
                             if j2 < n and qhi >= d2:
                                 cnt += gallop(keys, samp, step, b, dirn,
                                               np.nextafter(qhi, np.inf), j2 + 1) - j2
-                            if cnt > 0 and mode != PAIRS:  # emit (see the module docstring)
-                                if not dedupe:
-                                    if mode == COUNT:
-                                        if tagged:  # the count goes straight to its row
-                                            out_x[n_out] = cnt
-                                        else:
-                                            acc[q] = cnt
-                                    out_q[n_out] = q
-                                    n_out += 1
-                                elif mark[q] != stamp:
-                                    mark[q] = stamp
-                                    acc[q] = cnt
-                                    out_q[n_out] = q
-                                    n_out += 1
-                                else:
-                                    acc[q] += cnt
-                            continue
-                        if j1 >= 0:
-                            c1, n_out = walk(q, j1, -1, qlo, np.inf, olo, ohi, keys, pays, b,
-                                             dirn, alive, dvals, dseqs, xseq, rec, mode, out_q,
-                                             out_x, n_out)
-                            if c1 == OVERFLOW:
-                                return oi, n0, stamp
-                            cnt += c1
-                        if j2 < n and not (mode == IDENTIFY and cnt > 0):
-                            c2, n_out = walk(q, j2, 1, -np.inf, qhi, olo, ohi, keys, pays, b,
-                                             dirn, alive, dvals, dseqs, xseq, rec, mode, out_q,
-                                             out_x, n_out)
-                            if c2 == OVERFLOW:
-                                return oi, n0, stamp
-                            cnt += c2
-                        if cnt > 0 and mode != PAIRS:  # emit, written out (see the module docstring)
+                        else:
+                            if j1 >= 0:
+                                c1, n_out = walk(q, j1, -1, qlo, np.inf, olo, ohi, keys, pays,
+                                                 b, dirn, alive, dvals, dseqs, xseq, rec, mode,
+                                                 out_q, out_x, n_out)
+                                if c1 == OVERFLOW:
+                                    return oi, n0, stamp
+                                cnt += c1
+                            if j2 < n and not (mode == IDENTIFY and cnt > 0):
+                                c2, n_out = walk(q, j2, 1, -np.inf, qhi, olo, ohi, keys, pays,
+                                                 b, dirn, alive, dvals, dseqs, xseq, rec, mode,
+                                                 out_q, out_x, n_out)
+                                if c2 == OVERFLOW:
+                                    return oi, n0, stamp
+                                cnt += c2
+                        if cnt > 0 and mode != PAIRS:  # emit, written out (module docstring)
                             if not dedupe:
                                 if mode == COUNT:
                                     if tagged:  # the count goes straight to its row
