@@ -356,4 +356,5 @@ class BaseTable:
         o = self.order
         if self.key_index is not None:
             cols += self.key_index.memory_bytes()
-        return cols + o.main_keys.nbytes + o.main_pays.nbytes + o.delta_keys.nbytes + o.delta_pays.nbytes
+        return (cols + o.main_keys.nbytes + o.main_pays.nbytes + o.delta_keys.nbytes
+                + o.delta_pays.nbytes + o.main_sample.nbytes + o.main_cells[0].nbytes)

@@ -486,7 +486,7 @@ class SSIGroups:
         clean = table.order.n_dead == 0
         # every pair is owed when x is newer than every registration (an insert, SPEC §3)
         fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
-        head = (self.arrays(), main, dlt, table.arrays(), cols.arrays(),
+        head = (self.arrays(), main, table.order.main_cells, dlt, table.arrays(), cols.arrays(),
                 (np.array([b], dtype=np.float64), np.array([v], dtype=np.float64),
                  np.array([xseq], dtype=np.int64)), _ONE_EVENT, _NO_HINTS, 0)
         tail = (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY, buf.stamp - 1, 0,
@@ -515,8 +515,8 @@ class SSIGroups:
         hints = np.zeros((2, self.point.shape[0]), dtype=np.int64)
         n0 = rows.n
         run_kernel_many(K.ssi_many,
-                        (self.arrays(), main, dlt, table.arrays(), cols.arrays(), (bs, vs, xseqs),
-                         order, hints),
+                        (self.arrays(), main, table.order.main_cells, dlt, table.arrays(),
+                         cols.arrays(), (bs, vs, xseqs), order, hints),
                         (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY),
                         bs.shape[0], buf, rows, room)
         rows.sort_by_event(n0)

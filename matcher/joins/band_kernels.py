@@ -47,6 +47,7 @@ from hotjoin.matcher.joins.protocol import (
 )
 from hotjoin.matcher.structures.gapped_pool import GappedPoolArrays
 from hotjoin.matcher.structures.interval_tree import TreeArrays
+from hotjoin.matcher.structures.key_cells import may_hold
 
 
 @njit(cache=True, inline="always")
@@ -513,12 +514,13 @@ def rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e
 
 
 @njit(cache=True, _nrt=False)
-def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
-             order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int, oth: int,
+def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, sub: tuple,
+             ev: tuple, order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int, oth: int,
              mode: int, clean: bool, fast_count: bool, delta: int, step: int, stamp: int,
              room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
     """BJ-SSI (§3.1.2) for the incoming tuples ``ev[order[e0:]]`` (an ``EventArrays`` bundle),
-    one after the other, each over both runs ``main`` and ``dlt`` (``KeyRun`` bundles).
+    one after the other, each over both runs ``main`` and ``dlt`` (``KeyRun`` bundles; the
+    main run's occupancy bitmap is ``cells``, ``key_cells``' ``(words, params)``).
 
     Per stabbing group (``groups``, an :class:`SSIArrays` bundle; groups in increasing order
     of their point p), two neighbours of ``p + b`` decide who is affected: let s1/s2 be the
@@ -536,7 +538,10 @@ def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev:
       each group starts from the previous group's result.
     * **Skips.** ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter
       than the truth), so a group nobody in which can be affected is skipped without touching
-      its lists. ``clean`` says the runs hold no deleted entry (no liveness check for the
+      its lists. In the main run, the occupancy bitmap ``cells`` (``key_cells``, built with
+      the run) is read first: when it shows no key in the hull ``[b + min lo, b + max hi]``
+      (for S tuples ``[b − max hi, b − min lo]``), nobody in g can be affected by that run and
+      the search is skipped (on the batch load test, ~7 ns instead of ~20 per group). ``clean`` says the runs hold no deleted entry (no liveness check for the
       neighbours); ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an
       unselective subscription's pairs by two searches galloped from the neighbours instead
       of walking them; ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs
@@ -562,6 +567,7 @@ def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev:
     (gids, gpoint, lstart, lsize, lcap, ldsize, lkeys, lids, laux, rstart, rsize, rcap, rdsize,
      rkeys, rids, raux, gsel, gminlo, gmaxhi) = groups
     mkeys, mpays, msamp = main
+    cwords, cparams = cells
     dkeys, dpays, dsamp = dlt
     alive, dvals, dseqs = tab
     rec, mark, acc = sub
@@ -594,6 +600,14 @@ def ssi_many(groups: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev:
             for gi in range(gids.shape[0]):
                 g = gids[gi]
                 p = gpoint[g]
+                if r == 0:  # the main run's bitmap may show no key in g's hull: skip g
+                    glo, ghi = gminlo[g], gmaxhi[g]
+                    if dirn > 0:
+                        klo, khi = b + glo, b + ghi
+                    else:
+                        klo, khi = b - ghi, b - glo
+                    if not may_hold(cwords, cparams, klo, khi, abs(b) + abs(glo) + abs(ghi)):
+                        continue
                 if sampled:  # hints are sample indexes
                     if use_hint:
                         h = hint[g]

@@ -5,7 +5,9 @@ live payload appears in exactly one run; payloads the owner reports dead (``aliv
 may still sit in a run until the next merge. An insert shifts only the small delta run
 (O(√n) moves); when the delta outgrows ``≈ 4√n`` entries, or dead entries reach 1/8 of the main
 run, both runs are merged into a new main run (O(n), amortised O(√n) per update). Readers scan
-both runs; numba kernels take the four arrays directly (pynndescent-style flat arrays).
+both runs; numba kernels take the four arrays directly (pynndescent-style flat arrays). Each
+rebuild of the main run also keeps every 16th key (``main_sample``) and an occupancy bitmap of
+the key line (``main_cells``, :mod:`~matcher.structures.key_cells`) for BJ-SSI's searches.
 
 Measured alternatives (``docs/benchmarks.md``): a single sorted array costs ~47 µs per insert at
 100,000 keys and ~490 µs at 1,000,000 (memmove); ``SortedList`` inserts in ~0.8 µs but cannot be
@@ -26,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from hotjoin.matcher.structures.growth import grown
+from hotjoin.matcher.structures.key_cells import NO_CELLS, build_key_cells
 
 
 @njit(cache=True)
@@ -107,7 +110,7 @@ def insert_sorted_many(keys: np.ndarray, pays: np.ndarray, n: int, new_keys: np.
 
 
 SAMPLE_EVERY = 16
-"""Every 64th key of the main run is copied into ``main_sample``: a binary search there stays
+"""Every 16th key of the main run is copied into ``main_sample``: a binary search there stays
 in cache and leaves one 512-byte block of the main run to search (see band_kernels)."""
 
 _EMPTY = np.empty(0, dtype=np.float64)
@@ -117,7 +120,7 @@ class SortedRuns:
     """Dynamic key order over int payloads; liveness of a payload is owned by the caller."""
 
     __slots__ = ("main_keys", "main_pays", "n_main", "delta_keys", "delta_pays", "n_delta",
-                 "n_dead", "merges", "main_sample")
+                 "n_dead", "merges", "main_sample", "main_cells")
 
     def __init__(self) -> None:
         self.main_keys = np.empty(0, dtype=np.float64)
@@ -129,6 +132,7 @@ class SortedRuns:
         self.n_dead = 0
         self.merges = 0
         self.main_sample = _EMPTY
+        self.main_cells = NO_CELLS  # occupancy bitmap of the main run (``key_cells``)
 
     def __len__(self) -> int:
         """Number of entries physically present (live + not yet merged-away dead)."""
@@ -189,6 +193,7 @@ class SortedRuns:
                        alive, out_k, out_p)
         self.main_keys, self.main_pays, self.n_main = out_k, out_p, n
         self.main_sample = np.ascontiguousarray(out_k[:n:SAMPLE_EVERY])
+        self.main_cells = build_key_cells(out_k[:n])
         self.n_delta = 0
         self.n_dead = 0
         self.merges += 1
@@ -204,6 +209,7 @@ class SortedRuns:
         self.main_pays = np.ascontiguousarray(pays[order], dtype=np.int64)
         self.n_main = int(self.main_keys.shape[0])
         self.main_sample = np.ascontiguousarray(self.main_keys[::SAMPLE_EVERY])
+        self.main_cells = build_key_cells(self.main_keys)
         self.n_delta = 0
         self.n_dead = 0
 

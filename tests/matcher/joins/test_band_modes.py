@@ -114,3 +114,68 @@ def test_counts_on_a_clean_table_equal_the_pairs(selections: bool) -> None:
                             strict=True)) == dict(pairs), name
             total += sum(pairs.values())
         assert total > 1000
+
+
+def _sparse_engine(name: str, offset: float) -> tuple[Engine, list[Event]]:
+    """Narrow bands in 6 clusters over sparse float keys, both sides bulk-loaded (sampled main
+    runs with occupancy bitmaps), then probes of both sides, a third of them placed exactly at
+    a stored key plus a cluster's offset so that they pair; ``offset`` moves every key far
+    from 0, where ``b + lo`` rounds (the bitmap's query must still not hide a key)."""
+    rng = np.random.default_rng(11)
+    centres = np.array([-30.0, -12.5, 0.0, 7.25, 19.0, 40.0])
+    subs = []
+    for i in range(240):
+        c = float(centres[i % 6])
+        subs.append(BandJoin(b=Range(c - float(rng.uniform(0, 0.05)),
+                                     c + float(rng.uniform(0, 0.05)))))
+    e = Engine(strategy={"band": name}, options={"alpha": 0.05})
+    e.subscribe_many(subs)
+    keys = {s: offset + np.round(rng.uniform(0, 2000, 1500), 3) for s in "RS"}
+    stored = [Event(s, f"{s}{i}", float(k), 0.0, i) for s in "RS"
+              for i, k in enumerate(keys[s].tolist())]
+    e.restore_events(stored, list(range(1, len(stored) + 1)))
+    e.restore_clock(len(stored), 1500)
+    for s in "RS":
+        assert e.tables[s].order.n_main == 1500 and e.tables[s].order.main_cells[0].shape[0]
+    probes = []
+    for i in range(300):
+        side = "R" if i % 2 else "S"
+        other = keys["S" if side == "R" else "R"]
+        if i % 3 == 0:  # exactly a stored partner's key minus (R) or plus (S) a centre
+            c = float(centres[rng.integers(0, 6)])
+            k = float(other[rng.integers(0, other.shape[0])])
+            key = k - c if side == "R" else k + c
+        else:
+            key = offset + float(rng.uniform(-50, 2050))
+        probes.append(Event(side, f"p{i}", key, 0.0, 1500 + i))
+    return e, probes
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e12], ids=["near-0", "far-1e12"])
+def test_sparse_keys_and_narrow_bands_on_bitmapped_runs(offset: float) -> None:
+    """BJ-SSI and BJ-Hotspot skip groups by the main runs' occupancy bitmaps (R and S probes:
+    both directions); every strategy, batched and one at a time, must give BJ-QOuter's pairs
+    (QOuter searches every band and reads no bitmap)."""
+    ref: list[Counter] = []
+    e, probes = _sparse_engine("BJ-QOuter", offset)
+    for p in probes:
+        ref.append(Counter(e.publish(p)))
+    assert sum(len(c) for c in ref) > 200  # the probes pair, on both sides
+    assert sum(len(c) for c, p in zip(ref, probes, strict=True) if p.side == "S") > 50
+    for name in BAND_STRATEGIES:
+        one, probes = _sparse_engine(name, offset)
+        for i, p in enumerate(probes):
+            assert Counter(one.publish(p)) == ref[i], (name, i)
+        batch, probes = _sparse_engine(name, offset)
+        res = batch.publish_batch([p.side for p in probes], [p.id for p in probes],
+                                  [p.key for p in probes], [p.value for p in probes],
+                                  [p.time for p in probes], output="pairs")
+        got = [Counter() for _ in probes]
+        out = res.output
+        for ev, q, sign, r, s in zip(out.event.tolist(), out.subscription.tolist(),
+                                     out.sign.tolist(), out.r_id.tolist(), out.s_id.tolist(),
+                                     strict=True):
+            got[ev][(q, sign, r, s)] += 1
+        want = [Counter({(d.subscription_id, d.sign, d.r_id, d.s_id): n for d, n in c.items()})
+                for c in ref]
+        assert got == want, name
