@@ -339,7 +339,8 @@ def locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x
     (``samp[j] == keys[j * step]``): :func:`sample_rank` from the hint ``h``, then the one
     block of ``step`` keys it leaves is counted without branches (``step`` compares, no
     mispredicted jumps). Used where successive searches land near each other (BJ-SSI's
-    groups, and tuples taken in key order); 2–4× cheaper than :func:`gallop` there."""
+    groups, and tuples taken in key order); in a throwaway prototype of the load test's
+    searches, 15.5 ns against :func:`gallop`'s 26.9 ns per search."""
     n = keys.shape[0]
     a = sample_rank(samp, b, dirn, x, h)
     if a == 0:
@@ -541,12 +542,13 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
       its lists. In the main run, the occupancy bitmap ``cells`` (``key_cells``, built with
       the run) is read first: when it shows no key in the hull ``[b + min lo, b + max hi]``
       (for S tuples ``[b − max hi, b − min lo]``), nobody in g can be affected by that run and
-      the search is skipped (on the batch load test, ~7 ns instead of ~20 per group). ``clean`` says the runs hold no deleted entry (no liveness check for the
-      neighbours); ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an
+      the search is skipped (91 % of the searches on the batch load test). ``clean`` says
+      the runs hold no deleted entry (no liveness check for the neighbours); ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an
       unselective subscription's pairs by two searches galloped from the neighbours instead
       of walking them; ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs
-      no record read; when no member of g has an A/C selection (``gsel[g] == 0``), IDENTIFY
-      reads only the group's own sequential arrays.
+      no record read, and ``laux[k]`` the upper bound of I^l's; when no member of g has an
+      A/C selection (``gsel[g] == 0``), IDENTIFY and COUNT read only the group's own
+      sequential arrays, no subscription record.
     * **Output.** Each event takes the next ``stamp`` (its own dedupe generation) and its rows
       are tagged with its position in ``ev`` (so the caller sorts rows by event; not tagged
       when ``out_e`` is empty: the one-at-a-time path); ``out_x`` is the partner slot (PAIRS)
@@ -558,8 +560,9 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
     One function with the event loop inside, its arrays bound once, compiled without numba's
     reference counting (``_nrt=False``: it allocates nothing; ``protocol``'s docstring): a
     compiled call per event and run (the earlier ``ssi``) cost ~0.6 µs, an inlined one
-    ~0.3 µs, and the counted bindings left inside the loops ~35 % of the rest, all in
-    reference counting (``docs/benchmarks-batch.md``, session 15). In COUNT, a count goes
+    ~0.3 µs, and the counted bindings left inside the loops ~30 % of the rest (1.36 →
+    0.95 µs per event with ``_nrt=False``), all in reference counting
+    (``docs/benchmarks-batch.md``, session 15). In COUNT, a count goes
     straight to its row when one run is searched; ``acc`` sums it over two runs, and is the
     result for the one-at-a-time caller (untagged rows).
     """
