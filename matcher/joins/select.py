@@ -486,8 +486,8 @@ class SelectStrategy(Strategy):
                      table: BaseTable, mode: int, pool: Any) -> None:
         """Rows of the events ``ev`` (each with partners in ``pool``, ``KeyIndex.by_value``),
         each event's rows together and in one-at-a-time order; the caller orders events.
-        Strategies with a ``*_many`` kernel run it once; this fallback (SJ-JoinFirst) runs
-        :meth:`_match` per event."""
+        Every select strategy of this module overrides it with one ``*_many`` kernel call;
+        this fallback (a strategy without one) runs :meth:`_match` per event."""
         each_event(lambda k: self._match(buf, dirn, float(ev.values[k]), int(ev.seqs[k]),
                                          table, mode, pool, int(ev.base[k]), int(ev.size[k])),
                    ev.pos.shape[0], buf, rows, mode, self.cols.acc, ev.pos)
@@ -522,6 +522,14 @@ class JoinFirst(SelectStrategy):
         buf.out_q, buf.out_s, buf.n, f.hits = K.sj_join_first(
             forest_arrays(f), partner_run(pool, base, size), table.arrays(), c.arrays(), c.reg,
             c.snap, v, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, f.stack, f.hits)
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
+                     table: BaseTable, mode: int, pool: Any) -> None:
+        """Every event of ``ev`` in one compiled call (``K.sj_join_first_many``)."""
+        c, f = self.cols, self.forest
+        rows.e, rows.q, rows.x, rows.n, buf.stamp, f.hits = K.sj_join_first_many(
+            forest_arrays(f), pool.keys, pool.ids, table.arrays(), c.arrays(), c.reg, c.snap,
+            tuple(ev), dirn, mode, buf.stamp, rows.e, rows.q, rows.x, rows.n, f.stack, f.hits)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.forest.memory_bytes()

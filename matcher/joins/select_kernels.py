@@ -257,6 +257,37 @@ def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
     return out_q, out_s, n_out, hits
 
 
+@njit(cache=True)
+def rows_grown(out_e: np.ndarray, out_q: np.ndarray, n0: int) -> np.ndarray:
+    """The event column grown to the row arrays' capacity (rows ``< n0`` kept): for the
+    ``*_many`` kernels whose one-tuple kernel grows ``out_q``/``out_x`` itself."""
+    if out_e.shape[0] >= out_q.shape[0]:
+        return out_e
+    e = np.empty(out_q.shape[0], dtype=np.int64)
+    e[:n0] = out_e[:n0]
+    return e
+
+
+@njit(cache=True)
+def sj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub: tuple,
+                       reg: np.ndarray, snap: np.ndarray, ev: tuple, dirn: int, mode: int,
+                       stamp: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
+                       n_out: int, stack: np.ndarray, hits: np.ndarray):
+    """:func:`sj_join_first` (SJ-JoinFirst) for every event of ``ev`` (``KeyedEvents``); the
+    row arrays grow here. Returns ``(out_e, out_q, out_x, n_out, stamp, hits)``."""
+    pos, base, size, values, seqs = ev
+    acc = SubArrays(*sub).acc
+    for k in range(pos.shape[0]):
+        stamp += 1
+        out_q, out_x, n1, hits = sj_join_first(F, (pv, ps, base[k], size[k]), tab, sub, reg,
+                                               snap, values[k], dirn, seqs[k], mode, stamp,
+                                               out_q, out_x, n_out, stack, hits)
+        out_e = rows_grown(out_e, out_q, n_out)
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return out_e, out_q, out_x, n_out, stamp, hits
+
+
 @njit(cache=True, inline="always")
 def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray,
                 xseq: int) -> int:

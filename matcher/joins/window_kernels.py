@@ -34,6 +34,7 @@ from hotjoin.matcher.joins.select_kernels import (
     emit_marked,
     lower_bound,
     record,
+    rows_grown,
     sj_own_scan,
     upper_bound,
 )
@@ -390,16 +391,6 @@ def count_within(tv: np.ndarray, base: int, size: int, lo: float, hi: float) -> 
 
 
 @njit(cache=True)
-def _rows_grown(out_e: np.ndarray, out_q: np.ndarray, n0: int) -> np.ndarray:
-    """The event column grown to the row arrays' capacity (rows ``< n0`` kept)."""
-    if out_e.shape[0] >= out_q.shape[0]:
-        return out_e
-    e = np.empty(out_q.shape[0], dtype=np.int64)
-    e[:n0] = out_e[:n0]
-    return e
-
-
-@njit(cache=True)
 def wj_own_scan_many(G: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray,
                      T: tuple, Q: tuple, W: tuple, ev: tuple, own: int, mode: int, stamp: int,
                      out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
@@ -411,7 +402,7 @@ def wj_own_scan_many(G: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, t
         out_q, out_x, n1 = wj_own_scan(G, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]),
                                        T, Q, values[k], times[k], own, seqs[k], mode, stamp,
                                        out_q, out_x, n_out, W)
-        out_e = _rows_grown(out_e, out_q, n_out)
+        out_e = rows_grown(out_e, out_q, n_out)
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
         n_out = n1
     return out_e, out_q, out_x, n_out, stamp
@@ -430,7 +421,7 @@ def wj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray,
         out_q, out_x, n1, hits = wj_join_first(
             F, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]), T, Q, values[k],
             times[k], wmax, dirn, seqs[k], mode, stamp, out_q, out_x, n_out, stack, hits)
-        out_e = _rows_grown(out_e, out_q, n_out)
+        out_e = rows_grown(out_e, out_q, n_out)
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
         n_out = n1
     return out_e, out_q, out_x, n_out, stamp, hits

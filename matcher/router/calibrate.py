@@ -178,6 +178,81 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
          for fj, n in zip(feats, names, strict=True)])
 
 
+@dataclass
+class BatchTimes:
+    """Whole-pass times of each member and the router on the batch path (``probe_batch``)."""
+
+    members: tuple[str, ...]
+    pass_ns: np.ndarray       # (rounds, members + 1) time of each pass; the router last
+    decisions: np.ndarray     # (members,) timed tuples the router gave each member, all rounds
+                              # (tuples it timed alone to learn are not counted)
+    affected: np.ndarray      # (tuples,) affected subscriptions of each timed tuple
+
+
+def time_batches(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
+                 times: np.ndarray | None = None, rounds: int = 1, lead_in: int = 0,
+                 batch: int = 100) -> BatchTimes:
+    """:func:`time_members` on the batch path: every member alone and the router probe the
+    same tuples (those with partners; the first ``lead_in`` of them untimed) in calls of
+    ``batch`` tuples to ``Engine.probe_batch`` — the compiled matching of ``publish_batch``,
+    with SJ-/WJ-Dynamic deciding inside the batch (issue 14 item 3). A pass is timed as a
+    whole (no per-tuple times: Optimum is not defined here); passes run in a random order
+    after evicted caches, ``rounds`` times. Every runner must report the same affected counts
+    on every tuple (AssertionError otherwise)."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        return _time_batches(e, kind, side, keys, values, times, rounds, lead_in, batch)
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _time_batches(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,
+                  times: np.ndarray | None, rounds: int, lead_in: int,
+                  batch: int) -> BatchTimes:
+    ix = _strategy(e, kind)
+    names: tuple[str, ...] = tuple(ix.member_names)
+    nm = len(names)
+    t_default = 0 if e.watermark is None else e.watermark + e.lateness
+    ts = (np.asarray(times, dtype=np.int64) if times is not None
+          else np.full(len(keys), t_default, dtype=np.int64))
+    keep = [x for x, (k, v, t) in enumerate(zip(keys.tolist(), values.tolist(), ts.tolist(),
+                                                 strict=True))
+            if _features(e, kind, side, k, v, t) is not None]
+    sel = np.asarray(keep, dtype=np.int64)
+    ks, vs, tt = (np.ascontiguousarray(a[sel]) for a in (keys, values, ts))
+    lead = slice(0, min(lead_in, sel.shape[0]))
+    nt = sel.shape[0] - lead.stop
+    cuts = [(a, min(a + batch, sel.shape[0])) for a in range(lead.stop, sel.shape[0], batch)]
+    pass_ns = np.zeros((rounds, nm + 1))
+    counts = np.zeros((nm + 1, nt), dtype=np.int64)
+    decisions = np.zeros(nm, dtype=np.int64)
+    clock = time.perf_counter_ns
+    rng = np.random.default_rng(7)
+    for r in range(rounds):
+        for j in rng.permutation(nm + 1).tolist():
+            ix.force(None if j == nm else names[j])
+            evict_caches()
+            e.probe_batch(side, ks[lead], vs[lead], tt[lead])
+            got = []
+            before = np.array(ix.counts, dtype=np.int64)
+            t0 = clock()
+            for a, b in cuts:
+                got.append(e.probe_batch(side, ks[a:b], vs[a:b], tt[a:b]))
+            pass_ns[r, j] = clock() - t0
+            if j == nm:
+                decisions += np.array(ix.counts, dtype=np.int64) - before
+            counts[j] = np.concatenate(got) if got else 0
+    ix.force(None)
+    bad = np.flatnonzero((counts != counts[0]).any(axis=0))
+    if bad.size:
+        x = int(bad[0])
+        raise AssertionError(f"{kind} tuple {x} (key {ks[lead.stop + x]}): batch affected counts "
+                             f"differ: {dict(zip((*names, 'router'), counts[:, x].tolist(), strict=True))}")
+    return BatchTimes(names, pass_ns, decisions, counts[0].astype(np.float64))
+
+
 # -- fitting ----------------------------------------------------------------------------------
 
 

@@ -127,7 +127,7 @@ FEEDBACK_EVERY = 32
 of Python (two clock reads, the learning step) timed alone, so every 8th tuple (as until
 session 8) cost ~0.2 µs per tuple on average: 2 % of a 10 µs SelectFirst probe; between
 probes, with cold caches, a timed tuple took ~6.5 µs more than another (session 14)."""
-FEEDBACK_QUIET = 8
+FEEDBACK_QUIET = 32
 QUIET_BAND = 1.25
 """SJ- and WJ-Dynamic time less often while calibration has little to learn: each timed run
 whose measured / predicted ratio (correction included) lies within ``QUIET_BAND`` either way
@@ -138,6 +138,13 @@ in routed tuples: ``_timed_choice``). A timed tuple costs ~6.5 µs
 more than another at Fig. 18's first point (session 14: medians 16.8 against 10.3 µs, one
 tuple in ~22 timed), ~3 % of the probe, where 94 % of the timed runs land within 1.25× of
 their prediction (82 % at Fig. 18's selection rate 0.05)."""
+BATCH_SPREAD = 32
+"""On the batch path a routed tuple counts as 1/``BATCH_SPREAD`` of one toward the next timed
+tuple. A timed tuple runs alone through the one-at-a-time Python path (``_timed_event``: ~25 µs
+warm and more after other work evicted the caches, against ~3–6 µs per tuple inside a
+member's batch call, throwaway timings on Figs. 15 and 18 in session 16), so timing every
+``FEEDBACK_EVERY``-th batch tuple would spend on it several times the share of work it costs
+one at a time. Learning then takes more tuples, about as much time."""
 FEEDBACK_STEP = 1.04
 """The largest factor by which one timed run moves the chosen member's correction up or down:
 a sign step, so the factor tracks the median of measured / predicted and one outlier (a
@@ -257,6 +264,8 @@ class _Routing:
         # *suspect* members (module docstring): never timed yet, or far off their model when
         # last timed; SJ-/WJ-Dynamic time every tuple routed to one until a run lands near it
         self._suspect = {1: [True] * nm, -1: [True] * nm}
+        self._suspect_mask = {1: np.ones(nm, dtype=np.bool_), -1: np.ones(nm, dtype=np.bool_)}
+        self._no_suspects = np.zeros(nm, dtype=np.bool_)
         # each member's last sign step, in log scale (its sign: the direction it moved)
         self._steps = {1: [math.log(FEEDBACK_STEP)] * nm, -1: [math.log(FEEDBACK_STEP)] * nm}
         self._countdown = {1: 0, -1: 0}  # tuples until the plan is refolded (< 0: now)
@@ -321,6 +330,7 @@ class _Routing:
             if self._calm[d][i] >= CALM_RUNS:
                 self._far[d][i] = 0
         self._suspect[d][i] = far != 0
+        self._suspect_mask[d][i] = far != 0
         if far and (explored or far == last_far or i in self._unmeasured[d]):
             # far off (a member explored or timed for the first time, or as far off the same
             # way in a recent run: a new workload): go half-way in log scale, at most 2× per
@@ -420,36 +430,43 @@ class _Routing:
         return True
 
     def _suspects(self, d: int) -> np.ndarray:
-        """The suspect members of direction ``d`` as a mask (none without feedback)."""
-        if not self.feedback:
-            return np.zeros(len(self.members), dtype=np.bool_)
-        return np.array(self._suspect[d], dtype=np.bool_)
+        """The suspect members of direction ``d`` as a mask (none without feedback); kept up to
+        date by :meth:`_learn`, read-only."""
+        return self._suspect_mask[d] if self.feedback else self._no_suspects
 
-    def _route_run(self, d: int, n: int, refresh: Callable[[int], None],
+    def _route_run(self, d: int, n: int, refresh: Callable[[int, int], None],
                    decide: Callable[[int, int, int, np.ndarray], int],
                    timed: Callable[[int, int], None]) -> np.ndarray:
         """The batch path's decisions for ``n`` tuples of direction ``d`` (SJ- and WJ-Dynamic),
-        on the one-at-a-time counters: ``refresh(k)`` refolds the plan before tuple ``k`` when
-        it is due; ``decide(k, stop, due, out)`` (one compiled call) writes the members of
-        tuples ``k … stop − 1`` into ``out`` up to the first one to time — offset ``due``
-        (−1: none is due) or one routed to a suspect member — and returns its offset
-        (``stop − k``: none), which ``timed(k, member)`` then runs alone, learning before the
-        rest is decided. Returns each tuple's member, −1 for the timed ones (already run)."""
+        on the one-at-a-time counters: ``decide(k, n, due, out)`` (one compiled call) writes the
+        members of tuples ``k … n − 1`` into ``out`` up to the first one to time — offset
+        ``due`` (−1: none is due) or one routed to a suspect member — and returns its offset
+        (``n − k``: none), which ``timed(k, member)`` then runs alone, learning before the rest
+        is decided. Returns each tuple's member, −1 for the timed ones (already run).
+
+        ``refresh(k, tuples)`` refolds the plan before tuple ``k`` when the countdown is due
+        (``tuples``: routed since the last refresh, for the histograms' sampling). It runs at
+        most once per stretch: inside a run the other side's table and the subscriptions are
+        fixed, so only a timed tuple (which ends a stretch) can move what a refold reads; a
+        refresh that falls due inside a stretch is made before the next one. (Until session 16
+        a stretch also ended at every ``PLAN_REFRESH``-th tuple: one more decision call and
+        refresh per 64 tuples, ~0.1 µs per tuple of a 100-tuple batch on Fig. 15's first
+        point, throwaway timing.)"""
         choice = np.empty(n, dtype=np.int64)
         k = 0
         while k < n:
             cd = self._countdown[d] - 1
             if cd < 0:
-                refresh(k)
+                refresh(k, PLAN_REFRESH - cd)
                 cd = PLAN_REFRESH
-            stop = min(n, k + cd + 1)
-            due = max(self._to_time[d] - 1, 0) if self.feedback else -1
-            t = decide(k, stop, due, choice[k:stop])
-            self._to_time[d] -= t  # the tuples decided before it (none is due before ``due``)
-            if t == stop - k:
-                self._countdown[d] = cd - t + 1
-                k = stop
-                continue
+            # the tuple due to be timed, counting each batch tuple as 1 / BATCH_SPREAD
+            due = (max(math.ceil(self._to_time[d] * BATCH_SPREAD) - 1, 0) if self.feedback
+                   else -1)
+            t = decide(k, n, due, choice[k:])
+            self._to_time[d] -= t / BATCH_SPREAD  # the tuples decided before it
+            if t == n - k:
+                self._countdown[d] = cd - t + 1  # below 0: a refresh is due (next stretch)
+                break
             self._countdown[d] = cd - t
             if not self._tick(d):  # not due: timed because its member is suspect
                 self._quiet[d] = 1
@@ -458,21 +475,28 @@ class _Routing:
             k += t + 1
         return choice
 
-    def _dispatch(self, choice: np.ndarray, run: Callable[[Any, np.ndarray], None]) -> None:
-        """``run(member, indexes)`` once per member for the tuples ``choice`` gave it."""
+    def _dispatch(self, choice: np.ndarray, run: Callable[[Any, np.ndarray | None], None]) -> None:
+        """``run(member, indexes)`` once per member for the tuples ``choice`` gave it; indexes
+        None when one member has every tuple (the common case: no subset is built)."""
+        n = choice.shape[0]
+        per = np.bincount(choice + 1, minlength=len(self.members) + 1)  # [0]: timed (−1)
         for i, member in enumerate(self.members):
-            sel = np.flatnonzero(choice == i)
-            if sel.shape[0]:
-                self.counts[i] += sel.shape[0]
+            k = int(per[i + 1])
+            if k:
+                self.counts[i] += k
                 self.last = i
-                run(member, sel)
+                run(member, None if k == n else np.flatnonzero(choice == i))
 
     def force(self, name: str | None) -> None:
         """Run only member ``name`` from now on (None: route by cost again). Benchmarks."""
         self.forced = None if name is None else self.member_names.index(name)
 
     def check_invariants(self) -> None:
-        """Every member's own invariants (the engine's tests call this after each operation)."""
+        """Every member's own invariants (the engine's tests call this after each operation);
+        the suspect masks the batch path reads mirror the suspect lists."""
+        for d, mask in self._suspect_mask.items():
+            assert mask.tolist() == self._suspect[d], (d, mask, self._suspect[d])
+        assert not self._no_suspects.any()
         for m in self.members:  # type: ignore[attr-defined]
             check = getattr(m, "check_invariants", None)
             if check is not None:
@@ -732,12 +756,12 @@ class SelectDynamic(_Routing, SelectStrategy):
         return SelectQuantities(d, float(len(table)), float(len(self.ids)), float(size),
                                 self.own.estimate(d, v))
 
-    def _refresh(self, d: int, table: BaseTable, v: float) -> None:
-        """Every ``PLAN_REFRESH`` tuples: score the histograms now and then (``tick``), bind the
-        better one's estimator, and refold the plan if |S| or |Q| moved, a subscription
-        changed or the estimator changed since the last fold."""
+    def _refresh(self, d: int, table: BaseTable, v: float, tuples: int) -> None:
+        """Every ``PLAN_REFRESH`` tuples (``tuples`` since the last time): score the histograms
+        now and then (``tick``), bind the better one's estimator, and refold the plan if |S|
+        or |Q| moved, a subscription changed or the estimator changed since the last fold."""
         own = self.own
-        own.tick(d, v, PLAN_REFRESH + 1)
+        own.tick(d, v, tuples)
         est = own.estimator(d)
         at = (len(table), len(self.ids))
         if self._folded_at[d] != at or est != self._est[d]:
@@ -783,7 +807,7 @@ class SelectDynamic(_Routing, SelectStrategy):
                 self.members[i]._match(buf, dirn, v, xseq, table, mode, pool, base, size)
                 return
         if cd < 0:
-            self._refresh(d, table, v)
+            self._refresh(d, table, v, PLAN_REFRESH - cd)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
         timed = self._tick(d)  # (never after ``quick``, whose lookup already missed)
@@ -840,10 +864,13 @@ class SelectDynamic(_Routing, SelectStrategy):
                               self._lookup[d], due, self._suspects(d), out)
 
         choice = self._route_run(
-            d, n, lambda k: self._refresh(d, table, float(ev.values[k])), decide,
+            d, n, lambda k, tuples: self._refresh(d, table, float(ev.values[k]), tuples), decide,
             lambda k, i: self._timed_event(buf, rows, dirn, d, ev, k, i, table, mode, pool))
-        self._dispatch(choice, lambda m, sel: m.match_events(buf, rows, dirn, ev.subset(sel),
-                                                             table, mode, pool))
+
+        def run(m: Any, sel: np.ndarray | None) -> None:
+            m.match_events(buf, rows, dirn, ev if sel is None else ev.subset(sel), table, mode, pool)
+
+        self._dispatch(choice, run)
 
     def _timed_event(self, buf: MatchBuffer, rows: BatchRows, dirn: int, d: int,
                      ev: KeyedEvents, k: int, chosen: int, table: BaseTable, mode: int,
@@ -1026,15 +1053,15 @@ class WindowDynamic(_Routing, WindowStrategy):
         return WindowQuantities(d, b, float(len(table)), float(len(self.ids)), float(p.size),
                                 self._m_b(p, t), self.own.estimate(d, v))
 
-    def _plan(self, d: int, table: BaseTable, v: float) -> list[tuple[int, float, float, float,
-                                                                      float, float, int]]:
+    def _plan(self, d: int, table: BaseTable, v: float,
+              tuples: int) -> list[tuple[int, float, float, float, float, float, int]]:
         """Per member ``(code, A, K, K2, K3, τ, j)`` (``cost_model.WindowPlan``) with the slowly
         moving quantities and the learned correction folded in by the member's cost model (see
         ``SelectDynamic._plan``); per tuple only m′, m_b, m̄_b, n′ are read."""
         plan = []
         corr = self.corr[d] if self.feedback else [1.0] * len(self.coef)
         self._folded[d] = list(corr)
-        self.own.tick(d, v, PLAN_REFRESH + 1)
+        self.own.tick(d, v, tuples)
         self._est[d] = self.own.estimator(d)
         x = WindowQuantities(d, 0.0, float(len(table)), float(len(self.ids)), 0.0, 0.0, 0.0)
         for model, mem, c0, k in zip(self.models, self.members, self.coef, corr, strict=True):
@@ -1051,7 +1078,7 @@ class WindowDynamic(_Routing, WindowStrategy):
         d = 1 if dirn > 0 else -1
         cd = self._countdown[d] - 1
         if cd < 0:
-            self._refold(d, table, v)
+            self._refold(d, table, v, PLAN_REFRESH - cd)
             cd = PLAN_REFRESH
         self._countdown[d] = cd
         timed = self._tick(d)
@@ -1115,11 +1142,11 @@ class WindowDynamic(_Routing, WindowStrategy):
         self.members[i]._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
         self._learn(d, i, best, self.clock() - t0, i != chosen)
 
-    def _refold(self, d: int, table: BaseTable, v: float) -> None:
+    def _refold(self, d: int, table: BaseTable, v: float, tuples: int) -> None:
         """A new plan (:meth:`_plan`), as the list the one-at-a-time loop reads and the array
         ``choice_kernels.window_run`` reads, with the n′ estimator's lookup array; the runs of
         clear choices are dropped."""
-        plan = self._plans[d] = self._plan(d, table, v)
+        plan = self._plans[d] = self._plan(d, table, v, tuples)
         self._plan_arrays[d] = np.array(plan, dtype=np.float64).reshape(len(plan), 7)
         self._lookup[d] = self.own.lookup(d)
         self._runs[d] = {}
@@ -1154,11 +1181,14 @@ class WindowDynamic(_Routing, WindowStrategy):
                 self._skyline_sizes(d, ev.keys[k:stop], plan, fresh)
 
         choice = self._route_run(
-            d, n, lambda k: self._refold(d, table, float(ev.values[k])), decide,
+            d, n, lambda k, tuples: self._refold(d, table, float(ev.values[k]), tuples), decide,
             lambda k, i: self._timed_event(buf, rows, dirn, d, ev, k, i, float(cost[0]), table,
                                            mode))
-        self._dispatch(choice, lambda m, sel: m.match_events(buf, rows, dirn, ev.subset(sel),
-                                                             table, mode))
+
+        def run(m: Any, sel: np.ndarray | None) -> None:
+            m.match_events(buf, rows, dirn, ev if sel is None else ev.subset(sel), table, mode)
+
+        self._dispatch(choice, run)
 
     def _skyline_sizes(self, d: int, keys: np.ndarray, plan: np.ndarray,
                        fresh: np.ndarray) -> None:
@@ -1167,9 +1197,15 @@ class WindowDynamic(_Routing, WindowStrategy):
         lookup per distinct key."""
         uniq, inv = np.unique(keys, return_inverse=True)
         fresh.fill(-1.0)
+        at = uniq.tolist()
         for j in plan[plan[:, 0] >= 2.0, 6].astype(np.int64).tolist():
             sky = self.members[j].skies[d]  # type: ignore[attr-defined]
-            fresh[:, j] = np.array([fresh_skyline(sky, b) for b in uniq.tolist()])[inv]
+            # ``fresh_skyline`` for every key, written out (one comprehension, no call per key:
+            # 134 → ~45 µs per 300-tuple batch of Fig. 20's workload, session 16)
+            ver = sky.version
+            fresh[:, j] = np.array([
+                float(st.n) if st is not None and not st.stale and st.version == ver else -1.0
+                for st in map(sky.keys.get, at)])[inv]
 
     def _timed_event(self, buf: MatchBuffer, rows: BatchRows, dirn: int, d: int,
                      ev: WindowEvents, k: int, chosen: int, best: float, table: BaseTable,

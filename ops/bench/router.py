@@ -36,7 +36,15 @@ import numpy as np
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.model import BandJoin, Range, SelectJoin
-from hotjoin.matcher.router.calibrate import ALL_MEMBERS, MemberTimes, load, time_members, warm_up
+from hotjoin.matcher.router.calibrate import (
+    ALL_MEMBERS,
+    BatchTimes,
+    MemberTimes,
+    load,
+    time_batches,
+    time_members,
+    warm_up,
+)
 from hotjoin.matcher.workload import r_arrays, s_arrays
 from hotjoin.ops.bench.band import (
     BandBenchConfig,
@@ -76,6 +84,7 @@ class RouterBenchConfig:
     alpha: float = 0.001
     figures: tuple[str, ...] = ("12", "15", "18", "band", "window")
     seed: int = 23
+    batch: int = 0  # > 0: also time every runner on the batch path, this many tuples a call
 
 
 def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
@@ -208,6 +217,25 @@ def summarise(mt: MemberTimes) -> dict[str, Any]:
     return out
 
 
+def summarise_batches(bt: BatchTimes, mt: MemberTimes) -> dict[str, Any]:
+    """Batch-path throughputs (tuples / median pass time) and Dynamic / best static; the
+    batch runners must have found the one-at-a-time affected counts on every tuple."""
+    bad = np.flatnonzero(bt.affected != mt.affected)
+    assert not bad.size, f"batch path: tuple {int(bad[0])} affects {bt.affected[bad[0]]:.0f}, " \
+        f"one at a time {mt.affected[bad[0]]:.0f}"
+    t = bt.affected.shape[0]
+    med = np.median(bt.pass_ns, axis=0)
+    prefix = bt.members[0][:3]
+    tp = {n: t / (med[j] / 1e9) for j, n in enumerate(bt.members)}
+    best = max(tp, key=tp.__getitem__)
+    dyn = t / (med[-1] / 1e9)
+    return {"throughput": {**tp, prefix + "Dynamic": dyn}, "best_static": best,
+            "dynamic_over_best_static": dyn / tp[best],
+            "decisions": dict(zip(bt.members, bt.decisions.tolist(), strict=True)),
+            "median_pass_ms": {n: float(m / 1e6) for n, m in zip((*bt.members, prefix + "Dynamic"),
+                                                                   med.tolist(), strict=True)}}
+
+
 def _measure(e: Engine, kind: str, r: tuple[np.ndarray, ...], c: RouterBenchConfig) -> MemberTimes:
     warm_up(e, kind, r[0], r[1])
     return time_members(e, kind, "R", r[0], r[1], rounds=c.rounds, lead_in=c.lead_in)
@@ -241,10 +269,19 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
             s["throughput"]["NumPy brute force"] = mt.affected.shape[0] / secs
             s["dynamic_over_numpy"] = (s["throughput"][mt.members[0][:3] + "Dynamic"]
                                        / s["throughput"]["NumPy brute force"])
+        msg = ""
+        if c.batch > 0:
+            bt = time_batches(e, kind, "R", r[0], r[1], rounds=c.rounds, lead_in=c.lead_in,
+                              batch=c.batch)
+            s["batch"] = summarise_batches(bt, mt)
+            if "NumPy brute force" in s["throughput"]:
+                s["batch"]["throughput"]["NumPy brute force"] = s["throughput"]["NumPy brute force"]
+            msg = f"; batch path {s['batch']['dynamic_over_best_static']:.3f} of best static"
         recs.append({"figure": fig, "x": x, "kind": kind, **s})
         dyn = s["throughput"][mt.members[0][:3] + "Dynamic"]
         prog.step(f"fig {fig} x={x:g}: Dynamic {dyn:.0f}/s, best static {s['best_static']} "
-                  f"{s['throughput'][s['best_static']]:.0f}/s, optimal {s['optimal_share']:.0%}")
+                  f"{s['throughput'][s['best_static']]:.0f}/s, optimal {s['optimal_share']:.0%}"
+                  + msg)
         del e
         gc.collect()
     prog.close()
@@ -267,6 +304,10 @@ def ratios(recs: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{tag}: Optimum / Dynamic"] = r["optimum_over_dynamic"]
         if "dynamic_over_numpy" in r:
             out[f"{tag}: Dynamic / NumPy brute force"] = r["dynamic_over_numpy"]
+        if "batch" in r:
+            b = r["batch"]
+            out[f"{tag}: batch path Dynamic / best static ({b['best_static']})"] = \
+                b["dynamic_over_best_static"]
     sel = [r for r in recs if r["kind"] == "select"]
     if sel:
         out["select: worst Dynamic / best static"] = min(r["dynamic_over_best_static"]
@@ -277,6 +318,12 @@ def ratios(recs: list[dict[str, Any]]) -> dict[str, Any]:
         if rk:
             out[f"{kind}: worst Dynamic / best static"] = min(r["dynamic_over_best_static"]
                                                               for r in rk)
+    for kind in ("select", "band", "window"):
+        rb = [r["batch"]["dynamic_over_best_static"] for r in recs
+              if r["kind"] == kind and "batch" in r]
+        if rb:
+            out[f"{kind}: batch path worst Dynamic / best static"] = min(rb)
+            out[f"{kind}: batch path mean Dynamic / best static"] = float(np.mean(rb))
     return out
 
 
@@ -298,6 +345,15 @@ def plots(result: dict[str, Any], d: Path) -> None:
                 tp[name][1].append(v)
         plot_lines(d / f"router_fig{fig}_throughput.png", f"Fig. {fig}: throughput",
                    xlabel, "tuples/s", tp)
+        if all("batch" in r for r in rows):
+            bp: dict[str, tuple[list[float], list[float]]] = {}
+            for r in rows:
+                for name, v in r["batch"]["throughput"].items():
+                    bp.setdefault(name, ([], []))
+                    bp[name][0].append(float(r["x"]))
+                    bp[name][1].append(v)
+            plot_lines(d / f"router_fig{fig}_batch_throughput.png",
+                       f"Fig. {fig}: throughput on the batch path", xlabel, "tuples/s", bp)
         dec: dict[str, tuple[list[float], list[float]]] = {
             n: (xs, [100.0 * r["decisions"].get(n, 0) / max(r["tuples"], 1) for r in rows])
             for n in rows[0]["members"]}
@@ -319,7 +375,19 @@ def to_markdown(result: dict[str, Any]) -> str:
                      + ", ".join(f"{k} {v}" for k, v in r["decisions"].items()) + " |")
     head = ("| fig | x | tuples/s | Dynamic / best static | Optimum / Dynamic | optimal | "
             "decisions |\n|---|---|---|---|---|---|---|\n")
-    return head + "\n".join(lines) + "\n"
+    out = head + "\n".join(lines) + "\n"
+    batch = [r for r in result["records"] if "batch" in r]
+    if batch:
+        out += ("\nBatch path (`Engine.probe_batch`, "
+                f"{result['config']['batch']} tuples a call):\n\n"
+                "| fig | x | tuples/s | Dynamic / best static | decisions |\n|---|---|---|---|---|\n")
+        for r in batch:
+            b = r["batch"]
+            out += (f"| {r['figure']} | {r['x']:g} | "
+                    + ", ".join(f"{k} {v:,.0f}" for k, v in b["throughput"].items())
+                    + f" | {b['dynamic_over_best_static']:.3f} ({b['best_static']}) | "
+                    + ", ".join(f"{k} {v}" for k, v in b["decisions"].items()) + " |\n")
+    return out
 
 
 def _floats(s: str) -> tuple[float, ...]:
@@ -350,6 +418,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-feedback", action="store_true",
                    help="route by the cost profile alone (no online calibration)")
     p.add_argument("--figures", default=",".join(d.figures))
+    p.add_argument("--batch", type=int, default=d.batch,
+                   help="also time every strategy and the router on the batch path "
+                        "(Engine.probe_batch), this many tuples a call (0: off)")
     p.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
 
@@ -361,18 +432,20 @@ def config_from_args(a: argparse.Namespace) -> RouterBenchConfig:
             selection_rate=a.selection_rate, join_rates=_floats(a.join_rates),
             selection_rates=_floats(a.selection_rates), hot_fraction=a.hot_fraction,
             band_sizes=_ints(a.band_sizes), window_sizes=_ints(a.window_sizes),
-            tuples=a.tuples, rounds=a.rounds, lead_in=a.lead_in, feedback=not a.no_feedback, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
+            tuples=a.tuples, rounds=a.rounds, lead_in=a.lead_in, feedback=not a.no_feedback,
+            batch=a.batch, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
     except ValueError as e:
         raise ValueError(f"bad number in the size/rate lists: {e}") from None
     bad = set(c.figures) - {"12", "15", "18", "band", "window"}
     if bad:
         raise ValueError(f"unknown figures {sorted(bad)}; choose from 12, 15, 18, band, window")
-    if c.tuples < 1 or c.rounds < 1 or c.lead_in < 0 or not 0 <= c.hot_fraction <= 1:
-        raise ValueError("--tuples and --rounds must be >= 1, --lead-in >= 0 and "
+    if (c.tuples < 1 or c.rounds < 1 or c.lead_in < 0 or c.batch < 0
+            or not 0 <= c.hot_fraction <= 1):
+        raise ValueError("--tuples and --rounds must be >= 1, --lead-in and --batch >= 0 and "
                          "--hot-fraction in [0, 1]")
     if a.quick:
         c = RouterBenchConfig(sizes=(500, 1000), size=1000, join_rates=(1.0, 30.0),
                               selection_rates=(0.01, 0.2), band_sizes=(500,),
                               window_sizes=(300,), tuples=40, rounds=2, lead_in=5,
-                              feedback=c.feedback, figures=c.figures)
+                              feedback=c.feedback, figures=c.figures, batch=min(c.batch, 16))
     return c

@@ -577,14 +577,14 @@ def test_window_dynamic_long_runs_with_timed_tuples_and_refreshes(
 
 @pytest.mark.parametrize(("kind", "strategy"),
                          [("select", n) for n in ("SJ-SelectFirst", "SJ-SSI", "SJ-Vanilla",
-                                                  "SJ-Hotspot", "SJ-Dynamic")]
+                                                  "SJ-Hotspot", "SJ-JoinFirst", "SJ-Dynamic")]
                          + [("window", n) for n in ("WJ-SelectFirst", "WJ-JoinFirst", "WJ-SSI",
                                                     "WJ-Hotspot", "WJ-Dynamic")])
 def test_batch_outgrows_its_row_buffers(kind: str, strategy: str) -> None:
     """300 select (200 window) joins all affected by each of 30 events with partners (9,000
     AFFECTED rows and 27,000 pairs for select): the ``*_many`` kernels stop for room and
     resume (IDENTIFY/COUNT) or rerun the event that overflowed (PAIRS), or grow the row arrays
-    with the event column following (window), until every row is out in event order. Every
+    with the event column following (window, SJ-JoinFirst), until every row is out in event order. Every
     fourth event has no partner, and a band join that never matches makes the engine hand
     those to the strategy too, which must skip them and tag rows by position."""
     subs: list[Any]
@@ -606,3 +606,46 @@ def test_batch_outgrows_its_row_buffers(kind: str, strategy: str) -> None:
         for i, row in enumerate(run):
             assert got[i] == _one(one, "publish", row, how)[2], (how, i)
         assert len(res.output) == 30 * (len(subs) - 1) * (3 if how == "pairs" else 1)
+
+
+# ---- probe_batch: the batch path's matching without storing (bench router --batch) -----------
+@pytest.mark.parametrize(("kind", "strategy"), _strategies(),
+                         ids=lambda x: x if isinstance(x, str) else next(iter(x.values())))
+def test_probe_batch_equals_probe_per_tuple_and_changes_nothing(kind: str, strategy: Any) -> None:
+    """Per tuple, ``probe_batch`` counts what ``probe`` counts (affected: subscriptions;
+    pairs: pairs), for tuples of either side after a random program; no table changes."""
+
+    @harness_settings(20)
+    @given(subs=subscriptions(kind), program=batches, clock=st.sampled_from(TIME_SETTINGS),
+           probes=st.lists(st.tuples(st.sampled_from("RS"), st.integers(-1, 4),
+                                     st.integers(0, 6), st.none() | st.integers(0, 14)),
+                           max_size=10))
+    def check(subs: list[Any], program: Any, clock: tuple[int, int | None],
+              probes: list[tuple[str, int, int, int | None]]) -> None:
+        e = Engine(lateness=clock[0], retention=clock[1], strategy=strategy)
+        e.subscribe_many(subs)
+        for op, rows in program:
+            (e.publish_batch if op == "publish" else e.delete_batch)(*_columns(op, rows))
+        before = (e.seq, e.watermark, _stored(e, "R"), _stored(e, "S"))
+        for side in "RS":
+            mine = [p for p in probes if p[0] == side]
+            keys = [float(p[1]) for p in mine]
+            vals = [float(p[2]) for p in mine]
+            t = None if any(p[3] is None for p in mine) else [p[3] for p in mine]
+            for output, mode in (("affected", "identify"), ("pairs", "pairs")):
+                got = e.probe_batch(side, keys, vals, t, output=output)
+                want = [e.probe(side, k, v, mode, None if t is None else t[i])
+                        for i, (k, v) in enumerate(zip(keys, vals, strict=True))]
+                assert got.tolist() == want, (side, output, mine)
+        assert (e.seq, e.watermark, _stored(e, "R"), _stored(e, "S")) == before
+
+    check()
+
+
+def test_probe_batch_refuses_bad_input() -> None:
+    e = Engine()
+    with pytest.raises(ValueError, match="'affected' or 'pairs'"):
+        e.probe_batch("R", [1.0], [1.0], output="none")
+    with pytest.raises(ValueError, match="1 keys but 2 values"):
+        e.probe_batch("R", [1.0], [1.0, 2.0])
+    assert e.probe_batch("S", [], []).tolist() == []

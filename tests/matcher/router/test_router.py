@@ -567,7 +567,8 @@ def test_timing_backs_off_while_converged_and_returns_on_a_change(batch: bool) -
     sign step sinks to the floor, and the interval between timed tuples doubles up to
     ``FEEDBACK_QUIET × FEEDBACK_EVERY``; once the runs take 20× longer (a far run) timed
     tuples come at most ``FEEDBACK_EVERY`` routed tuples apart again. One at a time and on
-    the batch path alike."""
+    the batch path alike, where every interval is ``BATCH_SPREAD`` times as many tuples
+    (patched to 8 and 2 here: the mechanism, in few tuples)."""
     import hotjoin.matcher.router.dynamic as router
 
     e = Engine(strategy={"select": "SJ-Dynamic"},
@@ -612,19 +613,23 @@ def test_timing_backs_off_while_converged_and_returns_on_a_change(batch: bool) -
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(router, "EXPLORE_EVERY", 10**9)
-        for _ in range(60):
+        mp.setattr(router, "FEEDBACK_QUIET", 8)
+        mp.setattr(router, "BATCH_SPREAD", 2)
+        spread = router.BATCH_SPREAD if batch else 1
+        base = router.FEEDBACK_EVERY * spread
+        for _ in range(60 * spread):
             publish(100)
         gaps = np.diff(at)
-        longest = router.FEEDBACK_QUIET * router.FEEDBACK_EVERY
+        longest = router.FEEDBACK_QUIET * base
         assert gaps.max() == longest and (gaps[-5:] == longest).all(), gaps.tolist()
-        assert (gaps[:-5] <= longest).all() and (gaps[3:] >= router.FEEDBACK_EVERY).all()
+        assert (gaps[:-5] <= longest).all() and (gaps[3:] >= base).all()
         took[0] = 20 * took[0]  # from now on every run is far off its model
         before = len(at)
         while len(at) == before:  # up to the first timed tuple since
             publish(1)
         assert at[-1] - at[-2] <= longest
-        publish(2 * router.FEEDBACK_EVERY)
+        publish(2 * base)
         # back at the base interval (the batch path also times a suspect member on every
         # tuple until a run lands near its model; one at a time, a settled choice is not)
         after = np.diff(at[before:]).tolist()
-        assert len(after) >= 2 and max(after) <= router.FEEDBACK_EVERY, after
+        assert len(after) >= 2 and max(after) <= base, after

@@ -44,6 +44,30 @@ def test_bench_router_quick(tmp_path: Path) -> None:
     assert (plots / "router_fig15_decisions.png").stat().st_size > 0
 
 
+def test_bench_router_batch_path_quick(tmp_path: Path) -> None:
+    """``--batch``: every runner also probes the same tuples through ``probe_batch``; the bench
+    asserts the batch path found the one-at-a-time affected counts on every tuple."""
+    out, md, plots = tmp_path / "router.json", tmp_path / "router.md", tmp_path / "plots"
+    assert main(["bench", "router", "--quick", "--figures", "15,band,window", "--batch", "8",
+                 "--json", str(out), "--markdown", str(md), "--plots", str(plots)]) == 0
+    res = json.loads(out.read_text())
+    assert res["config"]["batch"] == 8
+    for r in res["records"]:
+        b = r["batch"]
+        prefix = r["members"][0][:3]
+        assert set(b["throughput"]) >= {*r["members"], prefix + "Dynamic"}
+        assert all(v > 0 for v in b["throughput"].values())
+        best = max((m for m in r["members"]), key=b["throughput"].__getitem__)
+        assert b["best_static"] == best
+        assert b["dynamic_over_best_static"] == (b["throughput"][prefix + "Dynamic"]
+                                                 / b["throughput"][best])
+        assert set(b["decisions"]) == set(r["members"])
+        assert any(k.startswith(f"fig {r['figure']} x=") and "batch path" in k
+                   for k in res["ratios"])
+    assert "Batch path" in md.read_text()
+    assert (plots / "router_figband_batch_throughput.png").stat().st_size > 0
+
+
 def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "profile.json"
