@@ -473,14 +473,14 @@ class Engine:
         w = self.watermark
         if len(self.band):
             self.band.match_many(buf, rows, dirn, ks, vs, xs, other, mode)
-            counts += np.bincount(rows.take()[0], minlength=n)
+            counts += rows.count_by_event(n)
         if self.select is not None and len(self.select):
             self.select.match_many(buf, rows, dirn, ks, vs, xs, other, mode)
-            counts += np.bincount(rows.take()[0], minlength=n)
+            counts += rows.count_by_event(n)
         if self.window is not None and len(self.window):
             self.window.match_many(buf, rows, dirn, ks, vs, ts, xs, other, mode,
                                    ts if w is None else np.full(n, w, dtype=np.int64))
-            counts += np.bincount(rows.take()[0], minlength=n)
+            counts += rows.count_by_event(n)
         return counts
 
     # -- restore (server restart, Spark replay) -----------------------------------------------

@@ -203,6 +203,14 @@ class BatchRows:
         if e.shape[0] > 1 and (e[1:] < e[:-1]).any():
             order_by_event(e, self.q[start: self.n], self.x[start: self.n])
 
+    def count_by_event(self, n_events: int) -> np.ndarray:
+        """The number of rows of each event ``0 … n_events − 1``; empties the buffer without
+        copying or replacing its arrays (``Engine.probe_batch``: a benchmark's probe keeps no
+        rows, so its timing holds no allocation of fresh output arrays)."""
+        n = self.n
+        self.n = 0
+        return np.bincount(self.e[:n], minlength=n_events)
+
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows so far in the order they were written; empties the buffer.
 

@@ -112,6 +112,13 @@ from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 BAND_REFRESH = 64
 """Band joins re-evaluate Theorem 2's costs every this many tuples (|S| moves by at most that)."""
+BAND_SWITCH = 1.05
+"""BJ-Dynamic leaves its current member only for one modelled at least this much cheaper.
+Members whose costs tie (BJ-SSI and BJ-Hotspot on the load test's clustered bands, within a
+few % of each other) would otherwise swap at the noise of the learned corrections, and each
+swap runs on an index the caches have not seen: on ``bench router --batch``'s band point at
+100,000 subscriptions, 600 of 1,500 tuples went to the other member and BJ-Dynamic ran at
+0.886 of BJ-SSI (session 16)."""
 PLAN_REFRESH = 64
 """Select and window joins refold the slowly moving quantities (|S|, |Q|, τ, hotspot sizes) into
 per-member constants every this many tuples; per tuple only m′, n′, m_b, m̄_b are read."""
@@ -391,12 +398,15 @@ class _Routing:
             self._to_time[d] = 1
 
     def _timed_choice(self, d: int, i: int, predicted: float,
-                      costs: Callable[[], list[float]]) -> tuple[int, float]:
+                      costs: Callable[[], list[float]],
+                      stood_for: float | None = None) -> tuple[int, float]:
         """The member to run on a timed tuple and its predicted (corrected) cost: ``i``, or now
         and then the runner-up (``_explore_pick`` over the raw ``costs()``); counts the
-        decision. A timed run after a quiet interval (``FEEDBACK_QUIET``) counts for as many
-        base intervals as it stood for, so explorations keep their pace in routed tuples."""
-        self._explore -= self._quiet[d]
+        decision. A timed run counts for as many base intervals (``FEEDBACK_EVERY`` tuples) as
+        it stood for — after a quiet interval (``FEEDBACK_QUIET``) ``_quiet[d]`` — so
+        explorations keep their pace in routed tuples; BJ-Dynamic gives its own ``stood_for``
+        (:meth:`BandDynamic._routed`: one run timed per refresh, explored whole)."""
+        self._explore -= self._quiet[d] if stood_for is None else stood_for
         if self._explore <= 0:
             i, predicted = self._explore_pick(d, i, costs())
         self.last = i
@@ -913,7 +923,7 @@ class BandDynamic(_Routing, BandStrategy):
         BandStrategy.__init__(self, cols, options)
         self._init_routing(options, BAND_STRATEGIES,
                            lambda n: make_band_strategy(n, cols, options))
-        self._choice = {1: 0, -1: 0}
+        self._choice = {1: -1, -1: -1}  # the member of each direction (−1: none chosen yet)
         self._raw: dict[int, list[float]] = {1: [], -1: []}  # modelled costs at the last refresh
 
     def _add(self, q: int) -> None:
@@ -968,7 +978,10 @@ class BandDynamic(_Routing, BandStrategy):
             corr = self.corr[d] if self.feedback else [1.0] * len(raw)
             self._folded[d] = list(corr)
             cc = [c * x for c, x in zip(raw, corr, strict=True)]
-            self._choice[d] = min(range(len(cc)), key=cc.__getitem__)
+            best = min(range(len(cc)), key=cc.__getitem__)
+            cur = self._choice[d]
+            if cur < 0 or cc[best] * BAND_SWITCH < cc[cur]:
+                self._choice[d] = best
             cd = BAND_REFRESH
             timed = self.feedback
         self._countdown[d] = cd - (n - 1)
@@ -980,7 +993,13 @@ class BandDynamic(_Routing, BandStrategy):
             return
         raw = self._raw[d]
         chosen = i
-        i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw)
+        # an exploration runs the whole timed run (n tuples) on the runner-up: it stands for
+        # max(n, BAND_REFRESH) routed tuples, and explores n at once, so it counts
+        # max(n, BAND_REFRESH) / (FEEDBACK_EVERY · n) base intervals (one tuple in
+        # FEEDBACK_EVERY · EXPLORE_EVERY explored, as SJ-/WJ-Dynamic); until session 16 it
+        # counted ``_quiet[d]`` (1 to FEEDBACK_QUIET), which a band run does not follow
+        stood = max(n, BAND_REFRESH) / (FEEDBACK_EVERY * n)
+        i, predicted = self._timed_choice(d, i, raw[i] * self.corr[d][i], lambda: raw, stood)
         self.counts[i] += n - 1
         t0 = self.clock()
         run(self.members[i])

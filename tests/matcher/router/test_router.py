@@ -633,3 +633,85 @@ def test_timing_backs_off_while_converged_and_returns_on_a_change(batch: bool) -
         # tuple until a run lands near its model; one at a time, a settled choice is not)
         after = np.diff(at[before:]).tolist()
         assert len(after) >= 2 and max(after) <= base, after
+
+
+@pytest.mark.parametrize("run", [1, 500])
+def test_band_router_explores_one_tuple_in_explore_interval(run: int) -> None:
+    """BJ-Dynamic times one run per ``BAND_REFRESH`` tuples and explores a timed run whole:
+    the tuples it may explore (an exploration due, run when the runner-up is close enough)
+    stay near one in ``FEEDBACK_EVERY × EXPLORE_EVERY`` whether the stream comes one tuple
+    at a time or in runs of 500 (an exploration of a 500-tuple run counts for 500), and one
+    at a time explorations do come due. (Until session 16 a band timed
+    run counted the SJ quiet factor, up to ``FEEDBACK_QUIET``, and explored every timed run
+    once converged.)"""
+    import hotjoin.matcher.router.dynamic as router
+
+    e = Engine(strategy={"band": "BJ-Dynamic"},
+               options={"router_members": {"band": ("BJ-SSI", "BJ-Hotspot")}})
+    e.subscribe_many([BandJoin(Range(-1.0 - k % 3, 1.0 + k % 5)) for k in range(60)])
+    m = 200
+    e.publish_batch(["S"] * m, [f"s{i}" for i in range(m)], np.arange(m, dtype=np.float64),
+                    np.zeros(m), np.zeros(m, dtype=np.int64))
+    ix: Any = e.band
+    picks = [0]
+    pick = ix._explore_pick
+
+    def counted(*a: Any) -> Any:
+        picks[0] += 1  # an exploration is due (it runs if the runner-up is close enough)
+        return pick(*a)
+
+    ix._explore_pick = counted
+    n = 12_000
+    keys = np.random.default_rng(3).uniform(0.0, m, n)
+    for a in range(0, n, run):
+        k = min(run, n - a)
+        if run == 1:
+            e.publish(Event("R", f"r{a}", float(keys[a]), 0.0, 0))
+        else:
+            e.publish_batch(["R"] * k, [f"r{a + j}" for j in range(k)], keys[a:a + k],
+                            np.zeros(k), np.zeros(k, dtype=np.int64))
+    pace = router.FEEDBACK_EVERY * router.EXPLORE_EVERY
+    assert picks[0] * run <= 2 * n / pace + run, (picks, run)  # tuples explored at most
+    assert ix.explorations <= picks[0]
+    if run == 1:
+        assert picks[0] >= n / pace / 2, picks
+
+
+def test_band_router_keeps_its_member_until_another_is_clearly_cheaper() -> None:
+    """BJ-Dynamic swaps member only for one modelled ``BAND_SWITCH`` times cheaper: a tie
+    within the corrections' noise keeps the member whose index is warm; a clear win swaps,
+    one at a time and on the batch path."""
+    import hotjoin.matcher.router.dynamic as router
+
+    e = Engine(strategy={"band": "BJ-Dynamic"},
+               options={"router_feedback": False,
+                        "router_members": {"band": ("BJ-SSI", "BJ-Hotspot")}})
+    e.subscribe_many([BandJoin(Range(-1.0, 1.0)) for _ in range(10)])
+    e.publish_batch(["S"] * 5, [f"s{i}" for i in range(5)], np.arange(5.0), np.zeros(5),
+                    np.zeros(5, dtype=np.int64))
+    ix: Any = e.band
+    costs = [100.0, 200.0]
+    ix._costs = lambda x: list(costs)
+    n = [0]
+
+    def stream(k: int, batch: bool) -> int:
+        ids = [f"r{n[0] + j}" for j in range(k)]
+        n[0] += k
+        if batch:  # runs of 16: a refresh falls due between runs
+            for a in range(0, k, 16):
+                m = len(ids[a:a + 16])
+                e.publish_batch(["R"] * m, ids[a:a + 16], [2.0] * m, [0.0] * m, [0] * m)
+        else:
+            for i in ids:
+                e.publish(Event("R", i, 2.0, 0.0, 0))
+        return int(ix.last)
+
+    for batch in (False, True):
+        costs[:] = [100.0, 200.0]
+        assert stream(2 * router.BAND_REFRESH, batch) == 0
+        costs[:] = [100.0, 100.0 / (0.5 * (1.0 + router.BAND_SWITCH))]  # cheaper, inside the margin
+        assert stream(3 * router.BAND_REFRESH, batch) == 0
+        costs[:] = [100.0, 100.0 / (2.0 * router.BAND_SWITCH)]  # clearly cheaper
+        assert stream(2 * router.BAND_REFRESH, batch) == 1
+        costs[:] = [100.0 / (0.5 * (1.0 + router.BAND_SWITCH)), 100.0]  # back inside: stays
+        assert stream(3 * router.BAND_REFRESH, batch) == 1
