@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,12 +96,19 @@ def time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.n
     affected subscriptions on every tuple (AssertionError otherwise): the benchmark checks the
     strategies against each other on every tuple it times.
     """
-    gc_was = gc.isenabled()
-    gc.disable()  # a collection inside one member's timing is not that member's cost
-    try:
+    with gc_paused():  # a collection inside one member's timing is not that member's cost
         return _time_members(e, kind, side, keys, values, times, progress, rounds, lead_in)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside the block (timed passes)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
-        if gc_was:
+        if was:
             gc.enable()
 
 
@@ -184,8 +192,8 @@ class BatchTimes:
 
     members: tuple[str, ...]
     pass_ns: np.ndarray       # (rounds, members + 1) time of each pass; the router last
-    decisions: np.ndarray     # (members,) timed tuples the router gave each member, all rounds
-                              # (tuples it timed alone to learn are not counted)
+    decisions: np.ndarray     # (members,) tuples of the router's timed passes it gave each
+                              # member, all rounds (lead-ins not counted)
     affected: np.ndarray      # (tuples,) affected subscriptions of each timed tuple
 
 
@@ -199,13 +207,8 @@ def time_batches(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.n
     whole (no per-tuple times: Optimum is not defined here); passes run in a random order
     after evicted caches, ``rounds`` times. Every runner must report the same affected counts
     on every tuple (AssertionError otherwise)."""
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _time_batches(e, kind, side, keys, values, times, rounds, lead_in, batch)
-    finally:
-        if gc_was:
-            gc.enable()
 
 
 def _time_batches(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.ndarray,

@@ -460,8 +460,8 @@ class _Routing:
         fixed, so only a timed tuple (which ends a stretch) can move what a refold reads; a
         refresh that falls due inside a stretch is made before the next one. (Until session 16
         a stretch also ended at every ``PLAN_REFRESH``-th tuple: one more decision call and
-        refresh per 64 tuples, ~0.1 µs per tuple of a 100-tuple batch on Fig. 15's first
-        point, throwaway timing.)"""
+        refresh per 64 tuples, the refresh ~3 µs of it at Fig. 15's first point, a throwaway
+        timing.)"""
         choice = np.empty(n, dtype=np.int64)
         k = 0
         while k < n:
@@ -1219,8 +1219,9 @@ class WindowDynamic(_Routing, WindowStrategy):
         at = uniq.tolist()
         for j in plan[plan[:, 0] >= 2.0, 6].astype(np.int64).tolist():
             sky = self.members[j].skies[d]  # type: ignore[attr-defined]
-            # ``fresh_skyline`` for every key, written out (one comprehension, no call per key:
-            # 134 → ~45 µs per 300-tuple batch of Fig. 20's workload, session 16)
+            # ``fresh_skyline`` for every key, written out (no call per key). After ``bench
+            # router``'s cache eviction both forms take ~130 µs per 300-tuple call of its
+            # window workload, most of it cache misses (session 16)
             ver = sky.version
             fresh[:, j] = np.array([
                 float(st.n) if st is not None and not st.stale and st.version == ver else -1.0
