@@ -514,6 +514,11 @@ class SSI(WindowStrategy):
                 "skyline_inserts": sk.inserts + self.skies[-1].inserts,
                 "probes": dict(self.probes)}
 
+    def check_invariants(self) -> None:
+        """The skyline indexes' group mirrors agree with their dicts (tests)."""
+        for sky in self.skies.values():
+            sky.check_mirror()
+
     def memory_bytes(self) -> int:
         return (super().memory_bytes() + self.d.memory_bytes()
                 + sum(s.memory_bytes() for s in self.skies.values()))
@@ -547,6 +552,11 @@ class Hotspot(WindowStrategy):
     def _remove(self, q: int) -> None:
         for tr in self.trackers.values():
             tr.delete(q)
+
+    def check_invariants(self) -> None:
+        """The skyline indexes' group mirrors agree with their dicts (tests)."""
+        for sky in self.skies.values():
+            sky.check_mirror()
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:

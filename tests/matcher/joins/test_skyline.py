@@ -33,7 +33,7 @@ def _check_all(sky: SkylineIndex, table: BaseTable, omega: int) -> None:
         assert sky.skylines(key, omega) == want, (key, omega, sky.points)
 
 
-ops = st.lists(st.tuples(st.sampled_from(["ins", "ins", "ins", "del", "pts", "omega"]),
+ops = st.lists(st.tuples(st.sampled_from(["ins", "ins", "ins", "del", "pts", "omega", "reload"]),
                          st.integers(0, 2), st.integers(0, 8), st.integers(0, 9),
                          st.lists(st.integers(0, 8), max_size=4)), min_size=5, max_size=60)
 
@@ -57,7 +57,30 @@ def test_skyline_index_matches_brute_force(ops: list) -> None:
             sky.set_points(np.array(sorted(set(float(p) for p in pts)), dtype=np.float64))
         elif op == "omega":
             omega = max(-5, omega + dt - 4)  # forward (trim) or back (w_max grew: extend)
+        elif op == "reload":  # the table rebuilds its key index: a new generation of groups
+            table.load_columns([], np.empty(0), np.empty(0), np.empty(0, dtype=np.int64),
+                               np.empty(0, dtype=np.int64))
+        sky.check_mirror()
         _check_all(sky, table, omega)
+        sky.check_mirror()
+        _check_sizes(sky, table)
+
+
+def _check_sizes(sky: SkylineIndex, table: BaseTable) -> None:
+    """The batch router's compiled lookup of skyline sizes (``current_sizes``) gives, for
+    every key in the table, what ``keys`` says: the size if current, else −1."""
+    ix = table.key_index
+    keys = np.array(sorted({float(table.keys[s]) for s in table.slot_of.values()}))
+    if keys.shape[0] == 0:
+        return
+    gs = ix.lookup_many(keys)
+    out = np.full((keys.shape[0], 2), np.nan)
+    sky.current_sizes(gs, keys, out, 1)
+    for k, key in enumerate(keys.tolist()):
+        st_ = sky.keys.get(key)
+        want = float(st_.n) if st_ is not None and sky.is_fresh(st_) else -1.0
+        assert out[k, 1] == want, (key, out[k, 1], want)
+    assert np.isnan(out[:, 0]).all()  # only column j is written
 
 
 def test_insert_replaces_a_run_and_delete_marks_stale() -> None:
@@ -112,3 +135,34 @@ def test_engine_skylines_after_every_operation(lateness: int, retention: int | N
             sky = w.skies[d]
             sky.set_points(w.groups[d].points())
             _check_all(sky, table, e.watermark - w.wmax)
+
+
+def test_size_mirror_survives_group_reuse_and_renumbering() -> None:
+    """The group mirror behind ``current_sizes``: a group freed by one key and given to
+    another reads as not current for the newcomer; a key index rebuilt with new group ids
+    leaves no entry claiming a skyline the index no longer holds."""
+    table = BaseTable("S")
+    table.enable_key_index()
+    sky = SkylineIndex(table)
+    sky.set_points(np.array([10.0]))
+    table.insert(Event("S", "a_old", 5.0, 11.0, 0), 1)   # before ω = 2: in no skyline
+    sky.refresh(5.0, 2)                                   # key 5.0: current, size 0
+    g = table.key_index.lookup(5.0)
+    table.remove("a_old")                                 # not a skyline point: still current
+    table.insert(Event("S", "b", 7.0, 11.0, 3), 2)        # a new key takes the freed group
+    assert table.key_index.lookup(7.0) == g
+    out = np.zeros((1, 1))
+    sky.current_sizes(np.array([g]), np.array([7.0]), out, 0)
+    assert out[0, 0] == -1.0                              # 5.0's entry is not 7.0's
+    sky.check_mirror()
+    # keys inserted out of order, every skyline current, then the index is rebuilt
+    for i, key in enumerate((9.0, 1.0, 3.0)):
+        table.insert(Event("S", f"k{i}", key, 11.0, 4), 10 + i)
+    for key in (7.0, 9.0, 1.0, 3.0):
+        sky.refresh(key, 2)
+    sky.check_mirror()
+    table.load_columns([], np.empty(0), np.empty(0), np.empty(0, dtype=np.int64),
+                       np.empty(0, dtype=np.int64))
+    sky.refresh(1.0, 2)                                   # the new generation clears the rest
+    sky.check_mirror()
+    _check_sizes(sky, table)
