@@ -270,8 +270,8 @@ class _Routing:
         self._calm = {1: [0] * nm, -1: [0] * nm}
         # *suspect* members (module docstring): never timed yet, or far off their model when
         # last timed; SJ-/WJ-Dynamic time every tuple routed to one until a run lands near it
-        self._suspect = {1: [True] * nm, -1: [True] * nm}
-        self._suspect_mask = {1: np.ones(nm, dtype=np.bool_), -1: np.ones(nm, dtype=np.bool_)}
+        # (a mask per direction: the batch path's decision kernels read it as it is)
+        self._suspect = {1: np.ones(nm, dtype=np.bool_), -1: np.ones(nm, dtype=np.bool_)}
         self._no_suspects = np.zeros(nm, dtype=np.bool_)
         # each member's last sign step, in log scale (its sign: the direction it moved)
         self._steps = {1: [math.log(FEEDBACK_STEP)] * nm, -1: [math.log(FEEDBACK_STEP)] * nm}
@@ -337,7 +337,6 @@ class _Routing:
             if self._calm[d][i] >= CALM_RUNS:
                 self._far[d][i] = 0
         self._suspect[d][i] = far != 0
-        self._suspect_mask[d][i] = far != 0
         if far and (explored or far == last_far or i in self._unmeasured[d]):
             # far off (a member explored or timed for the first time, or as far off the same
             # way in a recent run: a new workload): go half-way in log scale, at most 2× per
@@ -440,9 +439,8 @@ class _Routing:
         return True
 
     def _suspects(self, d: int) -> np.ndarray:
-        """The suspect members of direction ``d`` as a mask (none without feedback); kept up to
-        date by :meth:`_learn`, read-only."""
-        return self._suspect_mask[d] if self.feedback else self._no_suspects
+        """The suspect members of direction ``d`` as a mask (none without feedback), read-only."""
+        return self._suspect[d] if self.feedback else self._no_suspects
 
     def _route_run(self, d: int, n: int, refresh: Callable[[int, int], None],
                    decide: Callable[[int, int, int, np.ndarray], int],
@@ -502,10 +500,7 @@ class _Routing:
         self.forced = None if name is None else self.member_names.index(name)
 
     def check_invariants(self) -> None:
-        """Every member's own invariants (the engine's tests call this after each operation);
-        the suspect masks the batch path reads mirror the suspect lists."""
-        for d, mask in self._suspect_mask.items():
-            assert mask.tolist() == self._suspect[d], (d, mask, self._suspect[d])
+        """Every member's own invariants (the engine's tests call this after each operation)."""
         assert not self._no_suspects.any()
         for m in self.members:  # type: ignore[attr-defined]
             check = getattr(m, "check_invariants", None)
