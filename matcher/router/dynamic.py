@@ -145,13 +145,15 @@ in routed tuples: ``_timed_choice``). A timed tuple costs ~6.5 µs
 more than another at Fig. 18's first point (session 14: medians 16.8 against 10.3 µs, one
 tuple in ~22 timed), ~3 % of the probe, where 94 % of the timed runs land within 1.25× of
 their prediction (82 % at Fig. 18's selection rate 0.05)."""
-BATCH_SPREAD = 32
+BATCH_SPREAD = 128
 """On the batch path a routed tuple counts as 1/``BATCH_SPREAD`` of one toward the next timed
 tuple. A timed tuple runs alone through the one-at-a-time Python path (``_timed_event``: ~25 µs
-warm and more after other work evicted the caches, against ~3–6 µs per tuple inside a
-member's batch call, throwaway timings on Figs. 15 and 18 in session 16), so timing every
-``FEEDBACK_EVERY``-th batch tuple would spend on it several times the share of work it costs
-one at a time. Learning then takes more tuples, about as much time."""
+warm, 90–140 µs after other work evicted the caches, against ~3–6 µs per tuple inside a
+member's batch call, throwaway timings on Figs. 15 and 18 in sessions 16 and 17), so timing
+every ``FEEDBACK_EVERY``-th batch tuple would spend on it several times the share of work it
+costs one at a time. Learning then takes more tuples, about as much time. (32 until session
+17: at Fig. 18's first point, with the bench's cache eviction, a timed tuple came about every
+1,000 batch tuples and cost ~1.5 % of the pass; window 1k alike.)"""
 FEEDBACK_STEP = 1.04
 """The largest factor by which one timed run moves the chosen member's correction up or down:
 a sign step, so the factor tracks the median of measured / predicted and one outlier (a
@@ -176,11 +178,14 @@ EXPLORE_WITHIN = 2.0
 FAR_OFF = 2.0
 """A measured / modelled ratio beyond this factor (either way) moves the correction by its
 square root (at most 2×; at most ``FAR_REPEAT_CAP`` on a repeat) instead of one
-``FEEDBACK_STEP`` when the member ran as an exploration, was never timed before, or was as far
-off the same way in a recent timed run (``CALM_RUNS``): a
+``FEEDBACK_STEP`` when the member ran as an exploration, was never timed before, or was far
+off (either way) in a recent timed run (``CALM_RUNS``): a
 member whose model is 30× off is corrected within a few runs instead of ~90 (each costing 30×
 the choice when explored), while one preempted run of the routed member moves it by one sign
-step only (until session 12 it moved it by up to 2×, and its settled choices with it)."""
+step only (until session 12 it moved it by up to 2×, and its settled choices with it). A far
+run the other way from the last one undoes a move an outlier made (until session 17 it took a
+sign step: at Fig. 15's m′ = 10 a cold first run of SJ-JoinFirst, 2.04× its model, left its
+correction at 1.43 where its runs measured 0.26–0.68, and it got 6 of the 90 tuples it wins)."""
 CALM_RUNS = 2
 """A far run of a member counts as a repeat of its last far run the same way (a geometric move,
 up to ``FAR_REPEAT_CAP``) unless this many of its timed runs in a row landed near the model
@@ -337,12 +342,15 @@ class _Routing:
             if self._calm[d][i] >= CALM_RUNS:
                 self._far[d][i] = 0
         self._suspect[d][i] = far != 0
-        if far and (explored or far == last_far or i in self._unmeasured[d]):
+        if far and (explored or last_far or i in self._unmeasured[d]):
             # far off (a member explored or timed for the first time, or as far off the same
             # way in a recent run: a new workload): go half-way in log scale, at most 2× per
             # run (FAR_REPEAT_CAP on a repeat), so one preempted run cannot shut a member out;
             # a single far run of the member routed all along is more likely a preemption or
-            # a page fault and takes a sign step
+            # a page fault and takes a sign step. Far the other way from a recent far run:
+            # that run moved the correction by a preemption or a cold cache (a member's first
+            # timed run after others evicted its index lands ~2× high), which a sign step per
+            # run would take a dozen of the member's rare timed runs to undo (session 17)
             x = math.sqrt(r)
             cap = FAR_REPEAT_CAP if far == last_far else 2.0  # a repeat is no preemption
             c *= cap if x > cap else 1.0 / cap if x < 1.0 / cap else x

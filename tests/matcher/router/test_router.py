@@ -367,6 +367,21 @@ def test_a_member_far_off_on_most_tuples_is_corrected_within_a_few_runs() -> Non
     assert choices[first:].count(jf) < 20, Counter(choices)  # explorations at most
 
 
+def test_a_far_run_the_other_way_undoes_an_outlier() -> None:
+    """JoinFirst's first run lands 2.1× its model (a cold cache: the first-timed member moves
+    half-way, to ~1.45), its next run 0.3× and the rest 0.75×; it stays the choice (Vanilla:
+    2 µs), so these are routed runs, not explorations. The far run the other way moves the
+    correction half-way down at once; with a sign step (until session 17) it came down ~4 %
+    per timed run, and after 100 tuples still stood near 1.3."""
+    _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
+                                   "SJ-Vanilla": [2000.0, 0.0, 0.0]},
+                                  {"SJ-JoinFirst": (2100.0, 300.0, *[750.0] * 500),
+                                   "SJ-Vanilla": 2000.0}, n=100)
+    jf = ix.member_names.index("SJ-JoinFirst")
+    assert choices.count(jf) == len(choices), Counter(choices)
+    assert 0.6 < ix.routing_stats()["corrections"]["R"]["SJ-JoinFirst"] < 0.9
+
+
 def test_exploration_finds_an_over_predicted_member() -> None:
     """The profile over-predicts Vanilla (1.5 µs, really 0.1 µs), so it is never the model's
     choice; explorations measure it and the router moves to it."""
