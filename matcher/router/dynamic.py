@@ -350,7 +350,7 @@ class _Routing:
             # a page fault and takes a sign step. Far the other way from a recent far run:
             # that run moved the correction by a preemption or a cold cache (a member's first
             # timed run after others evicted its index lands ~2× high), which a sign step per
-            # run would take a dozen of the member's rare timed runs to undo (session 17)
+            # run would take over a dozen of the member's rare timed runs to undo (session 17)
             x = math.sqrt(r)
             cap = FAR_REPEAT_CAP if far == last_far else 2.0  # a repeat is no preemption
             c *= cap if x > cap else 1.0 / cap if x < 1.0 / cap else x
