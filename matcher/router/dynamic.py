@@ -178,14 +178,18 @@ EXPLORE_WITHIN = 2.0
 FAR_OFF = 2.0
 """A measured / modelled ratio beyond this factor (either way) moves the correction by its
 square root (at most 2×; at most ``FAR_REPEAT_CAP`` on a repeat) instead of one
-``FEEDBACK_STEP`` when the member ran as an exploration, was never timed before, or was far
-off (either way) in a recent timed run (``CALM_RUNS``): a
-member whose model is 30× off is corrected within a few runs instead of ~90 (each costing 30×
-the choice when explored), while one preempted run of the routed member moves it by one sign
-step only (until session 12 it moved it by up to 2×, and its settled choices with it). A far
-run the other way from the last one undoes a move an outlier made (until session 17 it took a
-sign step: at Fig. 15's m′ = 10 a cold first run of SJ-JoinFirst, 2.04× its model, left its
-correction at 1.43 where its runs measured 0.26–0.68, and it got 6 of the 90 tuples it wins)."""
+``FEEDBACK_STEP`` when the member was far off (either way) in a recent timed run
+(``CALM_RUNS``), or ran below its model as an exploration or on its first timing: a member
+whose model is 30× off is corrected within a few runs instead of ~90 (each costing 30× the
+choice when explored), while one preempted run of the routed member moves it by one sign step
+only (until session 12 it moved it by up to 2×, and its settled choices with it).
+
+A single far run *above* the model waits for a repeat even on a first or explored run (one
+more run of a member that is really that far off), and a far run the other way from the last
+one undoes what that one moved (session 17). Until then a first run moved half-way at once and
+a run the other way took a sign step: at Fig. 15's m′ = 10, SJ-JoinFirst's first timed run,
+2.04× its model with its index cold after the other members' runs, left its correction at 1.43
+where its later runs measured 0.26–0.68, and it got 6 of the ~90 tuples it wins."""
 CALM_RUNS = 2
 """A far run of a member counts as a repeat of its last far run the same way (a geometric move,
 up to ``FAR_REPEAT_CAP``) unless this many of its timed runs in a row landed near the model
@@ -342,15 +346,17 @@ class _Routing:
             if self._calm[d][i] >= CALM_RUNS:
                 self._far[d][i] = 0
         self._suspect[d][i] = far != 0
-        if far and (explored or last_far or i in self._unmeasured[d]):
-            # far off (a member explored or timed for the first time, or as far off the same
-            # way in a recent run: a new workload): go half-way in log scale, at most 2× per
-            # run (FAR_REPEAT_CAP on a repeat), so one preempted run cannot shut a member out;
-            # a single far run of the member routed all along is more likely a preemption or
-            # a page fault and takes a sign step. Far the other way from a recent far run:
-            # that run moved the correction by a preemption or a cold cache (a member's first
-            # timed run after others evicted its index lands ~2× high), which a sign step per
-            # run would take over a dozen of the member's rare timed runs to undo (session 17)
+        if far and (last_far or (far < 0 and (explored or i in self._unmeasured[d]))):
+            # far off as in a recent run (a new workload), or below the model on a member
+            # explored or timed for the first time: go half-way in log scale, at most 2× per
+            # run (FAR_REPEAT_CAP on a repeat), so one preempted run cannot shut a member out.
+            # A single far run above the model is more likely a preemption, a page fault or a
+            # cold cache (a member's first timed run after the others evicted its index lands
+            # ~2× high) and takes a sign step; the member stays suspect, so a confirming run
+            # comes soon when it is routed, and at its next exploration otherwise (until
+            # session 17 a first or explored run moved half-way at once). Far the other way
+            # from a recent far run undoes what that run moved, which sign steps would take
+            # over a dozen of the member's rare timed runs to do (session 17)
             x = math.sqrt(r)
             cap = FAR_REPEAT_CAP if far == last_far else 2.0  # a repeat is no preemption
             c *= cap if x > cap else 1.0 / cap if x < 1.0 / cap else x
