@@ -322,9 +322,10 @@ class _Routing:
                explored: bool = False) -> None:
         """Online calibration: one step of member ``i``'s correction toward the measured /
         modelled ratio of the run just timed (``predicted`` includes the current correction):
-        a sign step near the ratio, a bounded geometric one far from it (``FAR_OFF``) or when
-        ``i`` ran as an exploration (rare, and each one costs what the runner-up costs more
-        than the choice: it must count).
+        a sign step near the ratio, a bounded geometric one far from it (``FAR_OFF``) when a
+        recent far run confirms or contradicts it, or when ``i`` ran below its model as an
+        exploration (rare, and each one costs what the runner-up costs more than the choice: it
+        must count) or on its first timing.
 
         The fitted profile is the model's scale on the calibration grid; the workload at hand
         can sit where the fit is poor (e.g. tens of thousands of tiny scattered groups), and
