@@ -148,6 +148,12 @@ class Engine:
         """W = largest published event time − lateness; None before the first publish."""
         return None if self._max_time is None else self._max_time - self.lateness
 
+    @property
+    def probe_time(self) -> int:
+        """The time a probe without one carries: the largest published event time (0 before
+        the first publish)."""
+        return 0 if self._max_time is None else self._max_time
+
     # -- subscriptions ----------------------------------------------------------------------
     def _index_for(self, sub: object) -> BandStrategy | SelectStrategy | WindowStrategy:
         if isinstance(sub, BandJoin):
@@ -428,7 +434,7 @@ class Engine:
         """
         m = {"identify": IDENTIFY, "pairs": PAIRS, "count": COUNT}[mode]
         if time is None:
-            time = 0 if self._max_time is None else self._max_time
+            time = self.probe_time
         self._match(check_side(side), float(key), float(value), self._seq + 1, m, int(time))
         return self._buf.n
 
@@ -457,8 +463,7 @@ class Engine:
         ks = np.ascontiguousarray(keys, dtype=np.float64).reshape(-1)
         vs = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         n = ks.shape[0]
-        now = 0 if self._max_time is None else self._max_time
-        ts = (np.full(n, now, dtype=np.int64) if times is None
+        ts = (np.full(n, self.probe_time, dtype=np.int64) if times is None
               else np.ascontiguousarray(times, dtype=np.int64).reshape(-1))
         if vs.shape[0] != n or ts.shape[0] != n:
             raise ValueError(f"probe_batch: {n} keys but {vs.shape[0]} values and "

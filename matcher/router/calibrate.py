@@ -137,9 +137,8 @@ def _time_members(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
     names: tuple[str, ...] = tuple(ix.member_names)
     nm = len(names)
     clock = time.perf_counter_ns
-    t_default = 0 if e.watermark is None else e.watermark + e.lateness  # largest time seen
     ks, vs = keys.tolist(), values.tolist()
-    ts = times.tolist() if times is not None else [t_default] * len(ks)
+    ts = times.tolist() if times is not None else [e.probe_time] * len(ks)
     rows: list[tuple[float, float, int]] = []
     feats: list[list[list[float]]] = [[] for _ in names]
     for k, v, t in zip(ks, vs, ts, strict=True):
@@ -217,9 +216,8 @@ def _time_batches(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.
     ix = _strategy(e, kind)
     names: tuple[str, ...] = tuple(ix.member_names)
     nm = len(names)
-    t_default = 0 if e.watermark is None else e.watermark + e.lateness
     ts = (np.asarray(times, dtype=np.int64) if times is not None
-          else np.full(len(keys), t_default, dtype=np.int64))
+          else np.full(len(keys), e.probe_time, dtype=np.int64))
     keep = [x for x, (k, v, t) in enumerate(zip(keys.tolist(), values.tolist(), ts.tolist(),
                                                  strict=True))
             if _features(e, kind, side, k, v, t) is not None]

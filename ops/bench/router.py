@@ -188,8 +188,7 @@ def window_engine(c: RouterBenchConfig, n: int) -> tuple[Engine, tuple[np.ndarra
     q = subs(wc, n, wc.w_spread)
     e.subscribe_many(q)
     load(e, *s)
-    now = 0 if e.watermark is None else e.watermark + e.lateness  # the probes' time
-    return e, r, WindowReference(q, s, now)
+    return e, r, WindowReference(q, s, e.probe_time)
 
 
 def summarise(mt: MemberTimes) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def m_b_and_skyline(e: Engine, r: tuple[np.ndarray, ...]) -> tuple[float, float]
     s_table = e.tables["S"]
     ix = s_table.key_index
     assert ix is not None
-    now = 0 if e.watermark is None else e.watermark + e.lateness  # largest time seen
+    now = e.probe_time
     mbs, sks = [], []
     sky = getattr(w, "skies", {}).get(1)
     for key in r[0][:200].tolist():

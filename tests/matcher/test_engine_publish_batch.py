@@ -642,6 +642,17 @@ def test_probe_batch_equals_probe_per_tuple_and_changes_nothing(kind: str, strat
     check()
 
 
+def test_probe_time_is_the_largest_published_time() -> None:
+    """Probes without a time carry the largest event time published so far (0 before any),
+    not the last one: a late but accepted event does not move it back."""
+    e = Engine(lateness=5)
+    assert e.probe_time == 0
+    for t, want in ((10, 10), (7, 10), (12, 12)):
+        e.publish(Event("S", f"s{t}", 1.0, 2.0, t))
+        assert e.probe_time == want
+    assert e.watermark == 7
+
+
 def test_probe_batch_refuses_bad_input() -> None:
     e = Engine()
     with pytest.raises(ValueError, match="'affected' or 'pairs'"):
