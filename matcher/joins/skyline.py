@@ -44,7 +44,6 @@ skylines (by recency) are not the skylines by ``|Δt|``, and :func:`skyline_pass
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -195,13 +194,132 @@ def sky_insert(c: np.ndarray, t: np.ndarray, s: np.ndarray, f: np.ndarray, n: in
     return m
 
 
+# -- the store: every key's skylines, by the key's group in the partner table's key index ------
+#
+# ``SkyStore`` (a plain tuple, kernels unpack it): per group g, the key whose skylines the entry
+# holds (``key[g]``, NaN: none), the version of the stabbing points it is current for (``at[g]``,
+# −1: stale), its window start ``omega[g]`` and its points ``pool[start[g] : start[g] + n[g]]``
+# (room for ``cap[g]``); ``meta`` holds the pool's top, the points' version and counters. An
+# entry is the current skylines of key b iff ``key[g] == b`` and ``at[g] == version``: a group
+# freed by one key and given to another reads as not current for the newcomer. The pool (four
+# arrays ``(c, t, s, f)``) is grown or compacted by the kernels, which return it.
+
+TOP, VERSION, RECOMPUTES, TRIMS, INSERTS, STORED, ONE_PASS, NONE = range(8)
+"""Slots of ``meta``: the pool's first free index, the points' version, then counters
+(recomputes, trims, inserts; probes through the stored skylines, through a one-pass
+skyline, with no stabbing point)."""
+
+
+@njit(cache=True, inline="always")
+def _copy(src: tuple, a: int, dst: tuple, b: int, m: int) -> None:
+    """Points ``a … a + m`` of pool ``src`` to ``b …`` of pool ``dst`` (they may be one pool,
+    copied to a higher index)."""
+    c, t, s, f = src
+    dc, dt, ds, df = dst
+    for i in range(m):
+        dc[b + i], dt[b + i], ds[b + i], df[b + i] = c[a + i], t[a + i], s[a + i], f[a + i]
+
+
+@njit(cache=True)
+def _room(S: tuple, pool: tuple, g: int, need: int) -> tuple:
+    """``pool`` with room for ``need`` points in entry ``g`` (its first ``n[g]`` kept): a full
+    entry moves to the pool's top with about twice the room; a full pool is rebuilt with only
+    the current entries (a stale entry's points are never read again). Returns the pool."""
+    key, at, omega, start, cap, n, meta = S
+    if cap[g] >= need:
+        return pool
+    newcap = max(need, 2 * n[g] + 4)
+    top = meta[TOP]
+    if top + newcap <= pool[0].shape[0]:
+        _copy(pool, start[g], pool, top, n[g])
+        start[g], cap[g], meta[TOP] = top, newcap, top + newcap
+        return pool
+    ver = meta[VERSION]
+    live = newcap
+    for h in range(at.shape[0]):
+        if h != g and at[h] == ver:
+            live += cap[h]
+    size = max(2 * live, 256)
+    new = (np.empty(size, np.float64), np.empty(size, np.int64), np.empty(size, np.int64),
+           np.empty(size, np.int8))
+    pos = 0
+    for h in range(at.shape[0]):
+        if h == g:
+            continue
+        if at[h] != ver:
+            at[h], start[h], cap[h], n[h] = -1, 0, 0, 0
+            continue
+        _copy(pool, start[h], new, pos, n[h])
+        start[h] = pos
+        pos += cap[h]
+    _copy(pool, start[g], new, pos, n[g])
+    start[g], cap[g] = pos, newcap
+    meta[TOP] = pos + newcap
+    return new
+
+
+@njit(cache=True)
+def sky_refresh(S: tuple, pool: tuple, g: int, b: float, om: int, pv: np.ndarray,
+                ps: np.ndarray, times: np.ndarray, base: int, size: int,
+                points: np.ndarray) -> tuple:
+    """Entry ``g`` made the current skylines of key ``b`` (partners ``pv``/``ps[base : base +
+    size]`` by value) over partners with time ≥ ``om``: stale, another key's, or ω moved back:
+    one :func:`skyline_pass`; ω moved forward: a trim (the skyline of a later window is the old
+    one cut to it, a dominating point is never older). Returns the pool."""
+    key, at, omega, start, cap, n, meta = S
+    if at[g] != meta[VERSION] or key[g] != b or om < omega[g]:
+        c2, t2, s2, f2 = skyline_pass(pv, ps, times, base, size, points, om, False, 0, 0)
+        m = c2.shape[0]
+        n[g] = 0
+        pool = _room(S, pool, g, m)
+        c, t, s, f = pool
+        o = start[g]
+        c[o:o + m], t[o:o + m], s[o:o + m], f[o:o + m] = c2, t2, s2, f2
+        n[g], at[g], key[g], omega[g] = m, meta[VERSION], b, om
+        meta[RECOMPUTES] += 1
+    elif om > omega[g]:
+        c, t, s, f = pool
+        o, m = start[g], 0
+        for i in range(o, o + n[g]):
+            if t[i] >= om:
+                c[o + m], t[o + m], s[o + m], f[o + m] = c[i], t[i], s[i], f[i]
+                m += 1
+        if m < n[g]:
+            n[g] = m
+            meta[TRIMS] += 1
+        omega[g] = om
+    return pool
+
+
+@njit(cache=True)
+def sky_insert_many(S: tuple, pool: tuple, gs: np.ndarray, keys: np.ndarray,
+                    values: np.ndarray, times: np.ndarray, slots: np.ndarray,
+                    points: np.ndarray) -> tuple:
+    """New partners (key, value, time, slot), in order, each in group ``gs[i]`` of the key
+    index: :func:`sky_insert` into the entries that are current for their key and whose
+    window holds the time; the others change nothing. Returns the pool."""
+    key, at, omega, start, cap, n, meta = S
+    ver = meta[VERSION]
+    for i in range(gs.shape[0]):
+        g = gs[i]
+        if g < 0 or g >= at.shape[0] or at[g] != ver or key[g] != keys[i] or times[i] < omega[g]:
+            continue
+        pool = _room(S, pool, g, n[g] + 1)
+        c, t, s, f = pool
+        o = start[g]
+        n[g] = sky_insert(c[o:], t[o:], s[o:], f[o:], n[g], points, values[i], times[i],
+                          slots[i])
+        meta[INSERTS] += 1
+    return pool
+
+
 @njit(cache=True)
 def mirrored_sizes(gs: np.ndarray, keys: np.ndarray, n: np.ndarray, at: np.ndarray,
                    key_of: np.ndarray, version: int, out: np.ndarray, j: int) -> None:
     """``out[k, j]``: the size of key ``keys[k]``'s skyline when it is current, else −1, read
-    from :class:`SkylineIndex`'s mirror by the key's group ``gs[k]`` (−1: no group). An entry
-    counts only if it was written for this version of the points and for this very key (a
-    group id freed and reused by another key reads as not current)."""
+    from the store by the key's group ``gs[k]`` (−1: no group). An entry counts only if it is
+    current for this version of the points and for this very key (a group id freed and reused
+    by another key reads as not current)."""
     m = n.shape[0]
     for k in range(gs.shape[0]):
         g = gs[k]
@@ -211,28 +329,13 @@ def mirrored_sizes(gs: np.ndarray, keys: np.ndarray, n: np.ndarray, at: np.ndarr
             out[k, j] = -1.0
 
 
-class _KeySky:
-    """The skylines of one key: ascending-c arrays with per-point R/L flags (see module doc)."""
-
-    __slots__ = ("c", "t", "s", "f", "n", "omega", "version", "stale", "g")
-
-    def __init__(self) -> None:
-        self.c = np.empty(0, np.float64)
-        self.t = np.empty(0, np.int64)
-        self.s = np.empty(0, np.int64)
-        self.f = np.empty(0, np.int8)
-        self.n = 0
-        self.omega = 0
-        self.version = -1
-        self.stale = True
-        self.g = -1  # the key's group in the table's key index when last refreshed
-
-
 class SkylineIndex:
     """``L_b^i``, ``R_b^i`` for every key b of one partner table (the B-tree of skylines, (3)).
 
-    Keys are looked up in a dict (the paper's B-tree keyed by (S.B, p_i)); each key's skylines
-    are small sorted flat arrays. ``refresh(b, ω)`` returns them current for window start ω.
+    The paper's B-tree keyed by (S.B, p_i) is a store by the key's group in the table's key
+    index (module comment above ``TOP``): flat arrays that kernels read and update, so that the
+    batch path refreshes, probes and inserts into skylines inside one compiled call
+    (``window_kernels.wj_ssi_many``). ``refresh(b, ω)`` brings one key's skylines up to date.
     """
 
     def __init__(self, table: Any) -> None:
@@ -243,17 +346,41 @@ class SkylineIndex:
         ix.insert_many_hooks.append(self._on_insert_many)
         ix.remove_hooks.append(self._on_remove)
         self.points = np.empty(0, np.float64)
-        self.version = 0
-        self.keys: dict[float, _KeySky] = {}
-        # the current skylines' sizes by key-index group, for the batch router's compiled
-        # lookup (:meth:`current_sizes`): size, the points' version it is current for (−1:
-        # stale), and the key it belongs to
-        self._mirror_n = np.zeros(64, dtype=np.float64)
-        self._mirror_at = np.full(64, -1, dtype=np.int64)
-        self._mirror_key = np.full(64, np.nan)
-        self.recomputes = 0
-        self.trims = 0
-        self.inserts = 0
+        self.meta = np.zeros(8, dtype=np.int64)
+        self._groups(64)
+        self.pool: tuple[np.ndarray, ...] = (np.empty(256, np.float64), np.empty(256, np.int64),
+                                             np.empty(256, np.int64), np.empty(256, np.int8))
+
+    def _groups(self, cap: int) -> None:
+        """Per-group arrays for ``cap`` groups, every entry empty."""
+        self.key = np.full(cap, np.nan)
+        self.at = np.full(cap, -1, dtype=np.int64)
+        self.omega = np.zeros(cap, dtype=np.int64)
+        self.start = np.zeros(cap, dtype=np.int64)
+        self.cap = np.zeros(cap, dtype=np.int64)
+        self.n = np.zeros(cap, dtype=np.int64)
+        self.meta[TOP] = 0
+
+    def store(self) -> tuple[np.ndarray, ...]:
+        """The kernels' ``S`` bundle, after :meth:`sync` (its arrays cover every group of the
+        key index)."""
+        return (self.key, self.at, self.omega, self.start, self.cap, self.n, self.meta)
+
+    def sync(self) -> None:
+        """Follow the key index: a rebuilt index (new generation) renumbers its groups, so
+        every entry is dropped; more groups than entries: the per-group arrays grow."""
+        ix = self.table.key_index
+        if ix.generation != self.generation:
+            self.generation = ix.generation
+            self._groups(self.key.shape[0])
+        need = ix.by_value.start.shape[0]
+        if need > self.key.shape[0]:
+            m, cap = self.key.shape[0], max(need, 2 * self.key.shape[0])
+            old = self.store()
+            self._groups(cap)
+            for new, a in zip(self.store()[:6], old[:6], strict=True):
+                new[:m] = a
+            self.meta[TOP] = old[6][TOP]
 
     def detach(self) -> None:
         ix = self.table.key_index
@@ -266,150 +393,138 @@ class SkylineIndex:
         """New stabbing points (sorted): every key's skylines become stale. O(τ) compare."""
         if points.shape != self.points.shape or not np.array_equal(points, self.points):
             self.points = np.ascontiguousarray(points, dtype=np.float64)
-            self.version += 1
+            self.meta[VERSION] += 1
 
-    def is_fresh(self, st: _KeySky) -> bool:
-        """Whether ``st`` (a key's skyline, ``keys[key]``) is current: not marked stale and built
-        against the current version of the points. O(1)."""
-        return not st.stale and st.version == self.version
+    @property
+    def version(self) -> int:
+        return int(self.meta[VERSION])
+
+    @property
+    def recomputes(self) -> int:
+        return int(self.meta[RECOMPUTES])
+
+    @property
+    def trims(self) -> int:
+        return int(self.meta[TRIMS])
+
+    @property
+    def inserts(self) -> int:
+        return int(self.meta[INSERTS])
+
+    def probes(self) -> dict[str, int]:
+        """Matches that read the stored skylines, a one-pass skyline (the tuple arrived out of
+        order), or none (no stabbing point)."""
+        m = self.meta
+        return {"stored": int(m[STORED]), "one-pass": int(m[ONE_PASS]), "none": int(m[NONE])}
+
+    def count_probe(self, how: str) -> None:
+        self.meta[{"stored": STORED, "one-pass": ONE_PASS, "none": NONE}[how]] += 1
+
+    def _entry(self, key: float) -> int:
+        """The group whose entry holds ``key``'s current skylines, else −1."""
+        self.sync()
+        g = self.table.key_index.lookup(key)
+        if g < 0 or self.at[g] != self.meta[VERSION] or self.key[g] != key:
+            return -1
+        return g
+
+    def fresh_size(self, key: float) -> float:
+        """The size of ``key``'s stored skylines if current, else −1 (the router's cost of
+        WJ-SSI reads it: a stale key costs one pass over its partners). O(1)."""
+        g = self._entry(key)
+        return -1.0 if g < 0 else float(self.n[g])
+
+    def current(self, key: float) -> tuple[int, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(ω, c, t, flags)`` of ``key``'s current skylines as stored (no refresh), else None
+        (tests)."""
+        g = self._entry(key)
+        if g < 0:
+            return None
+        o, m = int(self.start[g]), int(self.n[g])
+        c, t, _, f = self.pool
+        return int(self.omega[g]), c[o:o + m].copy(), t[o:o + m].copy(), f[o:o + m].copy()
 
     def current_sizes(self, gs: np.ndarray, keys: np.ndarray, out: np.ndarray, j: int) -> None:
-        """``out[k, j]`` = the size of key ``keys[k]``'s skyline if current (as
-        ``cost_model.fresh_skyline`` reads it from ``keys``), else −1, for keys whose groups
-        in the table's key index are ``gs``: one compiled pass over a mirror kept by group,
-        no dict lookup per key (WJ-Dynamic on the batch path, §4.2)."""
-        mirrored_sizes(gs, keys, self._mirror_n, self._mirror_at, self._mirror_key,
-                       self.version, out, j)
+        """``out[k, j]`` = the size of key ``keys[k]``'s skyline if current, else −1, for keys
+        whose groups in the table's key index are ``gs``: one compiled pass over the store
+        (WJ-Dynamic on the batch path, §4.2)."""
+        self.sync()
+        mirrored_sizes(gs, keys, self.n, self.at, self.key, self.version, out, j)
 
-    def _mirror(self, key: float, st: _KeySky) -> None:
-        """Record ``st`` (current, of group ``st.g``) in the mirror."""
-        g = st.g
-        if g >= self._mirror_n.shape[0]:
-            cap = max(g + 1, 2 * self._mirror_n.shape[0])
-            self._mirror_n = np.resize(self._mirror_n, cap)
-            key_of = np.full(cap, np.nan)
-            key_of[: self._mirror_key.shape[0]] = self._mirror_key
-            self._mirror_key = key_of
-            at = np.full(cap, -1, dtype=np.int64)
-            at[: self._mirror_at.shape[0]] = self._mirror_at
-            self._mirror_at = at
-        self._mirror_n[g] = st.n
-        self._mirror_at[g] = self.version
-        self._mirror_key[g] = key
-
-    def _owns(self, key: float, st: _KeySky) -> bool:
-        """Whether the mirror's entry at ``st.g`` is ``key``'s (the group may since have been
-        freed and given to another key, whose entry it then is)."""
-        return 0 <= st.g < self._mirror_key.shape[0] and self._mirror_key[st.g] == key
-
-    def _unmirror(self, key: float, st: _KeySky) -> None:
-        if self._owns(key, st):
-            self._mirror_at[st.g] = -1
-
-    def check_mirror(self) -> None:
-        """The mirror never calls a skyline current that ``keys`` does not, and gives its size;
-        a current skyline whose group entry is its own is mirrored (tests). (The one gap:
-        after its key left the table and came back in a group another key's skyline had
-        taken meanwhile, a current skyline may read as not current until its next refresh:
-        a cost estimate, never a result.)"""
-        for g in np.flatnonzero(self._mirror_at == self.version).tolist():
-            key = float(self._mirror_key[g])
-            st = self.keys.get(key)
-            assert st is not None and self.is_fresh(st) and st.g == g, (g, key)
-            assert self._mirror_n[g] == st.n, (g, key, self._mirror_n[g], st.n)
-        ix = self.table.key_index
-        if ix is None or ix.generation != self.generation:
-            return
-        held = Counter(st.g for st in self.keys.values())
-        for key, st in self.keys.items():
-            if self.is_fresh(st) and held[st.g] == 1 and ix.lookup(key) == st.g:
-                assert self._owns(key, st) and self._mirror_at[st.g] == self.version, \
-                    (key, st.g)
+    def check_invariants(self) -> None:
+        """Current entries lie inside the pool's used part, do not overlap, and hold points in
+        ascending c each with an R or L flag (tests)."""
+        ver = self.meta[VERSION]
+        live = np.flatnonzero(self.at == ver)
+        spans = sorted((int(self.start[g]), int(self.cap[g]), int(g)) for g in live)
+        end = 0
+        for o, cp, g in spans:
+            assert o >= end and self.n[g] <= cp and o + cp <= self.meta[TOP], (g, o, cp)
+            end = o + cp
+            c, f = self.pool[0][o:o + self.n[g]], self.pool[3][o:o + self.n[g]]
+            assert np.all(np.diff(c) >= 0) and np.all(f > 0), g
+        assert self.meta[TOP] <= self.pool[0].shape[0]
 
     def _on_insert(self, key: float, value: float, time: int, slot: int) -> None:
-        st = self.keys.get(key)
-        if st is None or not self.is_fresh(st) or time < st.omega:
+        """One new partner (the one-at-a-time path): only a key with current skylines whose
+        window holds ``time`` costs a compiled call."""
+        g = self._entry(key)
+        if g < 0 or time < self.omega[g]:
             return
-        if st.n + 1 > st.c.shape[0]:
-            cap = 2 * st.n + 4
-            st.c, st.t = np.resize(st.c, cap), np.resize(st.t, cap)
-            st.s, st.f = np.resize(st.s, cap), np.resize(st.f, cap)
-        st.n = sky_insert(st.c, st.t, st.s, st.f, st.n, self.points, value, time, slot)
-        if self._owns(key, st):
-            self._mirror_n[st.g] = st.n
-        self.inserts += 1
+        self.pool = sky_insert_many(self.store(), self.pool, np.array([g]), np.array([key]),
+                                    np.array([value], dtype=np.float64),
+                                    np.array([time], dtype=np.int64),
+                                    np.array([slot], dtype=np.int64), self.points)
 
     def _on_insert_many(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
                         slots: np.ndarray) -> None:
-        """:meth:`_on_insert` for a batch, in order; only keys holding a skyline cost a call."""
-        if not self.keys:
+        """New partners, in order, into the current skylines of their keys: one compiled call."""
+        if not (self.at >= 0).any():
             return
-        sky = self.keys
-        klist = keys.tolist()
-        hit = np.fromiter(map(sky.__contains__, klist), dtype=np.bool_, count=len(klist))
-        for i in np.flatnonzero(hit).tolist():
-            self._on_insert(klist[i], float(values[i]), int(times[i]), int(slots[i]))
+        self.sync()
+        ix = self.table.key_index
+        keys = np.asarray(keys, dtype=np.float64)
+        self.pool = sky_insert_many(self.store(), self.pool, ix.lookup_many(keys), keys,
+                                    np.asarray(values, dtype=np.float64),
+                                    np.asarray(times, dtype=np.int64),
+                                    np.asarray(slots, dtype=np.int64), self.points)
 
     def _on_remove(self, key: float, value: float, time: int, slot: int) -> None:
-        st = self.keys.get(key)
-        if st is None or st.stale or time < st.omega:
+        """A removed partner that is a point of its key's current skylines makes them stale."""
+        g = self._entry(key)
+        if g < 0 or time < self.omega[g]:
             return
-        if np.any(st.s[: st.n] == slot):
-            st.stale = True
-            self._unmirror(key, st)
+        o = int(self.start[g])
+        if np.any(self.pool[2][o:o + self.n[g]] == slot):
+            self.at[g] = -1
 
-    def refresh(self, key: float, omega: int, g: int | None = None) -> _KeySky | None:
-        """The skylines of ``key`` over partners with time ≥ ``omega``, brought up to date lazily.
-
-        None when no partner has this key. Stale or extended (ω moved back): one pass;
-        ω moved forward: a trim. ``g``: the key's group in the table's key index when the
-        caller has it (the batch path looks groups up a column at a time).
-        """
+    def refresh(self, key: float, omega: int, g: int | None = None) -> np.ndarray | None:
+        """The slots of ``key``'s skyline points over partners with time ≥ ``omega``, brought up
+        to date lazily (a view into the store, valid until its next change); None when no
+        partner has this key. ``g``: the key's group in the table's key index when the caller
+        has it."""
+        self.sync()
         ix = self.table.key_index
-        if ix.generation != self.generation:
-            self.generation = ix.generation
-            self.keys.clear()
-            self._mirror_at.fill(-1)  # group ids may have been renumbered
         if g is None:
             g = ix.lookup(key)
         if g < 0:
-            gone = self.keys.pop(key, None)
-            if gone is not None:
-                self._unmirror(key, gone)
             return None
-        st = self.keys.get(key)
-        if st is None:
-            st = self.keys[key] = _KeySky()
-        elif st.g != g:
-            self._unmirror(key, st)
-        st.g = g
-        if not self.is_fresh(st) or omega < st.omega:
-            pool = ix.by_value
-            c, t, s, f = skyline_pass(pool.keys, pool.ids, self.table.times, int(pool.start[g]),
-                                      int(pool.size[g]), self.points, omega, False, 0, 0)
-            st.c, st.t, st.s, st.f, st.n = c, t, s, f, c.shape[0]
-            st.omega, st.version, st.stale = omega, self.version, False
-            self.recomputes += 1
-        elif omega > st.omega:
-            keep = st.t[: st.n] >= omega
-            if not keep.all():
-                m = int(keep.sum())
-                st.c[:m], st.t[:m] = st.c[: st.n][keep], st.t[: st.n][keep]
-                st.s[:m], st.f[:m] = st.s[: st.n][keep], st.f[: st.n][keep]
-                st.n = m
-                self.trims += 1
-            st.omega = omega
-        self._mirror(key, st)
-        return st
+        pool = ix.by_value
+        self.pool = sky_refresh(self.store(), self.pool, g, key, omega, pool.keys, pool.ids,
+                                self.table.times, int(pool.start[g]), int(pool.size[g]),
+                                self.points)
+        o = int(self.start[g])
+        return self.pool[2][o:o + self.n[g]]
 
     def skylines(self, key: float, omega: int) -> dict[tuple[int, str], list[tuple[float, int]]]:
         """``{(slab j, "R" | "L"): [(c, t), …]}`` after :meth:`refresh` (tests, debugging)."""
-        st = self.refresh(key, omega)
         out: dict[tuple[int, str], list[tuple[float, int]]] = {}
-        if st is None:
+        if self.refresh(key, omega) is None:
             return out
-        for i in range(st.n):
-            c, t, f = float(st.c[i]), int(st.t[i]), int(st.f[i])
+        cur = self.current(key)
+        assert cur is not None
+        _, cs, ts, fs = cur
+        for c, t, f in zip(cs.tolist(), ts.tolist(), fs.tolist(), strict=True):
             j = int(np.searchsorted(self.points, c, side="right")) - 1
             if f & R_FLAG:
                 out.setdefault((j, "R"), []).append((c, t))
@@ -418,11 +533,11 @@ class SkylineIndex:
         return {k: sorted(v) for k, v in out.items()}
 
     def size(self) -> int:
-        return sum(st.n for st in self.keys.values())
+        """Points held in current skylines."""
+        return int(self.n[self.at == self.meta[VERSION]].sum())
 
     def memory_bytes(self) -> int:
-        return sum(st.c.nbytes + st.t.nbytes + st.s.nbytes + st.f.nbytes + 120
-                   for st in self.keys.values())
+        return sum(a.nbytes for a in self.store()) + sum(a.nbytes for a in self.pool)
 
 
 def brute_force_skylines(points: np.ndarray, pts: list[tuple[float, int]]

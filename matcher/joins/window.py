@@ -42,7 +42,6 @@ from hotjoin.matcher.joins.protocol import (
     BatchRows,
     MatchBuffer,
     Strategy,
-    each_event,
 )
 from hotjoin.matcher.joins.select import (
     OwnRangeIndex,
@@ -160,6 +159,8 @@ def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: Ma
 
 _NO_TREE = IntervalTree().arrays()
 """An empty tree's bundle (``root`` −1): ``wj_select_first`` then reads the plain list ``qids``."""
+_NO_SCATTERED = IntervalTree()
+"""WJ-SSI's stand-in for WJ-Hotspot's tree of scattered ranges: empty."""
 
 
 class PointGroups:
@@ -314,13 +315,9 @@ class WindowStrategy(Strategy):
     def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
                      table: BaseTable, mode: int) -> None:
         """Rows of the events ``ev`` (each with partners), each event's rows together and in
-        one-at-a-time order; the caller orders events. Strategies with a ``*_many`` kernel
-        run it once; this fallback (WJ-SSI, WJ-Hotspot: their skylines are Python state)
-        runs :meth:`_match` per event."""
-        each_event(lambda k: self._match(buf, dirn, float(ev.keys[k]), float(ev.values[k]),
-                                         int(ev.times[k]), int(ev.seqs[k]), table, mode,
-                                         int(ev.nows[k]), Partners(table, int(ev.g[k]))),
-                   ev.pos.shape[0], buf, rows, mode, self.cols.acc, ev.pos)
+        one-at-a-time order; the caller orders events. Each strategy runs its ``*_many``
+        kernel once."""
+        raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "w_max": self.wmax}
@@ -441,9 +438,8 @@ def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: i
     sky.set_points(groups.points())
     newest = int(table.times[p.ts[p.tbase + p.tsize - 1]])
     if newest <= t and now <= t:
-        st = sky.refresh(b, now - wmax, p.g)
-        assert st is not None
-        cand = st.s[: st.n]
+        cand = sky.refresh(b, now - wmax, p.g)
+        assert cand is not None
         how = "stored"
     else:
         cand = skyline_pass(p.pv, p.ps, table.times, p.base, p.size, sky.points, 0, True, t,
@@ -453,6 +449,31 @@ def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: i
         cand, forest_arrays(d), p.arrays(), table_arrays(table), sub_arrays(cols, dirn), v, t,
         wmax, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
     return how
+
+
+_NO_POINTS = np.empty(0, dtype=np.float64)
+
+
+def run_window_ssi_many(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
+                        tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
+                        rows: BatchRows, dirn: int, ev: WindowEvents, table: BaseTable,
+                        mode: int) -> None:
+    """:func:`run_window_ssi` and then WJ-SelectFirst over ``tree`` (WJ-Hotspot's scattered
+    ranges; empty for WJ-SSI) for every event of ``ev``, in one compiled call that also keeps
+    the skylines (``window_kernels.wj_ssi_many``)."""
+    ix = table.key_index
+    assert ix is not None and ix.by_time is not None
+    points = _NO_POINTS
+    if len(groups):
+        sky.set_points(groups.points())
+        points = sky.points
+    sky.sync()
+    d.hits, sky.pool = run_window_many(
+        K.wj_ssi_many, (sky.store(), sky.pool, points, forest_arrays(d), tree.arrays(),
+                        ix.by_value.keys, ix.by_value.ids, ix.by_time.keys, ix.by_time.ids,
+                        table_arrays(table), sub_arrays(cols, dirn), wmax, ev.kernel_tuple(),
+                        ev.g, ev.keys, ev.nows, dirn, own_col(dirn), mode),
+        (d.stack, d.hits), buf, rows)
 
 
 class SSI(WindowStrategy):
@@ -472,7 +493,6 @@ class SSI(WindowStrategy):
                       for d in (1, -1)}
         # an R tuple probes the skylines of S tuples (C plane), an S tuple those of R tuples
         self.skies = {1: SkylineIndex(tables["S"]), -1: SkylineIndex(tables["R"])}
-        self.probes = {"stored": 0, "one-pass": 0, "none": 0}
 
     def _add(self, q: int) -> None:
         self.d.add(0, q, self.coords)
@@ -497,9 +517,20 @@ class SSI(WindowStrategy):
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         d = 1 if dirn > 0 else -1
-        how = run_window_ssi(self.skies[d], self.groups[d], self.d, self.wmax, self.cols, buf,
-                             dirn, b, v, t, xseq, table, mode, now, p)
-        self.probes[how] += 1
+        sky = self.skies[d]
+        sky.count_probe(run_window_ssi(sky, self.groups[d], self.d, self.wmax, self.cols, buf,
+                                       dirn, b, v, t, xseq, table, mode, now, p))
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
+                     table: BaseTable, mode: int) -> None:
+        d = 1 if dirn > 0 else -1
+        run_window_ssi_many(self.skies[d], self.groups[d], self.d, self.wmax, _NO_SCATTERED,
+                            self.cols, buf, rows, dirn, ev, table, mode)
+
+    def probes(self) -> dict[str, int]:
+        """Matches through the stored skylines, a one-pass skyline, or none (both directions)."""
+        a, b = self.skies[1].probes(), self.skies[-1].probes()
+        return {k: a[k] + b[k] for k in a}
 
     def tau(self, d: int) -> int:
         """The stabbing number of direction ``d``'s partition (the cost model's input)."""
@@ -512,12 +543,12 @@ class SSI(WindowStrategy):
                 "skyline_recomputes": sk.recomputes + self.skies[-1].recomputes,
                 "skyline_trims": sk.trims + self.skies[-1].trims,
                 "skyline_inserts": sk.inserts + self.skies[-1].inserts,
-                "probes": dict(self.probes)}
+                "probes": self.probes()}
 
     def check_invariants(self) -> None:
-        """The skyline indexes' group mirrors agree with their dicts (tests)."""
+        """The skyline stores' entries are well formed (tests)."""
         for sky in self.skies.values():
-            sky.check_mirror()
+            sky.check_invariants()
 
     def memory_bytes(self) -> int:
         return (super().memory_bytes() + self.d.memory_bytes()
@@ -554,18 +585,26 @@ class Hotspot(WindowStrategy):
             tr.delete(q)
 
     def check_invariants(self) -> None:
-        """The skyline indexes' group mirrors agree with their dicts (tests)."""
+        """The skyline stores' entries are well formed (tests)."""
         for sky in self.skies.values():
-            sky.check_mirror()
+            sky.check_invariants()
 
     def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
                table: BaseTable, mode: int, now: int, p: Partners) -> None:
         d = 1 if dirn > 0 else -1
         g = self.groups[d]
-        run_window_ssi(self.skies[d], g, g.d, self.wmax, self.cols, buf, dirn, b, v, t, xseq,
-                       table, mode, now, p)
+        sky = self.skies[d]
+        sky.count_probe(run_window_ssi(sky, g, g.d, self.wmax, self.cols, buf, dirn, b, v, t,
+                                       xseq, table, mode, now, p))
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 g.scattered, p)
+
+    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
+                     table: BaseTable, mode: int) -> None:
+        d = 1 if dirn > 0 else -1
+        g = self.groups[d]
+        run_window_ssi_many(self.skies[d], g, g.d, self.wmax, g.scattered, self.cols, buf, rows,
+                            dirn, ev, table, mode)
 
     def tau(self, d: int) -> int:
         """The number of direction ``d``'s hotspots (the cost model's input)."""

@@ -38,6 +38,7 @@ from hotjoin.matcher.joins.select_kernels import (
     sj_own_scan,
     upper_bound,
 )
+from hotjoin.matcher.joins.skyline import NONE, ONE_PASS, STORED, sky_refresh, skyline_pass
 from hotjoin.matcher.structures.group_pool import PoolArrays
 from hotjoin.matcher.structures.interval_tree import TreeArrays
 from hotjoin.matcher.structures.rect_index import stab_group
@@ -425,3 +426,54 @@ def wj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray,
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
         n_out = n1
     return out_e, out_q, out_x, n_out, stamp, hits
+
+
+_NO_FILTER = np.empty(0, dtype=np.int64)
+
+
+@njit(cache=True)
+def wj_ssi_many(S: tuple, pool: tuple, points: np.ndarray, F: tuple, tree: tuple,
+                pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray, T: tuple,
+                Q: tuple, wmax: int, ev: tuple, gs: np.ndarray, keys: np.ndarray,
+                nows: np.ndarray, dirn: int, own: int, mode: int, stamp: int,
+                out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int,
+                stack: np.ndarray, hits: np.ndarray):
+    """WJ-SSI (§3.3.2) for every event of ``ev`` (``gs``, ``keys``, ``nows``: each one's
+    group in the key index, key and watermark), then WJ-SelectFirst over ``tree``: WJ-Hotspot
+    (§3.3.3) with the scattered ranges' tree, WJ-SSI with an empty one. As the one-tuple path
+    (``window.run_window_ssi``): a tuple no partner is newer than, with the watermark not past
+    it, probes its key's stored skylines, refreshed in place in the store ``S``/``pool``
+    (``skyline.sky_refresh``); any other tuple the skylines by ``|Δt|`` from one pass.
+    Returns the row arrays, ``n_out``, ``stamp``, the hit buffer and the pool."""
+    pos, base, size, tbase, tsize, values, times, seqs = ev
+    dtimes = T[0]
+    acc = Q[2]
+    start, n, meta = S[3], S[5], S[6]
+    for k in range(pos.shape[0]):
+        stamp += 1
+        t = times[k]
+        n0 = n_out
+        P = (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k])
+        if points.shape[0] == 0:
+            meta[NONE] += 1
+        else:
+            newest = dtimes[ts[tbase[k] + tsize[k] - 1]]
+            now = nows[k]
+            if newest <= t and now <= t:
+                g = gs[k]
+                pool = sky_refresh(S, pool, g, keys[k], now - wmax, pv, ps, dtimes, base[k],
+                                   size[k], points)
+                cand = pool[2][start[g]:start[g] + n[g]]
+                meta[STORED] += 1
+            else:
+                cand = skyline_pass(pv, ps, dtimes, base[k], size[k], points, 0, True, t,
+                                    wmax)[2]
+                meta[ONE_PASS] += 1
+            out_q, out_x, n_out, hits = wj_ssi(cand, F, P, T, Q, values[k], t, wmax, dirn,
+                                               seqs[k], mode, stamp, out_q, out_x, n_out,
+                                               stack, hits)
+        out_q, out_x, n_out = wj_select_first(tree, _NO_FILTER, P, T, Q, values[k], t, own,
+                                              seqs[k], mode, stamp, out_q, out_x, n_out)
+        out_e = rows_grown(out_e, out_q, n0)
+        rows_of_event(pos[k], n0, n_out, mode, acc, out_e, out_q, out_x)
+    return out_e, out_q, out_x, n_out, stamp, hits, pool

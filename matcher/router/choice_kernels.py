@@ -250,9 +250,9 @@ def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarr
     m_b counts the key's partners within w_max of the tuple's time (the by-time run
     ``tv[tbase[k] : tbase[k] + tsize[k]]``) and n′ is estimated from ``hist``, each only
     when some member's cost needs it; the loop stops at the first A no cost can beat. The
-    skyline sizes are Python state (``SkylineIndex``): ``fresh`` may start as NaN, and the
-    first tuple whose decision needs them returns ``−1 − k``, so the caller looks them up only
-    when a WJ-SSI-like member can still win (on the load-test workload WJ-SelectFirst's cost
+    skyline sizes live in each member's own store (``SkylineIndex``), not in the plan:
+    ``fresh`` may start as NaN, and the first tuple whose decision needs them returns
+    ``−1 − k``, so the caller looks them up only when a WJ-SSI-like member can still win (on the load-test workload WJ-SelectFirst's cost
     stays below their fixed parts, and ~20 µs of dict lookups per batch are saved)."""
     for k in range(mp.shape[0]):
         size = mp[k]

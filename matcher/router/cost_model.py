@@ -106,8 +106,7 @@ from the member's skyline of the key (:func:`skyline_sizes`, τ its stabbing num
 def fresh_skyline(sky: Any, b: float) -> float:
     """The size of key ``b``'s stored skyline in ``sky`` (a ``SkylineIndex``) if it is current,
     else −1 (it is recomputed in one pass over the key's partners). O(1)."""
-    st = sky.keys.get(b)
-    return float(st.n) if st is not None and sky.is_fresh(st) else -1.0
+    return sky.fresh_size(b)
 
 
 def skyline_sizes(fresh: float, mb: float, mp: float, tau: float) -> tuple[float, float]:

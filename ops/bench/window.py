@@ -138,8 +138,7 @@ def m_b_and_skyline(e: Engine, r: tuple[np.ndarray, ...]) -> tuple[float, float]
         times = bt.keys[bt.start[g]: bt.start[g] + bt.size[g]]
         mbs.append(int(np.sum(times >= now - w.wmax)))
         if sky is not None:
-            st = sky.keys.get(key)
-            sks.append(st.n if st is not None else 0)
+            sks.append(max(sky.fresh_size(key), 0.0))  # after the probes: current
     return float(np.mean(mbs)), (float(np.mean(sks)) if sks else float("nan"))
 
 

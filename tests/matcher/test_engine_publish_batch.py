@@ -575,6 +575,64 @@ def test_window_dynamic_long_runs_with_timed_tuples_and_refreshes(
     e.check_invariants()
 
 
+@pytest.mark.parametrize("strategy", ["WJ-SSI", "WJ-Hotspot"])
+def test_window_ssi_batches_keep_skylines_in_one_compiled_call(
+        strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """WJ-SSI and WJ-Hotspot on the batch path: runs of 120 tuples, in and out of order, over
+    30 keys whose skylines outgrow the store's first pool (it grows and compacts inside the
+    kernel), with S batches inserting into current skylines and deletes of skyline points
+    between them. Output as one at a time and as the oracle; the batches never take the
+    one-tuple matcher; both the stored skylines and one-pass skylines are probed."""
+    import random
+
+    from hotjoin.matcher.joins import window as window_mod
+
+    rnd = random.Random(11)
+    subs = [WindowJoin(Range(float(a), float(a + rnd.randint(0, 3))),
+                       Range(float(c), float(c + rnd.randint(0, 2))), w=rnd.randint(2, 40))
+            for a, c in ((rnd.randint(0, 30), rnd.choice((5, 12, 20, 26))) for _ in range(60))]
+    stored = [("S", f"s{i}", float(i % 30), float(rnd.randint(0, 30)), i // 3)
+              for i in range(600)]
+    program: list[tuple[str, list[tuple[Any, ...]]]] = [("publish", stored)]
+    t = 200
+    for b in range(4):
+        program.append(("publish", [("R", f"r{b}_{i}", float(rnd.randint(0, 31)),
+                                     float(rnd.randint(0, 30)), t + i // 4 - rnd.randint(0, 9))
+                                    for i in range(120)]))
+        t += 30
+        program.append(("publish", [("S", f"n{b}_{i}", float(rnd.randint(0, 29)),
+                                     float(rnd.randint(0, 30)), t - rnd.randint(0, 3))
+                                    for i in range(40)]))
+        program.append(("delete", [("S", f"n{b}_{i}") for i in range(0, 40, 7)]
+                        + [("S", f"s{i}") for i in range(560 + b, 600, 9)]))
+    run_program(lambda L, R: Engine(lateness=L, retention=R, strategy={"window": strategy}),
+                12, None, subs, program)
+
+    def per_tuple(*a: Any, **k: Any) -> str:
+        raise AssertionError("the batch path matched a tuple through the one-tuple matcher")
+
+    one = Engine(lateness=12, strategy={"window": strategy})
+    e = Engine(lateness=12, strategy={"window": strategy})
+    for x in (one, e):
+        x.subscribe_many(subs)
+    affected = 0
+    for op, rows in program:
+        want = [_one(one, op, row, "affected")[2] for row in rows]
+        with monkeypatch.context() as mp:
+            mp.setattr(window_mod, "run_window_ssi", per_tuple)
+            res = (e.publish_batch if op == "publish" else e.delete_batch)(
+                *_columns(op, rows), output="affected")
+        assert _batch_rows(res, len(rows), "affected") == want, op
+        affected += sum(len(w) for w in want)
+    assert affected > 200
+    skies = e.window.skies
+    probes = {k: skies[1].probes()[k] + skies[-1].probes()[k] for k in ("stored", "one-pass")}
+    assert probes["stored"] > 300 and probes["one-pass"] > 20, probes
+    assert skies[1].inserts > 50 and skies[1].trims > 50 and skies[1].recomputes > 20
+    assert skies[1].pool[0].shape[0] > 256  # grown: compacted inside a kernel
+    e.check_invariants()
+
+
 @pytest.mark.parametrize(("kind", "strategy"),
                          [("select", n) for n in ("SJ-SelectFirst", "SJ-SSI", "SJ-Vanilla",
                                                   "SJ-Hotspot", "SJ-JoinFirst", "SJ-Dynamic")]

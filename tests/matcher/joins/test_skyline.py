@@ -60,15 +60,17 @@ def test_skyline_index_matches_brute_force(ops: list) -> None:
         elif op == "reload":  # the table rebuilds its key index: a new generation of groups
             table.load_columns([], np.empty(0), np.empty(0), np.empty(0, dtype=np.int64),
                                np.empty(0, dtype=np.int64))
-        sky.check_mirror()
+        sky.check_invariants()
         _check_all(sky, table, omega)
-        sky.check_mirror()
+        sky.check_invariants()
         _check_sizes(sky, table)
 
 
 def _check_sizes(sky: SkylineIndex, table: BaseTable) -> None:
-    """The batch router's compiled lookup of skyline sizes (``current_sizes``) gives, for
-    every key in the table, what ``keys`` says: the size if current, else −1."""
+    """Every key's skylines held as current in the store, read without a refresh (kept by
+    the insert and remove hooks alone), are the brute-force skylines of its tuples in the
+    entry's window; the batch router's compiled lookup of sizes (``current_sizes``) gives
+    their size, −1 for a key not current."""
     ix = table.key_index
     keys = np.array(sorted({float(table.keys[s]) for s in table.slot_of.values()}))
     if keys.shape[0] == 0:
@@ -77,9 +79,15 @@ def _check_sizes(sky: SkylineIndex, table: BaseTable) -> None:
     out = np.full((keys.shape[0], 2), np.nan)
     sky.current_sizes(gs, keys, out, 1)
     for k, key in enumerate(keys.tolist()):
-        st_ = sky.keys.get(key)
-        want = float(st_.n) if st_ is not None and sky.is_fresh(st_) else -1.0
-        assert out[k, 1] == want, (key, out[k, 1], want)
+        cur = sky.current(key)
+        if cur is None:
+            assert out[k, 1] == -1.0 and sky.fresh_size(key) == -1.0, key
+            continue
+        omega, cs, ts, _ = cur
+        want = brute_force_skylines(sky.points, _stored(table, key, omega))
+        held = {(c, t) for pts in want.values() for c, t in pts}
+        assert set(zip(cs.tolist(), ts.tolist(), strict=True)) == held, (key, omega)
+        assert out[k, 1] == len(held) == sky.fresh_size(key), (key, out[k, 1], len(held))
     assert np.isnan(out[:, 0]).all()  # only column j is written
 
 
@@ -137,10 +145,10 @@ def test_engine_skylines_after_every_operation(lateness: int, retention: int | N
             _check_all(sky, table, e.watermark - w.wmax)
 
 
-def test_size_mirror_survives_group_reuse_and_renumbering() -> None:
-    """The group mirror behind ``current_sizes``: a group freed by one key and given to
-    another reads as not current for the newcomer; a key index rebuilt with new group ids
-    leaves no entry claiming a skyline the index no longer holds."""
+def test_store_survives_group_reuse_and_renumbering() -> None:
+    """The store by key-index group: a group freed by one key and given to another reads as
+    not current for the newcomer; a key index rebuilt with new group ids leaves no entry
+    claiming a skyline the index no longer holds."""
     table = BaseTable("S")
     table.enable_key_index()
     sky = SkylineIndex(table)
@@ -154,15 +162,15 @@ def test_size_mirror_survives_group_reuse_and_renumbering() -> None:
     out = np.zeros((1, 1))
     sky.current_sizes(np.array([g]), np.array([7.0]), out, 0)
     assert out[0, 0] == -1.0                              # 5.0's entry is not 7.0's
-    sky.check_mirror()
+    sky.check_invariants()
     # keys inserted out of order, every skyline current, then the index is rebuilt
     for i, key in enumerate((9.0, 1.0, 3.0)):
         table.insert(Event("S", f"k{i}", key, 11.0, 4), 10 + i)
     for key in (7.0, 9.0, 1.0, 3.0):
         sky.refresh(key, 2)
-    sky.check_mirror()
+    sky.check_invariants()
     table.load_columns([], np.empty(0), np.empty(0), np.empty(0, dtype=np.int64),
                        np.empty(0, dtype=np.int64))
     sky.refresh(1.0, 2)                                   # the new generation clears the rest
-    sky.check_mirror()
+    sky.check_invariants()
     _check_sizes(sky, table)
