@@ -24,7 +24,7 @@ import numpy as np
 
 from hotjoin.matcher.engine import STRATEGIES, Engine
 from hotjoin.matcher.joins.protocol import order_by_event
-from hotjoin.matcher.joins.skyline import mirrored_sizes, sky_insert_many
+from hotjoin.matcher.joins.skyline import sky_insert_many, stored_sizes
 from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.partition.histogram import count_stabbed
 
@@ -103,7 +103,7 @@ def warm_up_kernels() -> float:
         pool = (z.copy(), i64.copy(), i64.copy(), np.zeros(1, dtype=np.int8))
         sky_insert_many(store, pool, i64, z, z, i64, i64, z)
         # WJ-Dynamic's batch path reads skyline sizes only when a WJ-SSI-like member may win
-        mirrored_sizes(i64, z, z, i64, z, 0, np.zeros((1, 1)), 0)
+        stored_sizes(i64, z, i64, i64, z, 0, np.zeros((1, 1)), 0)
         # the batch path's row ordering runs only when a run's rows come out of event order
         # (two members of a router, or SJ-Hotspot's two parts, each with rows)
         order_by_event(i64.copy(), i64.copy(), i64.copy())

@@ -314,7 +314,7 @@ def sky_insert_many(S: tuple, pool: tuple, gs: np.ndarray, keys: np.ndarray,
 
 
 @njit(cache=True)
-def mirrored_sizes(gs: np.ndarray, keys: np.ndarray, n: np.ndarray, at: np.ndarray,
+def stored_sizes(gs: np.ndarray, keys: np.ndarray, n: np.ndarray, at: np.ndarray,
                    key_of: np.ndarray, version: int, out: np.ndarray, j: int) -> None:
     """``out[k, j]``: the size of key ``keys[k]``'s skyline when it is current, else −1, read
     from the store by the key's group ``gs[k]`` (−1: no group). An entry counts only if it is
@@ -449,7 +449,7 @@ class SkylineIndex:
         whose groups in the table's key index are ``gs``: one compiled pass over the store
         (WJ-Dynamic on the batch path, §4.2)."""
         self.sync()
-        mirrored_sizes(gs, keys, self.n, self.at, self.key, self.version, out, j)
+        stored_sizes(gs, keys, self.n, self.at, self.key, self.version, out, j)
 
     def check_invariants(self) -> None:
         """Current entries lie inside the pool's used part, do not overlap, and hold points in

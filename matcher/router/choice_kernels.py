@@ -252,8 +252,8 @@ def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarr
     when some member's cost needs it; the loop stops at the first A no cost can beat. The
     skyline sizes live in each member's own store (``SkylineIndex``), not in the plan:
     ``fresh`` may start as NaN, and the first tuple whose decision needs them returns
-    ``−1 − k``, so the caller looks them up only when a WJ-SSI-like member can still win (on the load-test workload WJ-SelectFirst's cost
-    stays below their fixed parts, and ~20 µs of dict lookups per batch are saved)."""
+    ``−1 − k``, so the caller looks them up only when a WJ-SSI-like member can still win (on
+    the load-test workload WJ-SelectFirst's cost stays below their fixed parts)."""
     for k in range(mp.shape[0]):
         size = mp[k]
         sq = math.sqrt(size)

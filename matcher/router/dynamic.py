@@ -1224,7 +1224,7 @@ class WindowDynamic(_Routing, WindowStrategy):
                        fresh: np.ndarray) -> None:
         """``fresh[k, j]``: the size of key ``keys[k]``'s stored skyline in member j if it is
         current, else −1 (``fresh_skyline``), for the WJ-SSI-like members of ``plan``: one
-        compiled pass per member over its skyline index's mirror by key group (``gs``).
+        compiled pass per member over its skyline store by key group (``gs``).
         (Until session 16, one dict lookup per distinct key: ~130 µs per 300-tuple call of
         ``bench router``'s window workload after its cache eviction, ``np.unique`` half of
         it.)"""
