@@ -38,7 +38,6 @@ from hotjoin.matcher.joins.protocol import (
     DenseIds,
     MatchBuffer,
     Strategy,
-    each_event,
     run_kernel_many,
 )
 from hotjoin.matcher.partition.hotspot import HotspotTracker
@@ -177,10 +176,9 @@ class BandStrategy(Strategy):
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         """:meth:`match` for each incoming tuple of a run (keys ``bs``, values ``vs``, sequence
-        numbers ``xseqs``) against the same ``table``, output appended to ``rows``. This
-        default loops; strategies with a multi-event kernel override it."""
-        each_event(lambda j: self.match(buf, dirn, float(bs[j]), float(vs[j]), int(xseqs[j]),
-                                        table, mode), bs.shape[0], buf, rows, mode, self.cols.acc)
+        numbers ``xseqs``) against the same ``table``, output appended to ``rows``: each
+        strategy in one call of its multi-event kernel."""
+        raise NotImplementedError
 
 
 _NO_SAMPLE = np.empty(0, dtype=np.float64)
@@ -222,6 +220,10 @@ class QOuter(BandStrategy):
               table: BaseTable, mode: int) -> None:
         run_qouter(self.ids.view(), self.cols, buf, dirn, b, v, xseq, table, mode)
 
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        run_qouter_many(self.ids.view(), self.cols, buf, rows, dirn, bs, vs, xseqs, table, mode)
+
 
 def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
                b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
@@ -251,6 +253,37 @@ def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffe
                     oth, mode, dedupe, buf.stamp)
 
 
+def run_qouter_many(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer,
+                    rows: BatchRows, dirn: int, bs: np.ndarray, vs: np.ndarray,
+                    xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+    """:func:`run_qouter` for a run of incoming tuples in one compiled call
+    (``K.qouter_many``)."""
+    if qids.shape[0] == 0 or len(table.order) == 0:
+        return
+    own, oth = _sides(dirn)
+    main, dlt = key_runs(table)
+    room = 0 if mode == PAIRS else 2 * qids.shape[0] + 16
+    run_kernel_many(K.qouter_many,
+                    (qids, main, dlt, table.arrays(), cols.arrays(), (bs, vs, xseqs)),
+                    (dirn, own, oth, mode, SAMPLE_EVERY), bs.shape[0], buf, rows, room)
+
+
+def run_merge_join_many(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer,
+                        rows: BatchRows, dirn: int, bs: np.ndarray, vs: np.ndarray,
+                        xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+    """:func:`run_merge_join` for a run of incoming tuples in one compiled call
+    (``K.merge_join_many``)."""
+    if len(order) == 0 or len(table.order) == 0:
+        return
+    own, oth = _sides(dirn)
+    main, dlt = key_runs(table)
+    room = 0 if mode == PAIRS else 2 * len(order) + 16
+    run_kernel_many(K.merge_join_many,
+                    (*order.runs.runs(), order.arrays(), main, dlt, table.arrays(),
+                     cols.arrays(), (bs, vs, xseqs)),
+                    (dirn, own, oth, mode), bs.shape[0], buf, rows, room)
+
+
 class MergeJoin(BandStrategy):
     """BJ-MJ (§3.1.1): merge join of ranges sorted by left end with the key-ordered table."""
 
@@ -272,6 +305,10 @@ class MergeJoin(BandStrategy):
     def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
               table: BaseTable, mode: int) -> None:
         run_merge_join(self.order, self.cols, buf, dirn, b, v, xseq, table, mode)
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        run_merge_join_many(self.order, self.cols, buf, rows, dirn, bs, vs, xseqs, table, mode)
 
     def check_invariants(self) -> None:
         o = self.order
@@ -316,6 +353,20 @@ class DOuter(BandStrategy):
                 buf.reserve(len(self))
             buf.run(K.douter, tree, run, tab, sub, DELTA, b, v, dirn, xseq, own, oth, mode,
                     buf.stamp)
+
+    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
+                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+        """:meth:`match` for a run of incoming tuples in one compiled call (``K.douter_many``)."""
+        t = self.tree
+        if t.root < 0 or len(table.order) == 0:
+            return
+        own, oth = _sides(dirn)
+        main, dlt = key_runs(table)
+        room = 0 if mode == PAIRS else len(self) + 16
+        run_kernel_many(K.douter_many,
+                        (t.arrays(), main, dlt, table.arrays(), self.cols.arrays(),
+                         (bs, vs, xseqs)),
+                        (dirn, own, oth, mode, DELTA), bs.shape[0], buf, rows, room)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
@@ -632,9 +683,10 @@ class Hotspot(BandStrategy):
     def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
                    vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
         """Hot groups in one ``K.ssi_many`` call, then the scattered ranges (a subscription is
-        in exactly one of the two, so their rows never need merging per subscription): by
-        ``K.qouter_many`` when QOuter is the cheaper, else per event through BJ-MJ; then the
-        rows are ordered by event, stably (hot before scattered, as one at a time)."""
+        in exactly one of the two, so their rows never need merging per subscription) in one
+        ``K.qouter_many`` call when QOuter is the cheaper, else one ``K.merge_join_many``
+        call; then the rows are ordered by event, stably (hot before scattered, as one at a
+        time)."""
         lis = self.listener
         n0 = rows.n
         lis.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
@@ -646,19 +698,12 @@ class Hotspot(BandStrategy):
         cols = self.cols
         if n_s * math.log2(m + 2) <= n_s + m:
             self.scattered_by["BJ-QOuter"] += n
-            own, oth = _sides(dirn)
-            main, dlt = key_runs(table)
-            room = 0 if mode == PAIRS else 2 * n_s + 16
-            run_kernel_many(K.qouter_many,
-                            (lis.scattered_ids.view(), main, dlt, table.arrays(), cols.arrays(),
-                             (bs, vs, xseqs)),
-                            (dirn, own, oth, mode, SAMPLE_EVERY), n, buf, rows, room)
+            run_qouter_many(lis.scattered_ids.view(), cols, buf, rows, dirn, bs, vs, xseqs,
+                            table, mode)
         else:
             self.scattered_by["BJ-MJ"] += n
-            order = lis.scattered_order
-            each_event(lambda j: run_merge_join(order, cols, buf, dirn, float(bs[j]),
-                                                float(vs[j]), int(xseqs[j]), table, mode),
-                       n, buf, rows, mode, cols.acc)
+            run_merge_join_many(lis.scattered_order, cols, buf, rows, dirn, bs, vs, xseqs,
+                                table, mode)
         rows.sort_by_event(n0)  # each event's hot rows, then its scattered ones
 
     def hot_groups(self) -> int:

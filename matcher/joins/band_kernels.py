@@ -762,3 +762,65 @@ def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tupl
                 return e, n0, stamp
         rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
     return n_ev, n_out, stamp
+
+
+@njit(cache=True)
+def merge_join_many(ik1: np.ndarray, ip1: np.ndarray, ik2: np.ndarray, ip2: np.ndarray,
+                    ents: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
+                    e0: int, dirn: int, own: int, oth: int, mode: int, stamp: int, room: int,
+                    out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+    """:func:`merge_join` (BJ-MJ) for the incoming tuples ``ev[e0:]``, over both runs of the
+    range order (``ik1``/``ip1`` and ``ik2``/``ip2``) and both runs of the table, as one at a
+    time (``band.run_merge_join``); conventions of :func:`ssi_many`."""
+    evs = EventArrays(*ev)
+    n_ev = evs.keys.shape[0]
+    kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
+    acc = SubArrays(*sub).acc
+    dedupe = (kmain.keys.shape[0] > 0 and kdlt.keys.shape[0] > 0) or ik2.shape[0] > 0
+    for e in range(e0, n_ev):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return e, n_out, stamp
+        stamp += 1
+        n0 = n_out
+        for part in range(2):
+            ikeys, ipays = (ik1, ip1) if part == 0 else (ik2, ip2)
+            if ikeys.shape[0] == 0:
+                continue
+            for r in range(2):
+                if (kmain if r == 0 else kdlt).keys.shape[0] == 0:
+                    continue
+                n_out = merge_join(ikeys, ipays, ents, main if r == 0 else dlt, tab, sub,
+                                   evs.keys[e], evs.values[e], dirn, evs.seqs[e], own, oth,
+                                   mode, dedupe, stamp, out_q, out_x, n_out)
+                if n_out == OVERFLOW:
+                    return e, n0, stamp
+        rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
+    return n_ev, n_out, stamp
+
+
+@njit(cache=True)
+def douter_many(tree: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
+                e0: int, dirn: int, own: int, oth: int, mode: int, delta: int, stamp: int,
+                room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
+                n_out: int):
+    """:func:`douter` (BJ-DOuter) for the incoming tuples ``ev[e0:]``, over both runs of the
+    table; conventions of :func:`ssi_many`."""
+    evs = EventArrays(*ev)
+    n_ev = evs.keys.shape[0]
+    kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
+    acc = SubArrays(*sub).acc
+    for e in range(e0, n_ev):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return e, n_out, stamp
+        stamp += 1
+        n0 = n_out
+        for r in range(2):
+            if (kmain if r == 0 else kdlt).keys.shape[0] == 0:
+                continue
+            n_out = douter(tree, main if r == 0 else dlt, tab, sub, delta, evs.keys[e],
+                           evs.values[e], dirn, evs.seqs[e], own, oth, mode, stamp, out_q,
+                           out_x, n_out)
+            if n_out == OVERFLOW:
+                return e, n0, stamp
+        rows_of_event(e, n0, n_out, mode, acc, out_e, out_q, out_x)
+    return n_ev, n_out, stamp

@@ -666,6 +666,46 @@ def test_batch_outgrows_its_row_buffers(kind: str, strategy: str) -> None:
         assert len(res.output) == 30 * (len(subs) - 1) * (3 if how == "pairs" else 1)
 
 
+@pytest.mark.parametrize("strategy", ["BJ-QOuter", "BJ-MJ", "BJ-DOuter", "BJ-SSI", "BJ-Hotspot",
+                                      "BJ-Dynamic"])
+def test_band_batches_run_in_compiled_calls_and_outgrow_their_buffers(
+        strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 band joins all affected by each of 30 events with partners in both runs of the
+    table (a stored main run and a delta of newer tuples): every band strategy matches a
+    batch in its multi-event kernel, never through a one-tuple matcher, and the kernels stop
+    for room and resume (IDENTIFY/COUNT) or rerun the event that overflowed (PAIRS). Every
+    fourth event has no partner (its key is 3 away from every stored key, beyond every band)."""
+    from hotjoin.matcher.joins import band as band_mod
+
+    def per_tuple(*a: Any, **k: Any) -> None:
+        raise AssertionError("the batch path matched a band tuple through a one-tuple matcher")
+
+    subs = [BandJoin(Range(-0.5 - 0.01 * (k % 5), 0.5 + 0.01 * k), Range(0.0, 10.0 + k),
+                     Range(None, 5.0 + k % 3)) for k in range(200)]
+    stored = ([("S", f"s{i}", 1.0, float(i), i) for i in range(3)]
+              + [("S", f"f{i}", 100.0 + i, 0.0, 3) for i in range(400)])  # beyond every band
+    newer = [("S", f"t{i}", 1.0, float(i), 3 + i) for i in range(2)]
+    run = [("R", f"r{i}", 1.0 if i % 4 else 4.0, float(i % 10), 5 + i % 3) for i in range(40)]
+    for how in ("affected", "pairs"):
+        e, one = (Engine(lateness=5, strategy={"band": strategy}) for _ in range(2))
+        for x in (e, one):
+            x.subscribe_many(subs)
+            x.publish_batch(*_columns("publish", stored))
+            x.publish_batch(*_columns("publish", newer))
+        main_keys, _, delta_keys, _ = e.tables["S"].order.runs()
+        assert main_keys.shape[0] and delta_keys.shape[0]  # partners in both runs
+        want = [_one(one, "publish", row, how)[2] for row in run]
+        with monkeypatch.context() as mp:
+            for name in ("run_qouter", "run_merge_join"):
+                mp.setattr(band_mod, name, per_tuple)
+            for cls in (band_mod.QOuter, band_mod.MergeJoin, band_mod.DOuter, band_mod.SSI,
+                        band_mod.Hotspot):
+                mp.setattr(cls, "match", per_tuple)
+            res = e.publish_batch(*_columns("publish", run), output=how)
+        assert _batch_rows(res, len(run), how) == want, how
+        assert len(res.output) == 30 * 200 * (5 if how == "pairs" else 1)
+
+
 # ---- probe_batch: the batch path's matching without storing (bench router --batch) -----------
 @pytest.mark.parametrize(("kind", "strategy"), _strategies(),
                          ids=lambda x: x if isinstance(x, str) else next(iter(x.values())))
