@@ -336,6 +336,8 @@ class SkylineIndex:
     index (module comment above ``TOP``): flat arrays that kernels read and update, so that the
     batch path refreshes, probes and inserts into skylines inside one compiled call
     (``window_kernels.wj_ssi_many``). ``refresh(b, ω)`` brings one key's skylines up to date.
+    The per-group arrays grow only to the groups that were given skylines (48 bytes per group
+    up to the largest), so an index no tuple ever probed through costs nothing per key.
     """
 
     def __init__(self, table: Any) -> None:
@@ -347,7 +349,9 @@ class SkylineIndex:
         ix.remove_hooks.append(self._on_remove)
         self.points = np.empty(0, np.float64)
         self.meta = np.zeros(8, dtype=np.int64)
-        self._groups(64)
+        #: whether any entry may be current (else the insert and remove hooks return at once)
+        self.held = False
+        self._groups(0)
         self.pool: tuple[np.ndarray, ...] = (np.empty(256, np.float64), np.empty(256, np.int64),
                                              np.empty(256, np.int64), np.empty(256, np.int8))
 
@@ -362,25 +366,27 @@ class SkylineIndex:
         self.meta[TOP] = 0
 
     def store(self) -> tuple[np.ndarray, ...]:
-        """The kernels' ``S`` bundle, after :meth:`sync` (its arrays cover every group of the
-        key index)."""
+        """The kernels' ``S`` bundle (after :meth:`sync` and :meth:`cover`)."""
         return (self.key, self.at, self.omega, self.start, self.cap, self.n, self.meta)
 
     def sync(self) -> None:
         """Follow the key index: a rebuilt index (new generation) renumbers its groups, so
-        every entry is dropped; more groups than entries: the per-group arrays grow."""
-        ix = self.table.key_index
-        if ix.generation != self.generation:
-            self.generation = ix.generation
-            self._groups(self.key.shape[0])
-        need = ix.by_value.start.shape[0]
-        if need > self.key.shape[0]:
-            m, cap = self.key.shape[0], max(need, 2 * self.key.shape[0])
-            old = self.store()
-            self._groups(cap)
+        every entry is dropped."""
+        gen = self.table.key_index.generation
+        if gen != self.generation:
+            self.generation = gen
+            self._groups(self.key.shape[0])  # no entry, no room held in the pool
+            self.held = False
+
+    def cover(self, g: int) -> None:
+        """Per-group arrays up to group ``g`` (before a kernel may give ``g`` skylines)."""
+        m = self.key.shape[0]
+        if g >= m:
+            old, top = self.store(), int(self.meta[TOP])
+            self._groups(max(g + 1, 2 * m, 64))
             for new, a in zip(self.store()[:6], old[:6], strict=True):
                 new[:m] = a
-            self.meta[TOP] = old[6][TOP]
+            self.meta[TOP] = top
 
     def detach(self) -> None:
         ix = self.table.key_index
@@ -423,8 +429,11 @@ class SkylineIndex:
     def _entry(self, key: float) -> int:
         """The group whose entry holds ``key``'s current skylines, else −1."""
         self.sync()
+        if not self.held:
+            return -1
         g = self.table.key_index.lookup(key)
-        if g < 0 or self.at[g] != self.meta[VERSION] or self.key[g] != key:
+        if g < 0 or g >= self.at.shape[0] or self.at[g] != self.meta[VERSION] \
+                or self.key[g] != key:
             return -1
         return g
 
@@ -453,9 +462,10 @@ class SkylineIndex:
 
     def check_invariants(self) -> None:
         """Current entries lie inside the pool's used part, do not overlap, and hold points in
-        ascending c each with an R or L flag (tests)."""
+        ascending c each with an R or L flag; none is current unless ``held`` (tests)."""
         ver = self.meta[VERSION]
         live = np.flatnonzero(self.at == ver)
+        assert self.held or live.shape[0] == 0
         spans = sorted((int(self.start[g]), int(self.cap[g]), int(g)) for g in live)
         end = 0
         for o, cp, g in spans:
@@ -468,6 +478,8 @@ class SkylineIndex:
     def _on_insert(self, key: float, value: float, time: int, slot: int) -> None:
         """One new partner (the one-at-a-time path): only a key with current skylines whose
         window holds ``time`` costs a compiled call."""
+        if not self.held:
+            return
         g = self._entry(key)
         if g < 0 or time < self.omega[g]:
             return
@@ -479,9 +491,9 @@ class SkylineIndex:
     def _on_insert_many(self, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
                         slots: np.ndarray) -> None:
         """New partners, in order, into the current skylines of their keys: one compiled call."""
-        if not (self.at >= 0).any():
-            return
         self.sync()
+        if not self.held:
+            return
         ix = self.table.key_index
         keys = np.asarray(keys, dtype=np.float64)
         self.pool = sky_insert_many(self.store(), self.pool, ix.lookup_many(keys), keys,
@@ -491,6 +503,8 @@ class SkylineIndex:
 
     def _on_remove(self, key: float, value: float, time: int, slot: int) -> None:
         """A removed partner that is a point of its key's current skylines makes them stale."""
+        if not self.held:
+            return
         g = self._entry(key)
         if g < 0 or time < self.omega[g]:
             return
@@ -509,6 +523,8 @@ class SkylineIndex:
             g = ix.lookup(key)
         if g < 0:
             return None
+        self.cover(g)
+        self.held = True
         pool = ix.by_value
         self.pool = sky_refresh(self.store(), self.pool, g, key, omega, pool.keys, pool.ids,
                                 self.table.times, int(pool.start[g]), int(pool.size[g]),

@@ -174,3 +174,28 @@ def test_store_survives_group_reuse_and_renumbering() -> None:
     sky.refresh(1.0, 2)                                   # the new generation clears the rest
     sky.check_invariants()
     _check_sizes(sky, table)
+
+
+def test_store_keeps_its_skylines_while_the_key_index_grows() -> None:
+    """Skylines held for the first keys survive the store's per-group arrays growing (keys
+    added later take group ids beyond them) and the pool growing and compacting under new
+    entries: every current entry still equals the brute force, read without a refresh."""
+    table = BaseTable("S")
+    table.enable_key_index()
+    sky = SkylineIndex(table)
+    sky.set_points(np.array([3.0, 6.0]))
+    rng = random.Random(3)
+    n = 0
+    for wave in range(4):  # 10, then 60, 200 and 400 keys in all
+        for key in range((0, 10, 60, 200)[wave], (10, 60, 200, 400)[wave]):
+            for _ in range(6):
+                n += 1
+                table.insert(Event("S", f"s{n}", float(key), float(rng.randint(0, 9)),
+                                   rng.randint(0, 20)), n)
+        for key in range(0, (10, 60, 200, 400)[wave], 3):
+            sky.refresh(float(key), 2)
+        sky.check_invariants()
+        _check_sizes(sky, table)
+    assert sky.key.shape[0] >= 400 and sky.size() > 0
+    held = sum(sky.current(float(k)) is not None for k in range(400))
+    assert held == len(range(0, 400, 3))
