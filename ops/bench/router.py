@@ -85,6 +85,10 @@ class RouterBenchConfig:
     figures: tuple[str, ...] = ("12", "15", "18", "band", "window")
     seed: int = 23
     batch: int = 0  # > 0: also time every runner on the batch path, this many tuples a call
+    #: passes per runner on the batch path: a pass there is one or two calls of 0.8–2 ms at
+    #: the fast select points, whose median over 9 moved by ±3 % between runs of the same
+    #: code and decisions (session 18), so it takes more passes than per-tuple timing
+    batch_rounds: int = 25
 
 
 def select_engine(c: RouterBenchConfig, n: int, m: int, join_rate: float,
@@ -270,8 +274,8 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
                                        / s["throughput"]["NumPy brute force"])
         msg = ""
         if c.batch > 0:
-            bt = time_batches(e, kind, "R", r[0], r[1], rounds=c.rounds, lead_in=c.lead_in,
-                              batch=c.batch)
+            bt = time_batches(e, kind, "R", r[0], r[1], rounds=c.batch_rounds,
+                              lead_in=c.lead_in, batch=c.batch)
             s["batch"] = summarise_batches(bt, mt)
             if "NumPy brute force" in s["throughput"]:
                 s["batch"]["throughput"]["NumPy brute force"] = s["throughput"]["NumPy brute force"]
@@ -420,6 +424,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=d.batch,
                    help="also time every strategy and the router on the batch path "
                         "(Engine.probe_batch), this many tuples a call (0: off)")
+    p.add_argument("--batch-rounds", type=int, default=d.batch_rounds,
+                   help="passes per strategy on the batch path (the median pass is timed)")
     p.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
 
@@ -432,19 +438,21 @@ def config_from_args(a: argparse.Namespace) -> RouterBenchConfig:
             selection_rates=_floats(a.selection_rates), hot_fraction=a.hot_fraction,
             band_sizes=_ints(a.band_sizes), window_sizes=_ints(a.window_sizes),
             tuples=a.tuples, rounds=a.rounds, lead_in=a.lead_in, feedback=not a.no_feedback,
-            batch=a.batch, figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
+            batch=a.batch, batch_rounds=a.batch_rounds,
+            figures=tuple(x.strip() for x in a.figures.split(",") if x.strip()))
     except ValueError as e:
         raise ValueError(f"bad number in the size/rate lists: {e}") from None
     bad = set(c.figures) - {"12", "15", "18", "band", "window"}
     if bad:
         raise ValueError(f"unknown figures {sorted(bad)}; choose from 12, 15, 18, band, window")
-    if (c.tuples < 1 or c.rounds < 1 or c.lead_in < 0 or c.batch < 0
+    if (c.tuples < 1 or c.rounds < 1 or c.batch_rounds < 1 or c.lead_in < 0 or c.batch < 0
             or not 0 <= c.hot_fraction <= 1):
-        raise ValueError("--tuples and --rounds must be >= 1, --lead-in and --batch >= 0 and "
-                         "--hot-fraction in [0, 1]")
+        raise ValueError("--tuples, --rounds and --batch-rounds must be >= 1, --lead-in and "
+                         "--batch >= 0 and --hot-fraction in [0, 1]")
     if a.quick:
         c = RouterBenchConfig(sizes=(500, 1000), size=1000, join_rates=(1.0, 30.0),
                               selection_rates=(0.01, 0.2), band_sizes=(500,),
                               window_sizes=(300,), tuples=40, rounds=2, lead_in=5,
-                              feedback=c.feedback, figures=c.figures, batch=min(c.batch, 16))
+                              feedback=c.feedback, figures=c.figures, batch=min(c.batch, 16),
+                              batch_rounds=2)
     return c

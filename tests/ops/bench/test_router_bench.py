@@ -51,7 +51,7 @@ def test_bench_router_batch_path_quick(tmp_path: Path) -> None:
     assert main(["bench", "router", "--quick", "--figures", "15,band,window", "--batch", "8",
                  "--json", str(out), "--markdown", str(md), "--plots", str(plots)]) == 0
     res = json.loads(out.read_text())
-    assert res["config"]["batch"] == 8
+    assert res["config"]["batch"] == 8 and res["config"]["batch_rounds"] == 2
     for r in res["records"]:
         b = r["batch"]
         prefix = r["members"][0][:3]
@@ -66,6 +66,13 @@ def test_bench_router_batch_path_quick(tmp_path: Path) -> None:
                    for k in res["ratios"])
     assert "Batch path" in md.read_text()
     assert (plots / "router_figband_batch_throughput.png").stat().st_size > 0
+
+
+def test_bench_router_rejects_bad_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--batch-rounds`` 0 is refused in one line, before any workload is built."""
+    assert main(["bench", "router", "--batch", "8", "--batch-rounds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--batch-rounds must be >= 1" in err and "Traceback" not in err
 
 
 def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path,
