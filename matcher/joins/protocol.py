@@ -271,9 +271,10 @@ def order_by_event(e: np.ndarray, q: np.ndarray, x: np.ndarray) -> None:
 
 def each_event(match_one: Callable[[int], None], n: int, buf: MatchBuffer, rows: BatchRows,
                mode: int, acc: np.ndarray, pos: np.ndarray | None = None) -> None:
-    """The multi-event fallback: ``match_one(j)`` fills ``buf`` for event ``j``; its output is
-    appended to ``rows`` as event ``j``'s rows, or event ``pos[j]``'s (strategies without a
-    compiled ``*_many`` kernel)."""
+    """Events one at a time into batch rows: ``match_one(j)`` fills ``buf`` for event ``j``;
+    its output is appended to ``rows`` as event ``j``'s rows, or event ``pos[j]``'s. (Only a
+    router's timed tuple takes this path now: every strategy matches a run in its compiled
+    ``*_many`` kernel.)"""
     for j in range(n):
         buf.start()
         match_one(j)

@@ -59,7 +59,6 @@ from hotjoin.matcher.joins.protocol import (
     KeyedEvents,
     MatchBuffer,
     Strategy,
-    each_event,
     run_kernel_many,
 )
 from hotjoin.matcher.partition.hotspot import HotspotTracker
@@ -485,12 +484,9 @@ class SelectStrategy(Strategy):
     def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
                      table: BaseTable, mode: int, pool: Any) -> None:
         """Rows of the events ``ev`` (each with partners in ``pool``, ``KeyIndex.by_value``),
-        each event's rows together and in one-at-a-time order; the caller orders events.
-        Every select strategy of this module overrides it with one ``*_many`` kernel call;
-        this fallback (a strategy without one) runs :meth:`_match` per event."""
-        each_event(lambda k: self._match(buf, dirn, float(ev.values[k]), int(ev.seqs[k]),
-                                         table, mode, pool, int(ev.base[k]), int(ev.size[k])),
-                   ev.pos.shape[0], buf, rows, mode, self.cols.acc, ev.pos)
+        each event's rows together and in one-at-a-time order; the caller orders events. Each
+        strategy runs its ``*_many`` kernel once."""
+        raise NotImplementedError
 
 
 class JoinFirst(SelectStrategy):
