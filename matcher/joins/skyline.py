@@ -366,7 +366,7 @@ class SkylineIndex:
         self.meta[TOP] = 0
 
     def store(self) -> tuple[np.ndarray, ...]:
-        """The kernels' ``S`` bundle (after :meth:`sync` and :meth:`cover`)."""
+        """The kernels' ``S`` bundle (after :meth:`sync` and :meth:`ready_for`)."""
         return (self.key, self.at, self.omega, self.start, self.cap, self.n, self.meta)
 
     def sync(self) -> None:
@@ -378,8 +378,10 @@ class SkylineIndex:
             self._groups(self.key.shape[0])  # no entry, no room held in the pool
             self.held = False
 
-    def cover(self, g: int) -> None:
-        """Per-group arrays up to group ``g`` (before a kernel may give ``g`` skylines)."""
+    def ready_for(self, g: int) -> None:
+        """Before a kernel may give skylines to any group up to ``g``: the per-group arrays
+        reach ``g`` and the hooks stop skipping the store."""
+        self.held = True
         m = self.key.shape[0]
         if g >= m:
             old, top = self.store(), int(self.meta[TOP])
@@ -523,8 +525,7 @@ class SkylineIndex:
             g = ix.lookup(key)
         if g < 0:
             return None
-        self.cover(g)
-        self.held = True
+        self.ready_for(g)
         pool = ix.by_value
         self.pool = sky_refresh(self.store(), self.pool, g, key, omega, pool.keys, pool.ids,
                                 self.table.times, int(pool.start[g]), int(pool.size[g]),

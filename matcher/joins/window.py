@@ -468,8 +468,7 @@ def run_window_ssi_many(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wm
     if len(groups):
         sky.set_points(groups.points())
         points = sky.points
-        sky.cover(int(ev.g.max()))  # any of the run's keys may be given skylines
-        sky.held = True
+        sky.ready_for(int(ev.g.max()))  # any of the run's keys may be given skylines
     d.hits, sky.pool = run_window_many(
         K.wj_ssi_many, (sky.store(), sky.pool, points, forest_arrays(d), tree.arrays(),
                         ix.by_value.keys, ix.by_value.ids, ix.by_time.keys, ix.by_time.ids,
