@@ -22,9 +22,10 @@ import time
 
 import numpy as np
 
+from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.engine import STRATEGIES, Engine
 from hotjoin.matcher.joins.protocol import order_by_event
-from hotjoin.matcher.joins.skyline import sky_insert_many, stored_sizes
+from hotjoin.matcher.joins.skyline import SkylineIndex, sky_insert_many, stored_sizes
 from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.partition.histogram import count_stabbed
 
@@ -98,10 +99,9 @@ def warm_up_kernels() -> float:
         z = np.zeros(1, dtype=np.float64)
         i64 = np.zeros(1, dtype=np.int64)
         count_stabbed(z, z, i64, 0.0)
-        store = (np.full(1, np.nan), np.full(1, -1, dtype=np.int64), i64.copy(), i64.copy(),
-                 i64.copy(), i64.copy(), np.zeros(8, dtype=np.int64))
-        pool = (z.copy(), i64.copy(), i64.copy(), np.zeros(1, dtype=np.int8))
-        sky_insert_many(store, pool, i64, z, z, i64, i64, z)
+        sky = SkylineIndex(BaseTable("S"))
+        sky.ready_for(0)
+        sky_insert_many(sky.store(), sky.pool, i64, z, z, i64, i64, z)
         # WJ-Dynamic's batch path reads skyline sizes only when a WJ-SSI-like member may win
         stored_sizes(i64, z, i64, i64, z, 0, np.zeros((1, 1)), 0)
         # the batch path's row ordering runs only when a run's rows come out of event order

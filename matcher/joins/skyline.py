@@ -208,6 +208,7 @@ TOP, VERSION, RECOMPUTES, TRIMS, INSERTS, STORED, ONE_PASS, NONE = range(8)
 """Slots of ``meta``: the pool's first free index, the points' version, then counters
 (recomputes, trims, inserts; probes through the stored skylines, through a one-pass
 skyline, with no stabbing point)."""
+_PROBE_SLOT = {"stored": STORED, "one-pass": ONE_PASS, "none": NONE}
 
 
 @njit(cache=True, inline="always")
@@ -315,7 +316,7 @@ def sky_insert_many(S: tuple, pool: tuple, gs: np.ndarray, keys: np.ndarray,
 
 @njit(cache=True)
 def stored_sizes(gs: np.ndarray, keys: np.ndarray, n: np.ndarray, at: np.ndarray,
-                   key_of: np.ndarray, version: int, out: np.ndarray, j: int) -> None:
+                 key_of: np.ndarray, version: int, out: np.ndarray, j: int) -> None:
     """``out[k, j]``: the size of key ``keys[k]``'s skyline when it is current, else −1, read
     from the store by the key's group ``gs[k]`` (−1: no group). An entry counts only if it is
     current for this version of the points and for this very key (a group id freed and reused
@@ -426,7 +427,8 @@ class SkylineIndex:
         return {"stored": int(m[STORED]), "one-pass": int(m[ONE_PASS]), "none": int(m[NONE])}
 
     def count_probe(self, how: str) -> None:
-        self.meta[{"stored": STORED, "one-pass": ONE_PASS, "none": NONE}[how]] += 1
+        """Count one match of the one-tuple path (``window.run_window_ssi``'s answer)."""
+        self.meta[_PROBE_SLOT[how]] += 1
 
     def _entry(self, key: float) -> int:
         """The group whose entry holds ``key``'s current skylines, else −1."""
