@@ -75,7 +75,7 @@ class EventRef(_message.Message):
     def __init__(self, side: _Optional[_Union[Side, str]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class Topic(_message.Message):
-    __slots__ = ("name", "lateness", "retention", "strategy", "seq", "delivery_retention_bytes", "delivery_retention_ms")
+    __slots__ = ("name", "lateness", "retention", "strategy", "seq", "delivery_retention_bytes", "delivery_retention_ms", "max_advance", "damaged")
     class StrategyEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,8 @@ class Topic(_message.Message):
     SEQ_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ADVANCE_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_FIELD_NUMBER: _ClassVar[int]
     name: str
     lateness: int
     retention: int
@@ -97,10 +99,12 @@ class Topic(_message.Message):
     seq: int
     delivery_retention_bytes: int
     delivery_retention_ms: int
-    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., seq: _Optional[int] = ..., delivery_retention_bytes: _Optional[int] = ..., delivery_retention_ms: _Optional[int] = ...) -> None: ...
+    max_advance: int
+    damaged: str
+    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., seq: _Optional[int] = ..., delivery_retention_bytes: _Optional[int] = ..., delivery_retention_ms: _Optional[int] = ..., max_advance: _Optional[int] = ..., damaged: _Optional[str] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "lateness", "retention", "strategy", "delivery_retention_bytes", "delivery_retention_ms")
+    __slots__ = ("name", "lateness", "retention", "strategy", "delivery_retention_bytes", "delivery_retention_ms", "max_advance")
     class StrategyEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -114,13 +118,15 @@ class CreateTopicRequest(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ADVANCE_FIELD_NUMBER: _ClassVar[int]
     name: str
     lateness: int
     retention: int
     strategy: _containers.ScalarMap[str, str]
     delivery_retention_bytes: int
     delivery_retention_ms: int
-    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., delivery_retention_bytes: _Optional[int] = ..., delivery_retention_ms: _Optional[int] = ...) -> None: ...
+    max_advance: int
+    def __init__(self, name: _Optional[str] = ..., lateness: _Optional[int] = ..., retention: _Optional[int] = ..., strategy: _Optional[_Mapping[str, str]] = ..., delivery_retention_bytes: _Optional[int] = ..., delivery_retention_ms: _Optional[int] = ..., max_advance: _Optional[int] = ...) -> None: ...
 
 class GetTopicRequest(_message.Message):
     __slots__ = ("name",)
@@ -263,18 +269,20 @@ class ListSubscriptionsResponse(_message.Message):
     def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class EventStatus(_message.Message):
-    __slots__ = ("code", "id", "seq", "reason", "index")
+    __slots__ = ("code", "id", "seq", "reason", "index", "identical")
     CODE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    IDENTICAL_FIELD_NUMBER: _ClassVar[int]
     code: EventStatusCode
     id: str
     seq: int
     reason: str
     index: int
-    def __init__(self, code: _Optional[_Union[EventStatusCode, str]] = ..., id: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ..., index: _Optional[int] = ...) -> None: ...
+    identical: bool
+    def __init__(self, code: _Optional[_Union[EventStatusCode, str]] = ..., id: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ..., index: _Optional[int] = ..., identical: _Optional[bool] = ...) -> None: ...
 
 class EventColumns(_message.Message):
     __slots__ = ("sides", "ids", "keys", "values", "times", "payloads")
@@ -501,16 +509,22 @@ class GetCursorsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CommittedCursor(_message.Message):
-    __slots__ = ("subscription_id", "subscriber", "committed_seq", "lag")
+    __slots__ = ("subscription_id", "subscriber", "committed_seq", "lag", "pending_messages", "pending_bytes", "newest_seq")
     SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_SEQ_FIELD_NUMBER: _ClassVar[int]
     LAG_FIELD_NUMBER: _ClassVar[int]
+    PENDING_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_SEQ_FIELD_NUMBER: _ClassVar[int]
     subscription_id: int
     subscriber: str
     committed_seq: int
     lag: int
-    def __init__(self, subscription_id: _Optional[int] = ..., subscriber: _Optional[str] = ..., committed_seq: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+    pending_messages: int
+    pending_bytes: int
+    newest_seq: int
+    def __init__(self, subscription_id: _Optional[int] = ..., subscriber: _Optional[str] = ..., committed_seq: _Optional[int] = ..., lag: _Optional[int] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., newest_seq: _Optional[int] = ...) -> None: ...
 
 class GetCursorsResponse(_message.Message):
     __slots__ = ("seq", "cursors")
