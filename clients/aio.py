@@ -73,10 +73,15 @@ class AsyncHotjoinClient:
 
     # topics
     async def create_topic(self, name: str, lateness: int = 0, retention: int | None = None,
-                           strategy: Mapping[str, str] | None = None) -> pb.Topic:
+                           strategy: Mapping[str, str] | None = None, *,
+                           max_advance: int | None = None) -> pb.Topic:
+        """Create topic ``name`` (as ``HotjoinClient.create_topic``; ``max_advance`` None: the
+        server's default, one day in milliseconds; 0: no bound)."""
         req = pb.CreateTopicRequest(name=name, lateness=lateness, strategy=dict(strategy or {}))
         if retention is not None:
             req.retention = retention
+        if max_advance is not None:
+            req.max_advance = max_advance
         return await self.topics.CreateTopic(req, timeout=self.timeout, metadata=self._md)
 
     async def get_topic(self, name: str) -> pb.Topic:

@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "hotjoin.clients.commands.stats",
     "hotjoin.clients.commands.cursors",
     "hotjoin.clients.commands.export",
+    "hotjoin.clients.commands.restore",
     "hotjoin.clients.commands.replay",
     "hotjoin.clients.commands.calibrate",
 )

@@ -304,7 +304,14 @@ class HotjoinClient:
     def create_topic(self, name: str, lateness: int = 0, retention: int | None = None,
                      strategy: Mapping[str, str] | None = None, *,
                      delivery_retention_bytes: int | None = None,
-                     delivery_retention_ms: int | None = None) -> pb.Topic:
+                     delivery_retention_ms: int | None = None,
+                     max_advance: int | None = None) -> pb.Topic:
+        """Create topic ``name``; options left None take the server's defaults.
+
+        ``max_advance``: how far (event-time units) one event may move the topic's clock beyond
+        the largest event time seen; an event further ahead is rejected INVALID. None: the
+        server's default (86400000, one day in milliseconds); 0: no bound.
+        """
         req = pb.CreateTopicRequest(name=name, lateness=lateness, strategy=dict(strategy or {}))
         if retention is not None:
             req.retention = retention
@@ -312,6 +319,8 @@ class HotjoinClient:
             req.delivery_retention_bytes = delivery_retention_bytes
         if delivery_retention_ms is not None:
             req.delivery_retention_ms = delivery_retention_ms
+        if max_advance is not None:
+            req.max_advance = max_advance
         return self.topics.CreateTopic(req, timeout=self.timeout)
 
     def get_topic(self, name: str) -> pb.Topic:
@@ -719,7 +728,17 @@ class BatchingPublisher:
 
     ``publish(ev)`` queues one event; ``publish_batch(evs)`` sends a batch and returns a future
     of its ``PublishResponse``; ``flush()`` waits until everything sent so far is acknowledged
-    (durable). Counts of accepted and rejected events are kept in ``accepted`` / ``rejected``.
+    (durable). Counts of the acknowledged events:
+
+    - ``accepted``: applied (stored and given a sequence number);
+    - ``rejected``: every rejected event, identical duplicates included;
+    - ``identical``: the identical duplicates among ``rejected``: events already stored with the
+      same content (``EventStatus.identical``), i.e. re-sent events with nothing left to do, as
+      when a file is published again after a failure part-way;
+    - ``rejections``: the statuses of the other rejected events (late, invalid, an id held by
+      another event), the ones that need attention; the first 10,000 are kept.
+
+    ``acknowledged`` (accepted + rejected) counts the events answered, a prefix of those sent.
     """
 
     def __init__(self, client: HotjoinClient, topic: str, batch_size: int, linger: float,
@@ -729,6 +748,7 @@ class BatchingPublisher:
         self.linger = linger
         self.accepted = 0
         self.rejected = 0
+        self.identical = 0
         self.rejections: list[pb.EventStatus] = []
         self._buf: list[pb.Event] = []
         self._buf_since = 0.0
@@ -742,6 +762,13 @@ class BatchingPublisher:
         self._responses = client.publishing.PublishStream(self._request_iter())
         self._reader = threading.Thread(target=self._read, name="hotjoin-publisher", daemon=True)
         self._reader.start()
+
+    @property
+    def acknowledged(self) -> int:
+        """Events the server has answered (accepted or rejected): batches are acknowledged in
+        order, so these are the first ``acknowledged`` events sent."""
+        with self._lock:
+            return self.accepted + self.rejected
 
     def __enter__(self) -> BatchingPublisher:
         return self
@@ -763,8 +790,14 @@ class BatchingPublisher:
                 with self._lock:
                     self.accepted += resp.accepted
                     self.rejected += resp.rejected
-                    if resp.rejected and len(self.rejections) < 10_000:
-                        self.rejections.extend(s for s in resp.statuses if s.code != pb.OK)
+                    if resp.rejected:
+                        bad = [s for s in resp.statuses if s.code != pb.OK]
+                        same = [s for s in bad if s.identical]
+                        if same:
+                            self.identical += len(same)
+                            bad = [s for s in bad if not s.identical]
+                        if len(self.rejections) < 10_000:
+                            self.rejections.extend(bad)
                 self._slots.release()
                 fut.set_result(resp)
         except grpc.RpcError as e:

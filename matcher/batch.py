@@ -10,8 +10,10 @@ exception. This module holds what that API is made of and the part of it that ne
   value, time outside :data:`TIME_MIN`..:data:`TIME_MAX`) is marked INVALID with a reason;
 * :func:`admit_publish` — the admission of a whole batch in one numba pass: duplicates (against
   stored tuples and earlier events of the batch, *before* lateness, SPEC §3), lateness against
-  the running watermark, retention moving inside the batch (a stored id that retention has
-  already dropped may be published again), sequence numbers.
+  the running watermark, the topic's ``max_advance`` bound (an event more than that beyond the
+  largest time seen is INVALID; the first event of a topic is not bounded), retention moving
+  inside the batch (a stored id that retention has already dropped may be published again),
+  sequence numbers.
 
 Times are limited to ±2^61 (:data:`TIME_MAX`) so that every watermark and retention limit the
 engine computes (``max_time − lateness − retention``, with lateness and retention clipped at
@@ -42,12 +44,18 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from hotjoin.matcher.errors import DuplicateEventError, LateEventError, UnknownEventError
+from hotjoin.matcher.errors import (
+    DuplicateEventError,
+    LateEventError,
+    UnknownEventError,
+    ahead_reason,
+)
 
 TIME_MAX = 2**61
 """Largest absolute event time the batch path accepts (see module docstring)."""
 TIME_MIN = -(2**61)
 _CLIP = 2**62
+_I64_MAX = 2**63 - 1
 
 
 class EventStatus(enum.IntEnum):
@@ -291,14 +299,19 @@ OK, LATE, DUPLICATE, INVALID, NOT_FOUND = (int(s) for s in EventStatus)
 @njit(cache=True)
 def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, stored: np.ndarray,
                    stored_time: np.ndarray, has_max: bool, max_time: int, lateness: int,
-                   has_ret: bool, retention: int, seq0: int, status: np.ndarray,
-                   seqs: np.ndarray, maxes: np.ndarray) -> tuple[bool, int, int]:
+                   has_ret: bool, retention: int, max_advance: int, bound: int, seq0: int,
+                   status: np.ndarray, seqs: np.ndarray,
+                   maxes: np.ndarray) -> tuple[bool, int, int]:
     """SPEC §3 admission of n events in order (arrays of length n; ``code`` indexes ``stored``).
 
     ``stored[c]``/``stored_time[c]``: whether (side, id) code c is stored and its time; a stored
-    tuple with ``time + retention < W`` has been dropped by retention. Writes ``status``,
-    ``seqs`` (0 where rejected) and ``maxes`` (largest time after event i if it was accepted,
-    before it if rejected); returns the final (has_max, max_time, seq).
+    tuple with ``time + retention < W`` has been dropped by retention. ``bound``: the largest
+    time the next event may have (the clock + ``max_advance``, int64 max when unbounded); it
+    moves with the clock to ``max_time + max_advance`` (``max_advance`` int64 max: no bound).
+    Checks in order: INVALID column, DUPLICATE, LATE, then INVALID beyond ``bound`` — so a
+    kernel INVALID on a ``valid`` event means "too far ahead". Writes ``status``, ``seqs`` (0
+    where rejected) and ``maxes`` (largest time after event i if it was accepted, before it if
+    rejected); returns the final (has_max, max_time, seq). O(n).
     """
     s = seq0
     for i in range(times.shape[0]):
@@ -316,12 +329,17 @@ def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, store
         if has_max and t < max_time - lateness:
             status[i] = LATE
             continue
+        if t > bound:
+            status[i] = INVALID
+            continue
         status[i] = OK
         s += 1
         seqs[i] = s
         if not has_max or t > max_time:
             max_time = t
             has_max = True
+            # t + max_advance clipped at int64 max, without overflow (|t| <= 2^61)
+            bound = t + max_advance if t < 0 or max_advance <= _I64_MAX - t else _I64_MAX
         maxes[i] = max_time
         stored[c] = True
         stored_time[c] = t
@@ -337,6 +355,11 @@ class Admission:
     maxes: np.ndarray
     max_time: int | None
     seq: int
+    ahead: np.ndarray | None = None
+    """Mask of the events rejected as more than ``max_advance`` ahead (INVALID with a reason
+    :func:`rejection_reasons` builds); None when no event was."""
+    before: int | None = None
+    """The clock before the batch, exact (``maxes`` holds it clipped to ±2^62)."""
 
 
 def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
@@ -384,35 +407,52 @@ def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
 
 
 def admit_publish(cols: Columns, tables: Sequence[Any], lateness: int, retention: int | None,
-                  max_time: int | None, seq: int) -> Admission:
+                  max_time: int | None, seq: int, max_advance: int | None = None) -> Admission:
     """Admit a publish batch against the stored tuples of ``tables`` (R, S) and the clock.
 
-    Changes nothing; the engine applies the accepted events afterwards. O(n) dict lookups plus
-    one compiled pass.
+    ``max_advance`` (None or 0: no bound): an event whose time exceeds the largest time seen so
+    far by more than this is INVALID (``Admission.ahead``); the first event of a topic is not
+    bounded. Changes nothing; the engine applies the accepted events afterwards. O(n) dict
+    lookups plus one compiled pass.
     """
     n = cols.times.shape[0]
     code, stored, stored_time = id_codes(cols.side, cols.ids, cols.valid, tables)
     status = np.zeros(n, dtype=np.int8)
     seqs = np.zeros(n, dtype=np.int64)
     maxes = np.zeros(n, dtype=np.int64)
+    adv = _I64_MAX if not max_advance else min(int(max_advance), _I64_MAX)
+    # the first bound from the exact clock (Python ints), clipped: batch times lie in ±2^61
+    bound = (_I64_MAX if max_time is None or not max_advance
+             else max(min(int(max_time) + int(max_advance), _I64_MAX), -_I64_MAX))
     has_max, mt, s = _admit_publish(
         cols.valid, code, cols.times, stored, stored_time, max_time is not None,
         0 if max_time is None else _clip_time(max_time), min(lateness, _CLIP),
-        retention is not None, 0 if retention is None else min(retention, _CLIP), int(seq),
-        status, seqs, maxes)
+        retention is not None, 0 if retention is None else min(retention, _CLIP), adv, bound,
+        int(seq), status, seqs, maxes)
     ok = status == OK
     moved = bool(ok.any()) and (max_time is None or int(cols.times[ok].max()) > max_time)
-    return Admission(status, seqs, maxes, int(mt) if moved else max_time, int(s))
+    ahead = (status == INVALID) & cols.valid
+    return Admission(status, seqs, maxes, int(mt) if moved else max_time, int(s),
+                     ahead if ahead.any() else None, max_time)
 
 
-def rejection_reasons(cols: Columns, adm: Admission, lateness: int) -> dict[int, str]:
-    """Per rejected event of an admitted batch, its one-line reason (invalid ones keep theirs)."""
+def rejection_reasons(cols: Columns, adm: Admission, lateness: int,
+                      max_advance: int | None = None) -> dict[int, str]:
+    """Per rejected event of an admitted batch, its one-line reason (invalid ones keep theirs;
+    one beyond ``max_advance`` gets :func:`~hotjoin.matcher.errors.ahead_reason`, the message the
+    one-at-a-time publish raises)."""
     reasons = dict(cols.reasons)
     status = adm.status
     for i in np.flatnonzero((status != OK) & (status != INVALID)).tolist():
         side = "S" if int(cols.side[i]) else "R"
         reasons[i] = reason_for(int(status[i]), side, cols.ids[i], int(cols.times[i]),
                                 int(adm.maxes[i]) - lateness)
+    if adm.ahead is not None:
+        for i in np.flatnonzero(adm.ahead).tolist():
+            m = int(adm.maxes[i])
+            if abs(m) == _CLIP and adm.before is not None:  # batch times never reach ±2^62
+                m = adm.before
+            reasons[i] = ahead_reason(int(cols.times[i]), m, int(max_advance or 0))
     return reasons
 
 

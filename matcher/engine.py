@@ -35,6 +35,7 @@ from hotjoin.matcher.batch import (
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
+    EventTooFarAheadError,
     LateEventError,
     UnknownEventError,
     UnknownSubscriptionError,
@@ -101,12 +102,35 @@ def _resolve_strategies(strategy: str | Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def check_max_advance(max_advance: object) -> int | None:
+    """``max_advance`` as the engine keeps it: None (no bound) for None or 0, else the int.
+
+    >>> check_max_advance(0) is None, check_max_advance(86_400_000)
+    (True, 86400000)
+    """
+    if max_advance is not None and (isinstance(max_advance, bool)
+                                    or not isinstance(max_advance, (int, np.integer))
+                                    or max_advance < 0):
+        raise ValueError(f"max_advance must be an integer >= 0 or None (0: no bound), "
+                         f"got {max_advance!r}")
+    if max_advance is None or max_advance == 0:
+        return None
+    return int(max_advance)
+
+
 class Engine:
-    """One topic: stored R and S tuples, subscriptions, watermark, sequence (SPEC §3, §7)."""
+    """One topic: stored R and S tuples, subscriptions, watermark, sequence (SPEC §3, §7).
+
+    ``max_advance`` (event-time units; None or 0: no bound) bounds how far one event may move
+    the clock: an event whose time exceeds the largest time seen so far by more than this is
+    refused (``EventTooFarAheadError``, a ``ValueError``; INVALID in a batch) after the
+    duplicate and lateness checks, and changes nothing. The first event is not bounded.
+    """
 
     def __init__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto",
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None,
+                 max_advance: int | None = None) -> None:
         if isinstance(lateness, bool) or not isinstance(lateness, (int, np.integer)) or lateness < 0:
             raise ValueError(f"lateness must be an integer >= 0, got {lateness!r}")
         if retention is not None and (isinstance(retention, bool)
@@ -115,6 +139,7 @@ class Engine:
             raise ValueError(f"retention must be an integer >= 0 or None, got {retention!r}")
         self.lateness = int(lateness)
         self.retention = None if retention is None else int(retention)
+        self.max_advance: int | None = check_max_advance(max_advance)
         self.strategy_names = _resolve_strategies(strategy)
         self.options = dict(options or {})
         keep = self.retention is not None  # no retention: no expiry queue to maintain
@@ -302,6 +327,9 @@ class Engine:
         w = self.watermark
         if w is not None and ev.time < w:
             raise LateEventError(ev.side, ev.id, ev.time, w)
+        mt = self._max_time
+        if self.max_advance is not None and mt is not None and ev.time - mt > self.max_advance:
+            raise EventTooFarAheadError(ev.time, mt, self.max_advance)
         return table
 
     def _advance(self, ev: Event) -> int:
@@ -693,7 +721,8 @@ class Engine:
 
         ``sides``: "R"/"S" strings or 0/1 integers; ``ids``: str; ``keys``/``values``: float64;
         ``times``: int64; ``payloads``: bytes or None. A rejected event (INVALID, DUPLICATE —
-        checked before LATE — or LATE against the watermark as it stands just before it) does
+        checked before LATE — or LATE against the watermark as it stands just before it, or
+        INVALID when more than ``max_advance`` beyond the largest time before it) does
         not raise, takes no sequence number and changes nothing; column length mismatches
         raise ``ValueError`` before anything changes. ``output``: "pairs" (one row per pair),
         "affected" (one row per event and affected subscription, signed pair count) or "none".
@@ -707,9 +736,9 @@ class Engine:
         mode = _BATCH_MODES[check_output(output)]
         cols = publish_columns(sides, ids, keys, values, times, payloads)
         adm = admit_publish(cols, (self.tables["R"], self.tables["S"]), self.lateness,
-                            self.retention, self._max_time, self._seq)
+                            self.retention, self._max_time, self._seq, self.max_advance)
         status = adm.status
-        reasons = rejection_reasons(cols, adm, self.lateness)
+        reasons = rejection_reasons(cols, adm, self.lateness, self.max_advance)
         acc = np.flatnonzero(status == EventStatus.OK)
         parts: list[tuple[np.ndarray, ...]] = []
         if acc.shape[0]:

@@ -25,6 +25,29 @@ class DuplicateEventError(HotjoinError):
         self.side, self.event_id = side, event_id
 
 
+class EventTooFarAheadError(HotjoinError, ValueError):
+    """The event's time lies more than the topic's ``max_advance`` beyond the largest event time
+    seen: it would move the clock (and the watermark) so far that later events become late.
+
+    A ``ValueError``, so the server answers INVALID with this message (``server/ERRORS.md``).
+    """
+
+    def __init__(self, time: int, max_time: int, max_advance: int) -> None:
+        super().__init__(ahead_reason(time, max_time, max_advance))
+        self.time, self.max_time, self.max_advance = time, max_time, max_advance
+
+
+def ahead_reason(time: int, max_time: int, max_advance: int) -> str:
+    """The one-line reason of an event rejected by ``max_advance`` (both publish paths use it).
+
+    >>> print(ahead_reason(1800000000000, 5, 86400000))  # doctest: +NORMALIZE_WHITESPACE
+    event time 1800000000000 is more than 86400000 ahead of the topic's largest event time 5
+    (max_advance); nothing changed
+    """
+    return (f"event time {time} is more than {max_advance} ahead of the topic's largest event "
+            f"time {max_time} (max_advance); nothing changed")
+
+
 class UnknownEventError(HotjoinError, KeyError):
     """Delete of an id that is not stored on that side."""
 

@@ -21,6 +21,9 @@ Conventions this module fixes where SPEC §3/§7 leave room (see ``docs`` / the 
   to the error as ``.deliveries``).  ``subscribe_many`` is all or nothing: every item is checked
   first and a non-subscription raises ``ValueError`` before any is registered.
 * ``delete`` with an empty id is malformed input (``ValueError``), not an unknown id.
+* ``max_advance`` (None or 0: no bound): an event that is neither a duplicate nor late but whose
+  time exceeds the largest time published so far by more than ``max_advance`` raises
+  ``ValueError`` (the server's INVALID) and changes nothing; the first event is not bounded.
 """
 
 from __future__ import annotations
@@ -95,9 +98,13 @@ class _Stored:
 class OracleEngine:
     """Reference implementation of one topic's state (SPEC §3, §7), quadratic and literal."""
 
-    def __init__(self, lateness: int = 0, retention: int | None = None) -> None:
+    def __init__(self, lateness: int = 0, retention: int | None = None,
+                 max_advance: int | None = None) -> None:
         self.lateness: int = _check_time_param("lateness", lateness, allow_none=False)  # type: ignore[assignment]
         self.retention: int | None = _check_time_param("retention", retention, allow_none=True)
+        # 0 and None both mean "no bound"; kept as given (an int >= 0 or None)
+        self.max_advance: int | None = _check_time_param("max_advance", max_advance,
+                                                         allow_none=True)
         self._seq = 0
         self._next_sid = 0
         self._max_time: int | None = None
@@ -180,6 +187,11 @@ class OracleEngine:
         w = self.watermark
         if w is not None and event.time < w:
             raise LateEventError(side, event.id, event.time, w)
+        if (self.max_advance and self._max_time is not None
+                and event.time > self._max_time + self.max_advance):
+            raise ValueError(
+                f"event time {event.time} is more than {self.max_advance} ahead of the topic's "
+                f"largest event time {self._max_time} (max_advance); nothing changed")
         self._seq += 1
         self._max_time = event.time if self._max_time is None else max(self._max_time, event.time)
         if self.retention is not None:

@@ -133,30 +133,34 @@ class HotjoinServer:
             compact_min_bytes=compact_min_bytes, compact_ratio=compact_ratio, compact_all=compact_all,
             checkpoint_min_ops=checkpoint_min_ops, delivery=delivery or DeliveryOptions(),
         )
-        self.registry = TopicRegistry(data_dir, self.settings)
-        self.host = host
-        self.quotas = Quotas(quota_limits, owned=self.registry.owned)
-        transport_max = max(MAX_MESSAGE_BYTES, self.quotas.limits.message_bytes)
-        options = [(k, transport_max if k.startswith("grpc.max_") else v) for k, v in GRPC_OPTIONS]
-        self._grpc = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="hotjoin-rpc"),
-            options=options,
-            interceptors=[RpcMetricsInterceptor(), GuardInterceptor(self.authenticator, self.quotas)],
-        )
-        names = add_services(self._grpc, self.registry, self.quotas)
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
-        reflection.enable_server_reflection(
-            (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc
-        )
-        self._service_names = names
-        address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-        if creds is None:
-            self.port = self._grpc.add_insecure_port(address)
-        else:
-            self.port = self._grpc.add_secure_port(address, creds)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {host}:{port}")
+        self.registry = TopicRegistry(data_dir, self.settings)  # DataDirInUse: another holds it
+        try:
+            self.host = host
+            self.quotas = Quotas(quota_limits, owned=self.registry.owned)
+            transport_max = max(MAX_MESSAGE_BYTES, self.quotas.limits.message_bytes)
+            options = [(k, transport_max if k.startswith("grpc.max_") else v) for k, v in GRPC_OPTIONS]
+            self._grpc = grpc.server(
+                futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="hotjoin-rpc"),
+                options=options,
+                interceptors=[RpcMetricsInterceptor(), GuardInterceptor(self.authenticator, self.quotas)],
+            )
+            names = add_services(self._grpc, self.registry, self.quotas)
+            self.health = health.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
+            reflection.enable_server_reflection(
+                (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc
+            )
+            self._service_names = names
+            address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+            if creds is None:
+                self.port = self._grpc.add_insecure_port(address)
+            else:
+                self.port = self._grpc.add_secure_port(address, creds)
+            if self.port == 0:
+                raise OSError(f"cannot listen on {host}:{port}")
+        except BaseException:
+            self.registry.close()  # the data directory's lock goes with it
+            raise
         self._collector = metrics.EngineCollector(self.registry.stats, self.registry.data_dir)
         self._metrics_port = metrics_port
         self._metrics_host = metrics_host or host

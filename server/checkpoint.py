@@ -35,6 +35,7 @@ import io
 import json
 import os
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,24 +160,32 @@ def decode(payload: bytes | memoryview) -> Image:
 
 
 def write(directory: Path, payload: bytes, seq: int, offset: int, log_path: Path) -> None:
-    """Write ``directory/checkpoint`` atomically (the log is synced up to ``offset`` first)."""
+    """Write ``directory/checkpoint`` atomically (the log is synced up to ``offset`` first).
+
+    On a failure (a full disk: ENOSPC) the temp file is removed, so the attempt gives back the
+    space it took, and the previous checkpoint stays; the ``OSError`` is raised."""
     fd = os.open(log_path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
     tmp = directory / "checkpoint.tmp"
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + _HEAD.pack(seq, offset, len(payload), zlib.crc32(payload)))
-        view = memoryview(payload)
-        for i in range(0, len(view), WRITE_CHUNK):
-            # written and synced a chunk at a time, so the disk never has a long flush queued in
-            # front of the log's group-commit fdatasync (publishers' acks wait for that one)
-            f.write(view[i:i + WRITE_CHUNK])
-            f.flush()
-            os.fdatasync(f.fileno())
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / "checkpoint")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + _HEAD.pack(seq, offset, len(payload), zlib.crc32(payload)))
+            view = memoryview(payload)
+            for i in range(0, len(view), WRITE_CHUNK):
+                # written and synced a chunk at a time, so the disk never has a long flush queued
+                # in front of the log's group-commit fdatasync (publishers' acks wait for that one)
+                f.write(view[i:i + WRITE_CHUNK])
+                f.flush()
+                os.fdatasync(f.fileno())
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / "checkpoint")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)
@@ -205,6 +214,18 @@ def read(directory: Path) -> tuple[int, int, Image] | None:
     if image.seq != seq:
         return None
     return seq, offset, image
+
+
+def set_aside(directory: Path) -> Path | None:
+    """Rename an unusable checkpoint to ``checkpoint.unusable-<ns>`` for inspection (the topic
+    replays its whole log instead, and the next checkpoint replaces it); returns the new path."""
+    src = directory / "checkpoint"
+    dst = directory / f"checkpoint.unusable-{time.time_ns()}"
+    try:
+        os.replace(src, dst)
+    except FileNotFoundError:
+        return None
+    return dst
 
 
 def remove(directory: Path) -> None:

@@ -1,4 +1,4 @@
-"""Committed cursors of one topic: how far each subscription's consumer has processed (SPEC §4).
+"""Committed cursors of one topic: how far each subscription's consumer has processed.
 
 Like Kafka's consumer offsets: a listener commits ``(subscription id, seq)`` — "every message with
 seq <= this one is processed" — and a later ``Listen`` without an explicit cursor for that
@@ -10,7 +10,8 @@ subscriber commits the same seq for each of its subscriptions.
 ``[u32 length][u32 crc32][int64 pairs (sid, seq)...]``, one per commit, ``fdatasync``\\ ed before
 the commit returns; a later pair overrides an earlier one, seq −1 forgets a subscription (it was
 unsubscribed). A torn last frame (``kill -9`` during a commit, which was then never
-acknowledged) is ignored. The file is rewritten (temp file, fsync, rename, fsync of the
+acknowledged) is cut on open; a complete frame that does not verify is damage
+(``server/records.py``): the topic is set aside until repaired. The file is rewritten (temp file, fsync, rename, fsync of the
 directory) once it holds 8× more pairs than live positions. Without a data directory cursors
 live in memory.
 
@@ -24,6 +25,8 @@ live in memory.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import struct
 import threading
@@ -33,13 +36,24 @@ from pathlib import Path
 
 import numpy as np
 
-from hotjoin.server.log import _fsync_dir, write_all
+from hotjoin.server.log import SyncError, _fsync_dir, write_all
+from hotjoin.server.records import RecordReader, read_file
 
 _HEAD = struct.Struct("<II")
 
 
+def _whole_pairs(length: int) -> str | None:
+    return None if length % 16 == 0 else f"record length {length} is not a whole number of (sid, seq) pairs"
+
+
+log = logging.getLogger("hotjoin.topic")
+
+
 class CursorStore:
     """Committed positions of one topic's subscriptions, durable when ``directory`` is set."""
+
+    _retry_rewrite_at = 0  # pairs in the file before the next rewrite after one failed
+    _unwritten: tuple[tuple[int, int], ...] = ()  # forgets not written yet (a full disk)
 
     def __init__(self, directory: Path | None, sync: bool = True) -> None:
         self.directory = directory
@@ -53,18 +67,15 @@ class CursorStore:
         path = directory / "cursors"
         good = 0
         if path.exists():
-            data = path.read_bytes()
-            pos = 0
-            while pos + _HEAD.size <= len(data):
-                length, crc = _HEAD.unpack_from(data, pos)
-                end = pos + _HEAD.size + length
-                if end > len(data) or length % 16 or zlib.crc32(data[pos + _HEAD.size:end]) != crc:
-                    break
-                arr = np.frombuffer(data, dtype="<i8", count=length // 8, offset=pos + _HEAD.size)
+            data = read_file(path)
+            reader = RecordReader(data, path, check=_whole_pairs)
+            for body, end in reader:
+                arr = np.frombuffer(data, dtype="<i8", count=(end - body) // 8, offset=body)
                 self._apply(arr.reshape(-1, 2).tolist())
-                self._pairs_in_file += length // 16
-                pos = good = end
-            if good < len(data):
+                self._pairs_in_file += (end - body) // 16
+            reader.raise_if_damaged()  # a complete record that does not verify: never cut
+            good = reader.good
+            if good < len(data):  # a torn tail: a commit cut short by a crash, never acknowledged
                 with open(path, "r+b") as f:
                     f.truncate(good)
                     os.fsync(f.fileno())
@@ -81,15 +92,41 @@ class CursorStore:
                 pos[int(sid)] = int(seq)
 
     def _write(self, pairs: list[tuple[int, int]]) -> None:
+        """Append ``pairs`` as one frame and sync it. When the write or the sync fails (a full
+        disk: ENOSPC) the file is cut back to its size before the frame (``ftruncate`` needs no
+        free space), so nothing half-written stays, and the ``OSError`` is raised (``SyncError``
+        for the sync, server/log.py)."""
         if self._fd < 0 or not pairs:
             return
+        pairs = [*self._unwritten, *pairs]  # forgotten positions a failed write left behind
         payload = np.asarray(pairs, dtype="<i8").tobytes()
-        write_all(self._fd, _HEAD.pack(len(payload), zlib.crc32(payload)) + payload)
-        if self.sync:
-            os.fdatasync(self._fd)
+        size = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            write_all(self._fd, _HEAD.pack(len(payload), zlib.crc32(payload)) + payload)
+            if self.sync:
+                try:
+                    os.fdatasync(self._fd)
+                except OSError as x:
+                    raise SyncError(x.errno, x.strerror) from x
+        except OSError:
+            with contextlib.suppress(OSError):  # a cut that fails leaves a torn tail: cut on open
+                os.ftruncate(self._fd, size)
+            raise
         self._pairs_in_file += len(pairs)
-        if self._pairs_in_file > 8 * len(self._pos) + 4096:
+        self._unwritten = ()
+
+    def _compact(self) -> None:
+        """Rewrite the file once it holds 8× more pairs than live positions. Housekeeping after a
+        durable commit: a failure (a full disk) removes the temp file, keeps the old file, logs
+        one line and waits for 4,096 more pairs before the next try."""
+        if self._pairs_in_file <= max(8 * len(self._pos) + 4096, self._retry_rewrite_at):
+            return
+        try:
             self._rewrite()
+        except OSError as x:
+            self._retry_rewrite_at = self._pairs_in_file + 4096
+            log.warning("%s: not rewritten (%s); the old file stays in use",
+                        self.directory, x.strerror or x)
 
     def _rewrite(self) -> None:
         assert self.directory is not None
@@ -97,28 +134,45 @@ class CursorStore:
         payload = np.asarray(sorted(self._pos.items()) or np.zeros((0, 2)), dtype="<i8").tobytes()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            write_all(fd, _HEAD.pack(len(payload), zlib.crc32(payload)) + payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(self.directory)
+            try:
+                write_all(fd, _HEAD.pack(len(payload), zlib.crc32(payload)) + payload)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # give the space back
+            raise
         os.close(self._fd)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)  # never append to the old inode
         self._pairs_in_file = len(self._pos)
+        self._unwritten = ()  # the new file holds only the live positions
+        _fsync_dir(self.directory)
 
     def commit(self, pairs: list[tuple[int, int]]) -> None:
-        """Record ``(sid, seq)`` positions; durable on return."""
+        """Record ``(sid, seq)`` positions; durable on return. When they cannot be written or
+        synced (``OSError``, e.g. ENOSPC) nothing changes: not the file, not the positions."""
         with self._lock:
-            self._apply(pairs)
             self._write(pairs)
+            self._apply(pairs)
+            self._compact()
 
     def forget(self, sids: Iterable[int]) -> None:
-        """Drop the positions of unsubscribed subscriptions."""
+        """Drop the positions of unsubscribed subscriptions. Never raises for the disk (the
+        unsubscribe is durable already): a record that cannot be written now is written with the
+        next commit; until then a restart would bring the positions back, which no listener can
+        use (ids are never reused)."""
         with self._lock:
             gone = [(int(s), -1) for s in sids if int(s) in self._pos]
             self._apply(gone)
-            self._write(gone)
+            try:
+                self._write(gone)
+            except OSError as x:
+                self._unwritten = (*self._unwritten, *gone)
+                log.warning("%s: forgetting %d positions not written yet (%s)", self.directory,
+                            len(gone), x.strerror or x)
+            self._compact()
 
     def get(self, sid: int) -> int | None:
         return self._pos.get(sid)

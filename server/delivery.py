@@ -64,7 +64,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hotjoin.server.match_log import MatchLog
+from hotjoin.server.match_log import DamagedRecordError, MatchLog
 
 log = logging.getLogger("hotjoin.delivery")
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
@@ -96,7 +96,7 @@ class Chunk:
     """The messages of one batch of operations, as columns (rows in seq order)."""
 
     __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pairs", "ords", "pbefore",
-                 "start", "n_pairs", "first_seq", "last_seq", "nbytes", "flat")
+                 "start", "n_pairs", "first_seq", "last_seq", "nbytes", "flat", "bbefore")
 
     def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
                  ops: np.ndarray, op_table: list[tuple[str, str, str, int]],
@@ -114,6 +114,10 @@ class Chunk:
         # the pairs flattened: (rows with pairs, r_ids, s_ids of those rows in row order), set by
         # ``build`` for the match log (one array per side instead of two per message)
         self.flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # set by ``DeliveryHub.push``: each row's subscription's estimated bytes pushed before it
+        # (the backlog in bytes); None when that is ROW_BYTES × its ordinal for every row (no
+        # pairs so far: the common case costs no memory)
+        self.bbefore: np.ndarray | None = None
 
     def columns(self) -> tuple[Any, ...]:
         """The chunk as plain columns (what the match log stores): the pairs as ``flat`` when
@@ -239,6 +243,19 @@ class CaughtUpItem:
 Item = MatchBlock | GapItem | UnsubscribedItem | CaughtUpItem
 
 
+# The backlog's columns per subscription (``DeliveryHub`` docstring) and their initial value:
+# newest seq; sent seq (high-water); so / bbso: ordinal after, and bytes through, the newest
+# message sent from memory; btotal: bytes pushed; pending / pbytes: the counts (kept up to date
+# in durable mode, recomputed from the boundaries memory-only); uncounted: messages with seq <=
+# it do not count (boot_seq; a Gap to X raises it to X, or to the ring's edge when X is
+# before it); lo / bblo: ordinal and bytes before of the oldest kept message (with a match log:
+# of the oldest in the ring); lopos: its row-index position (memory-only; -1: none kept);
+# lastg: row-index position of the last row of q's newest group (memory-only; -1: none).
+_BACKLOG = (("_newest", 0), ("_sent", 0), ("_so", 0), ("_bbso", 0), ("_btotal", 0),
+            ("_pending", 0), ("_pbytes", 0), ("_uncounted", 0), ("_lo", 0), ("_bblo", 0),
+            ("_lopos", -1), ("_lastg", -1))
+
+
 def _grow(a: np.ndarray, n: int, fill: int) -> np.ndarray:
     if n <= a.shape[0]:
         return a
@@ -248,7 +265,46 @@ def _grow(a: np.ndarray, n: int, fill: int) -> np.ndarray:
 
 
 class DeliveryHub:
-    """The buffers and listeners of one topic. Thread-safe; publishers never block on listeners."""
+    """The buffers and listeners of one topic. Thread-safe; publishers never block on listeners.
+
+    **Backlog** (``backlog``, ``subscriber_backlog``; ``GetCursors`` and the per-subscriber
+    metrics, server/METRICS.md). Per subscription q, as numpy columns beside ``total``:
+
+    - ``newest[q]``: seq of q's newest message pushed since the server started (or read back
+      from the match log by a listener, so that after a restart it is known again once a
+      listener has read q's messages);
+    - ``sent[q]``: the highest seq of q any listener was handed, from memory or from disk. A
+      message counts as sent once a listener was handed it *or a later message of q*: messages
+      a listener skipped (its cursor was past them) are no longer owed, as in Kafka, where lag
+      is measured from the consumer's position;
+    - ``pending[q]`` / ``pending_bytes[q]``: messages of q pushed since the server started (and
+      their ``row_bytes``) with seq > ``sent[q]`` that are still kept. Two listeners on q do not
+      count a message twice; messages pushed before the start (seq <= ``boot_seq``) never count.
+
+    Memory-only, the kept messages of q are a suffix of its messages (see above) and so are the
+    unsent ones, so pending is exact: ``total[q] − max(lo[q], so[q])`` messages, where ``lo`` is
+    the ordinal of q's oldest kept message and ``so`` the one after the newest sent; the bytes
+    likewise from each row's cumulative ``bbefore``. ``lo`` moves when a push evicts q's oldest
+    messages (count or pairs bound) or a chunk leaves the ring: a row index (positions of the
+    ring's rows, each chunk's rows grouped by subscription, each group linked to q's next group;
+    40 bytes per position, a power of two >= the ring's rows) finds q's new oldest kept message
+    in one vectorised step per group passed: at most ``capacity`` + 1 steps in one push and
+    amortised O(1) per chunk pushed (each group passed is one an earlier push made), never a
+    step per message.
+
+    With a match log, messages leave only by retention. A listener handed a row from memory sets
+    q's pending exactly (``total − so``: every later message of q is in the ring); one handed rows
+    read back from disk subtracts those rows only, so messages it skipped on disk stay counted
+    until a listener is handed a newer message of q from memory. A ``Gap`` for q up to seq X
+    recomputes q's pending from the ring's rows of q with seq > X, exact when X >= the ring's
+    first seq − 1; otherwise q's messages still on disk before the ring stop counting (an
+    undercount that ends, as above, once q's messages are sent from memory). Retention alone
+    does not change pending until a listener of q is told of the gap. Unsubscribing drops q's
+    counts. Costs: ``push`` O(rows) vectorised (``np.add.at``/``np.maximum.at``, reusing the
+    sort by subscription it already makes); a drain O(rows handed); a ``Gap`` with a match log
+    O(1) per subscription, plus one pass over the ring's chunks up to X when X lies in the ring;
+    ``backlog`` O(ids asked), ``subscriber_backlog`` O(live subscriptions) vectorised.
+    """
 
     def __init__(
         self,
@@ -286,6 +342,16 @@ class DeliveryHub:
         self._lost = np.zeros(0, dtype=np.int64)
         self._total = np.zeros(0, dtype=np.int64)
         self._ptotal = np.zeros(0, dtype=np.int64)
+        # the backlog (class docstring; ``_BACKLOG`` says what each column holds)
+        z = np.zeros(0, dtype=np.int64)
+        self._newest, self._sent, self._so, self._bbso, self._btotal = z, z, z, z, z
+        self._pending, self._pbytes, self._uncounted, self._lo, self._bblo = z, z, z, z, z
+        self._lopos, self._lastg = z, z
+        # memory-only row index, a circular buffer over the ring's global row positions: per
+        # position (rows of a chunk grouped by subscription) its ordinal, bytes and pairs before
+        # it, the end of its group and, at a group's last row, the position of q's next group
+        self._ix_size = 0
+        self._ix_ord, self._ix_bbef, self._ix_pbef, self._ix_gend, self._ix_next = z, z, z, z, z
         self._subscriber_of: list[str] = []
         self._owner_of: list[str] = []  # owner principal per id ("" without auth)
         self._by_subscriber: dict[str, array[int]] = {}
@@ -312,6 +378,8 @@ class DeliveryHub:
             self._lost = _grow(self._lost, n, 0)
             self._total = _grow(self._total, n, 0)
             self._ptotal = _grow(self._ptotal, n, 0)
+            for name, fill in _BACKLOG:
+                setattr(self, name, _grow(getattr(self, name), n, fill))
 
     # ---- subscriptions ----------------------------------------------------------------------
 
@@ -336,6 +404,9 @@ class DeliveryHub:
             self._unsub[sids] = 0
             self._total[sids] = 0
             self._ptotal[sids] = 0
+            for name, fill in _BACKLOG:
+                getattr(self, name)[sids] = fill
+            self._uncounted[sids] = self.boot_seq
             lb = self._lost_before
             self._lost[sids] = np.where(regs <= lb, lb, 0)
             if len(self._subscriber_of) < top:
@@ -367,6 +438,7 @@ class DeliveryHub:
             if sid >= self.size or not self._exists[sid]:
                 return
             self._unsub[sid] = seq
+            self._pending[sid] = self._pbytes[sid] = 0  # its backlog no longer counts
             attached = False
             for lis in self.listeners:
                 if lis._attached(sid):
@@ -411,7 +483,9 @@ class DeliveryHub:
             # ordinal of each row among its subscription's messages (rows of one sid in order)
             order = np.argsort(sids, kind="stable")
             ss = sids[order]
-            first = np.r_[True, ss[1:] != ss[:-1]]
+            first = np.empty(n, dtype=bool)  # a group of one subscription's rows starts
+            first[0] = True
+            np.not_equal(ss[1:], ss[:-1], out=first[1:])
             idx = np.arange(n)
             grp_start = np.maximum.accumulate(np.where(first, idx, 0))
             rank = np.empty(n, dtype=np.int64)
@@ -429,7 +503,11 @@ class DeliveryHub:
                 chunk.pbefore = self._ptotal[sids] + before
                 np.add.at(self._ptotal, sids, npairs)
                 chunk.n_pairs = int(npairs.sum())
+            elif self.store is None:  # a row without pairs is still bounded by later pairs
+                pb = self._ptotal[sids]
+                chunk.pbefore = pb if pb.any() else np.broadcast_to(np.int64(0), (n,))
             chunk.start = self._end
+            self._count_pushed(chunk, order, first)
             self._end += n
             self._last_seq = int(chunk.seqs[-1])
             self._ring.append(chunk)
@@ -450,6 +528,7 @@ class DeliveryHub:
                 self._evicted_upto = max(self._evicted_upto, old.last_seq)
                 if not durable:
                     np.maximum.at(self._lost, old.sids, old.seqs)
+                self._count_evicted(old)
             for lis in self.listeners:
                 lis.wake.set()
 
@@ -461,6 +540,284 @@ class DeliveryHub:
             for lis in list(self.listeners):
                 lis.closed = True
                 lis.wake.set()
+
+    # ---- backlog (class docstring) --------------------------------------------------------------
+
+    def _count_pushed(self, chunk: Chunk, order: np.ndarray, first: np.ndarray) -> None:
+        """Count a pushed chunk (filtered; ``ords``, ``pbefore`` and ``start`` set) in the backlog:
+        each row's bytes before it (``bbefore``), q's newest seq and bytes and, with a match log,
+        its pending counts; memory-only, index its rows and move q's oldest kept message past
+        what the count and pairs bounds now evict. Call with the lock held; O(rows)."""
+        sids, n = chunk.sids, len(chunk)
+        rb = row_bytes(chunk)
+        ss = sids[order]
+        rbs = rb[order]
+        excl = np.cumsum(rbs) - rbs
+        grp0 = np.maximum.accumulate(np.where(first, excl, 0))  # excl at each group's start
+        bb_sorted = self._btotal[ss] + excl - grp0
+        ords_sorted = chunk.ords[order]
+        if not np.array_equal(bb_sorted, ROW_BYTES * ords_sorted):
+            chunk.bbefore = np.empty(n, dtype=np.int64)
+            chunk.bbefore[order] = bb_sorted
+        np.add.at(self._btotal, sids, rb)
+        np.maximum.at(self._newest, sids, chunk.seqs)
+        if self.store is not None:
+            np.add.at(self._pending, sids, 1)
+            np.add.at(self._pbytes, sids, rb)
+            return
+        # memory-only: the row index (positions start .. start+n-1, rows grouped by subscription)
+        start = chunk.start
+        ring0 = self._ring[0].start if self._ring else start
+        if start + n - ring0 > self._ix_size:
+            self._ix_grow(start + n - ring0, ring0, start)
+        mask = self._ix_size - 1
+        gs = np.flatnonzero(first)
+        ge = np.append(gs[1:], n)
+        u = ss[gs]
+        slots = (start + np.arange(n)) & mask
+        self._ix_ord[slots] = ords_sorted
+        self._ix_bbef[slots] = bb_sorted
+        self._ix_pbef[slots] = 0 if chunk.pbefore is None else chunk.pbefore[order]
+        self._ix_gend[slots] = np.repeat(start + ge, ge - gs)
+        self._ix_next[slots] = -1
+        last = self._lastg[u]
+        linked = last >= ring0  # q's previous group is still in the ring: link it to this one
+        self._ix_next[last[linked] & mask] = start + gs[linked]
+        self._lastg[u] = start + ge - 1
+        none = self._lopos[u] < 0  # nothing of q was kept: its oldest kept row is its first here
+        if none.any():
+            q, g = u[none], gs[none]
+            self._lopos[q] = start + g
+            self._lo[q] = self._ix_ord[(start + g) & mask]
+            self._bblo[q] = bb_sorted[g]
+        self._advance(u)
+        self._refresh(u)
+
+    def _ix_grow(self, need: int, ring0: int, start: int) -> None:
+        """Make the row index (a power of two of positions) hold ``need`` positions, keeping
+        those of the ring (``ring0`` .. ``start``)."""
+        old_mask = self._ix_size - 1
+        size = 1 << max(need - 1, 4095, 2 * self._ix_size - 1).bit_length()
+        pos = np.arange(ring0, start)
+        for name in ("_ix_ord", "_ix_bbef", "_ix_pbef", "_ix_gend", "_ix_next"):
+            col = np.zeros(size, dtype=np.int64)
+            if pos.size:
+                col[pos & (size - 1)] = getattr(self, name)[pos & old_mask]
+            setattr(self, name, col)
+        self._ix_size = size
+
+    def _advance(self, u: np.ndarray) -> None:
+        """Memory-only: move each subscription of ``u`` (distinct, each with a kept row) to its
+        oldest row the bounds keep: ordinal >= total − capacity and (its newest, or at most
+        ``max_pairs`` pairs from it on), a condition that holds on a suffix of q's rows. Per
+        group passed one vectorised step (at most ``capacity`` + 1 in one push, amortised O(1):
+        each group passed is one an earlier push made); within the last group the ordinal bound
+        is arithmetic (a group's ordinals are consecutive) and the pairs bound a vectorised
+        binary search."""
+        tot = self._total[u]
+        omin = tot - self.capacity
+        pmin = self._ptotal[u] - self.max_pairs
+        pairs = bool((pmin > 0).any())  # else the pairs bound keeps everything
+        move = self._lo[u] < omin
+        if pairs:
+            move |= pmin > 0
+        if not move.any():
+            return
+        u, omin, pmin, newest = u[move], omin[move], pmin[move], tot[move] - 1
+        mask = self._ix_size - 1
+        ix_ord, ix_pbef, ix_gend = self._ix_ord, self._ix_pbef, self._ix_gend
+        pos = self._lopos[u]
+        act = np.arange(u.size)
+        while act.size:
+            p = pos[act]
+            pm = p & mask
+            gend = ix_gend[pm]
+            x = p + np.maximum(omin[act] - ix_ord[pm], 0)  # the first to meet the count bound
+            ok = x < gend
+            if pairs:
+                xm = np.minimum(x, gend - 1) & mask
+                lm = (gend - 1) & mask
+                nw, pb = newest[act], pmin[act]
+                inside = ok
+                ok = inside & ((ix_ord[xm] == nw) | (ix_pbef[xm] >= pb))
+                later = inside & ~ok & ((ix_ord[lm] == nw) | (ix_pbef[lm] >= pb))
+                if later.any():  # the pairs bound holds further on in this group
+                    lo, hi = x[later], gend[later] - 1
+                    lnw, lpb = nw[later], pb[later]
+                    while (open_ := lo < hi).any():
+                        mid = (lo + hi) // 2
+                        c = (ix_pbef[mid & mask] >= lpb) | (ix_ord[mid & mask] == lnw)
+                        hi = np.where(open_ & c, mid, hi)
+                        lo = np.where(open_ & ~c, mid + 1, lo)
+                    x[later] = lo
+                    ok |= later
+            pos[act[ok]] = x[ok]
+            nok = ~ok
+            if not nok.any():
+                break
+            act = act[nok]
+            nxt = self._ix_next[(gend[nok] - 1) & mask]
+            # q's newest row always qualifies, so a next group exists; -1 would be a defect:
+            # fall back to q's newest group rather than loop
+            pos[act] = np.where(nxt >= 0, nxt, self._lastg[u[act]])
+        self._lopos[u] = pos
+        self._lo[u] = ix_ord[pos & mask]
+        self._bblo[u] = self._ix_bbef[pos & mask]
+
+    def _count_evicted(self, old: Chunk) -> None:
+        """A chunk left the ring. Memory-only its messages are lost: each subscription whose
+        oldest kept row was in it moves to its next group (or keeps nothing). With a match log
+        they remain on disk; ``lo`` then tracks q's oldest message in the ring."""
+        if len(old) == 0:
+            return
+        if self.store is not None:
+            np.maximum.at(self._lo, old.sids, old.ords + 1)
+            np.maximum.at(self._bblo, old.sids, _bbefore(old) + row_bytes(old))
+            return
+        # its groups of rows per subscription, as ``_count_pushed`` laid them out
+        n = len(old)
+        ss = old.sids[np.argsort(old.sids, kind="stable")]
+        gs = np.flatnonzero(np.append(True, ss[1:] != ss[:-1]))
+        g, gl = ss[gs], old.start + np.append(gs[1:], n) - 1
+        mask = self._ix_size - 1
+        lp = self._lopos[g]
+        hit = (lp >= 0) & (lp <= gl)
+        q = g[hit]
+        nxt = self._ix_next[gl[hit] & mask]
+        has = nxt >= 0
+        self._lopos[q] = np.where(has, nxt, -1)
+        self._lo[q] = np.where(has, self._ix_ord[nxt & mask], self._total[q])
+        self._bblo[q] = np.where(has, self._ix_bbef[nxt & mask], self._btotal[q])
+        gone = self._lastg[g] == gl
+        self._lastg[g[gone]] = -1
+        self._refresh(q)
+
+    def _refresh(self, q: np.ndarray) -> None:
+        """Memory-only: the pending counts of ``q`` from its boundaries (exact)."""
+        self._pending[q] = np.maximum(self._total[q] - np.maximum(self._lo[q], self._so[q]), 0)
+        self._pbytes[q] = np.maximum(self._btotal[q] - np.maximum(self._bblo[q], self._bbso[q]), 0)
+
+    def _count_sent(self, ch: Chunk, rows: np.ndarray, rs: np.ndarray, rq: np.ndarray,
+                    sizes: np.ndarray, disk: bool) -> None:
+        """Rows ``rows`` of ``ch`` (subscriptions ``rs``, seqs ``rq``, bytes ``sizes``) are handed
+        to a listener: raise q's sent and newest seqs and lower its pending counts. O(rows)."""
+        np.maximum.at(self._newest, rs, rq)  # rows read back after a restart make it known again
+        old = self._sent[rs]
+        if disk:  # no ordinals: subtract the rows not counted as sent yet
+            new = rq > np.maximum(old, self._uncounted[rs])
+            if new.any():
+                q = rs[new]
+                np.subtract.at(self._pending, q, 1)
+                np.subtract.at(self._pbytes, q, sizes[new])
+                self._pending[q] = np.maximum(self._pending[q], 0)
+                self._pbytes[q] = np.maximum(self._pbytes[q], 0)
+        else:  # from the ring: every later message of q is there, so the count is exact
+            np.maximum.at(self._so, rs, ch.ords[rows] + 1)
+            np.maximum.at(self._bbso, rs, _bbefore(ch, rows) + sizes)
+            if self.store is None:
+                self._refresh(rs)
+            else:
+                top = rs[rq > old]  # q's newest sent message is this one
+                self._pending[top] = np.maximum(self._total[top] - self._so[top], 0)
+                self._pbytes[top] = np.maximum(self._btotal[top] - self._bbso[top], 0)
+        np.maximum.at(self._sent, rs, rq)
+
+    def _recount(self, gap: dict[int, list[int]]) -> None:
+        """With a match log: a listener is about to be told that q's messages up to
+        ``gap[q][1]`` (X) are lost (before it is handed anything of this drain). Recount q's
+        pending from its messages in the ring with seq > X: exact when X >= the ring's first
+        seq − 1 (one pass over the ring's chunks up to X), else all of q's messages in the ring
+        (O(1)) while those still on disk before the ring stop counting."""
+        sids = np.fromiter(gap.keys(), dtype=np.int64, count=len(gap))
+        upto = np.fromiter((g[1] for g in gap.values()), dtype=np.int64, count=len(gap))
+        hit = upto > np.maximum(self._sent[sids], self._uncounted[sids])  # counted ones lost
+        if not hit.any():
+            return
+        sids, upto = sids[hit], upto[hit]
+        edge = self._evicted_upto
+        self._uncounted[sids] = np.maximum(self._uncounted[sids], np.maximum(upto, edge))
+        cnt = self._total[sids] - self._lo[sids]  # q's messages in the ring
+        byt = self._btotal[sids] - self._bblo[sids]
+        inner = upto > edge  # the gap reaches into the ring: take off q's ring rows <= X
+        if inner.any():
+            loc = np.full(self.size, -1, dtype=np.int64)
+            loc[sids[inner]] = np.flatnonzero(inner)
+            top = int(upto[inner].max())
+            for ch in self._ring:
+                if ch.first_seq > top:
+                    break
+                li = loc[ch.sids]
+                m = li >= 0
+                m[m] = ch.seqs[m] <= upto[li[m]]
+                if m.any():
+                    np.subtract.at(cnt, li[m], 1)
+                    np.subtract.at(byt, li[m], row_bytes(ch)[m])
+        self._pending[sids] = np.maximum(cnt, 0)
+        self._pbytes[sids] = np.maximum(byt, 0)
+
+    def backlog(self, sids: Sequence[int] | np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(pending messages, pending bytes, newest seq)`` of each subscription id (class
+        docstring); 0 for ids unknown or unsubscribed. O(len(sids)), vectorised.
+
+        >>> hub = DeliveryHub(boot_seq=0)
+        >>> hub.add_subscriptions([(0, "a", 1), (1, "b", 2)])
+        >>> one = np.array([1])
+        >>> hub.push(Chunk.build([OpMatches(3, 1, "publish", "R", "r", 0, np.array([0]), one)]))
+        >>> [a.tolist() for a in hub.backlog([0, 1, 7])]
+        [[1, 0, 0], [48, 0, 0], [3, 0, 0]]
+        """
+        ids = np.asarray(sids, dtype=np.int64).reshape(-1)
+        with self._lock:
+            n = self.size
+            ok = (ids >= 0) & (ids < n)
+            if not ok.any():
+                z = np.zeros(ids.size, dtype=np.int64)
+                return z, z.copy(), z.copy()
+            s = np.where(ok, ids, 0)
+            live = ok & self._exists[s] & (self._unsub[s] == 0)
+            return (np.where(live, self._pending[s], 0), np.where(live, self._pbytes[s], 0),
+                    np.where(ok, self._newest[s], 0))
+
+    def subscriber_backlog(self, committed: dict[int, int]
+                           ) -> dict[str, tuple[int, int, int | None]]:
+        """Per subscriber name with live subscriptions: ``(pending messages, pending bytes,
+        largest committed lag or None)`` summed (the lag: maximised) over its subscriptions; the
+        lag of a subscription with a committed position c (``committed``: sid -> c) is
+        max(0, newest − c). One vectorised pass (``np.bincount`` over a subscriber index), a
+        Python step per subscriber name, none per subscription.
+
+        >>> hub = DeliveryHub(boot_seq=0)
+        >>> hub.add_subscriptions([(0, "a", 1), (1, "a", 2), (2, "b", 3)])
+        >>> two = np.array([0, 1])
+        >>> hub.push(Chunk.build([OpMatches(4, 1, "publish", "R", "r", 0, two, np.ones(2))]))
+        >>> hub.subscriber_backlog({0: 1})
+        {'a': (2, 96, 3), 'b': (0, 0, None)}
+        """
+        with self._lock:
+            names = [name for name, ids in self._by_subscriber.items() if len(ids)]
+            parts = [np.frombuffer(self._by_subscriber[name], dtype=np.int64) for name in names]
+            lens = np.fromiter((p.size for p in parts), dtype=np.int64, count=len(parts))
+            sids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            del parts  # release the views before a later unsubscribe resizes an array
+            pend, pbytes, newest = self._pending[sids], self._pbytes[sids], self._newest[sids]
+            size = self.size
+        k = len(names)
+        who = np.repeat(np.arange(k), lens)
+        msgs = np.bincount(who, weights=pend, minlength=k)
+        nbytes = np.bincount(who, weights=pbytes, minlength=k)
+        lag = np.full(k, -1, dtype=np.int64)
+        if committed and sids.size:
+            cs = np.fromiter(committed.keys(), dtype=np.int64, count=len(committed))
+            cv = np.fromiter(committed.values(), dtype=np.int64, count=len(committed))
+            pos = np.full(size, -1, dtype=np.int64)
+            ok = (cs >= 0) & (cs < size)
+            pos[cs[ok]] = cv[ok]
+            c = pos[sids]
+            has = c >= 0
+            np.maximum.at(lag, who[has], np.maximum(newest[has] - c[has], 0))
+        return {name: (int(msgs[i]), int(nbytes[i]), None if lag[i] < 0 else int(lag[i]))
+                for i, name in enumerate(names)}
 
     # ---- listening side -----------------------------------------------------------------------
 
@@ -559,12 +916,14 @@ class DeliveryHub:
                 g = gap.get(sid)
                 gap[sid] = [lo, hi] if g is None else [min(g[0], lo), max(g[1], hi)]
             cur[sid] = hi
+        if self.store is not None and behind.size:  # (memory-only, eviction took them off)
+            self._recount({sid: gap[sid] for sid in behind.tolist() if sid in gap})
 
     def _take(self, ch: Chunk, lo: int, lis: Listener, budget: list[int], gap: dict[int, list[int]],
-              blocks: list[Item], bounded: bool) -> int:
+              blocks: list[Item], bounded: bool, disk: bool = False) -> int:
         """Rows of ``ch`` from ``lo`` that ``lis`` wants, within ``budget`` ([messages, bytes,
-        taken so far]);
-        appends them as one block and returns the row after the last one taken (or the end)."""
+        taken so far]); ``disk``: ``ch`` was read back from the match log.
+        Appends them as one block and returns the row after the last one taken (or the end)."""
         cur = lis.cur
         n = ch.sids.shape[0]
         sids = ch.sids[lo:]
@@ -612,6 +971,7 @@ class DeliveryHub:
             rs = ch.sids[abs_rows]
             rq = ch.seqs[abs_rows]
             np.maximum.at(cur, rs, rq)
+            self._count_sent(ch, abs_rows, rs, rq, sizes[: rows.size], disk)
             pairs = None
             if ch.pairs:
                 pairs = {i: ch.pairs[r] for i, r in enumerate(abs_rows.tolist()) if r in ch.pairs}
@@ -709,15 +1069,19 @@ class DeliveryHub:
                 return []
             lis.wake.clear()
             upto = self._released
+        reached = upto  # what this read covers: all of it, or up to an unreadable record
         try:
             recs = self.store.read(lis.dseq, upto, self.listener_bytes)
-        except Exception:  # an unreadable record: say so with a Gap rather than fail the stream
-            log.exception("match log unreadable after seq %d; reporting a gap up to %d", lis.dseq, upto)
-            recs = []
+        except Exception as e:  # an unreadable record: say so with a Gap rather than fail the stream
+            # a record that fails its checksum costs only its own seqs; anything else the rest
+            bad = min(e.last_seq, upto) if isinstance(e, DamagedRecordError) else upto
+            log.error("match log unreadable after seq %d (%s); reporting a gap up to %d",
+                      lis.dseq, e, bad)
+            recs, reached = [], bad
             with self._lock:
                 att = np.flatnonzero(lis.cur[: self.size] >= 0)
-                hit = att[lis.cur[att] < upto]
-                self._lost[hit] = np.maximum(self._lost[hit], upto)
+                hit = att[lis.cur[att] < bad]
+                self._lost[hit] = np.maximum(self._lost[hit], bad)
         with self._lock:
             if lis.cur.shape[0] < self.size:
                 lis.cur = _grow(lis.cur, self.size, -1)
@@ -727,13 +1091,13 @@ class DeliveryHub:
                 if budget[0] <= 0 or budget[1] <= 0:
                     break
                 ch = Chunk.from_columns(cols, first, last)
-                stop = self._take(ch, 0, lis, budget, gap, blocks, False)
+                stop = self._take(ch, 0, lis, budget, gap, blocks, False, disk=True)
                 lis.dseq = last if stop >= len(ch) else first - 1
                 if stop < len(ch):
                     break
             else:
-                if not recs or recs[-1][1] >= upto:
-                    lis.dseq = max(lis.dseq, upto)
+                if not recs or recs[-1][1] >= reached:
+                    lis.dseq = max(lis.dseq, reached)
             if lis.dseq >= self._evicted_upto:  # everything after dseq is in the ring
                 lis.on_disk = False
                 k = bisect.bisect_right([c.first_seq for c in self._ring], lis.dseq)
@@ -741,6 +1105,13 @@ class DeliveryHub:
             out, gaps = self._finish(lis, gap, blocks, False)
             lis.wake.set()
         return self._emit(lis, out, gaps, False)
+
+
+def _bbefore(ch: Chunk, rows: np.ndarray | None = None) -> np.ndarray:
+    """The bytes pushed to each row's subscription before it (``Chunk.bbefore``), of ``rows``."""
+    if ch.bbefore is None:
+        return ROW_BYTES * (ch.ords if rows is None else ch.ords[rows])
+    return ch.bbefore if rows is None else ch.bbefore[rows]
 
 
 def _filter(chunk: Chunk, keep: np.ndarray) -> None:

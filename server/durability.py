@@ -7,10 +7,16 @@ hub. Then, *outside* the lock, ``commit`` waits until the frame is durable — o
 covers every frame written since the last one, so concurrent publish streams share syncs while
 others keep applying — and ``release`` runs the queued actions whose frames (and match records)
 are durable, strictly in sequence order. An acknowledgement is therefore sent only after its
-frame is durable, and listeners never see a message whose operation could be lost by a crash. A
-failed write or sync leaves the engine ahead of the log, so the topic is then ``closed``
-(``Unavailable``) rather than diverge; a restart rebuilds it from the log (``restore``,
-``server/recovery.py``).
+frame is durable, and listeners never see a message whose operation could be lost by a crash.
+
+**Disk faults** (server/PERSISTENCE.md, "Disk faults"). A failed *write* (ENOSPC, EDQUOT, EIO,
+...) leaves the engine ahead of the files by one batch: ``rollback`` cuts both logs back to
+their sizes before that batch (``mark``), and ``rebuild`` replaces the engine and the book with
+ones read back from the files, as a restart would (``restore``: checkpoint + log tail), all
+under the topic lock; the batch is refused (RESOURCE_EXHAUSTED for a full disk, UNAVAILABLE
+otherwise) and the next one simply tries again. A failed *sync* cannot be undone (the kernel
+may have dropped the pages it could not write): the topic is then ``closed`` (``Unavailable``)
+until a restart reads its files back (``server/recovery.py``).
 
 **Checkpoints** (``server/checkpoint.py``) bound the replay of topics whose log is never
 compacted: the state as columns at a seq and log offset, so a restart replays only the log's
@@ -25,23 +31,34 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import checkpoint, metrics, snapshot
 from hotjoin.server.book import SubscriptionBook
 from hotjoin.server.delivery import Chunk
-from hotjoin.server.errors import Unavailable
+from hotjoin.server.errors import ResourceExhausted, ServiceError, Unavailable
 from hotjoin.server.heap import freeze_long_lived, release_free_memory
-from hotjoin.server.log import OpLog, _fsync_dir, frame, write_all
+from hotjoin.server.log import (
+    OpLog,
+    SyncError,
+    _fsync_dir,
+    clear_clean_mark,
+    frame,
+    read_clean_mark,
+    write_all,
+    write_clean_mark,
+)
 from hotjoin.server.match_log import MatchLog
 from hotjoin.server.match_log import encode as encode_match_columns
+from hotjoin.server.records import DamagedFileError
 from hotjoin.server.recovery import LogReplay
 from hotjoin.server.settings import TopicSettings
 
@@ -55,6 +72,37 @@ CHECKPOINT_IDLE_SECONDS = 5.0
 # the state": when every operation stores a tuple, the tail never catches up with the state.)
 # The capture under the lock is a few ms (columns).
 CHECKPOINT_BUSY_FACTOR = 2
+COMPACT_RETRY_SECONDS = 30.0  # pause of automatic compaction after one failed to write
+# errnos of a full filesystem (or a user's quota of it): the batch is refused as
+# RESOURCE_EXHAUSTED and succeeds once space returns; any other write error is UNAVAILABLE
+DISK_FULL = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted"}
+
+
+class WriteMark(NamedTuple):
+    """Where a batch's writes begin (``Durability.mark``): the event log's size and the match
+    log's ``MatchLog.mark`` (None without a match log)."""
+
+    log_size: int
+    match_log: Any
+
+
+def refusal(topic: str, error: OSError, what: str = "its log",
+            outcome: str = "the batch was not applied") -> ServiceError:
+    """The error a request gets when writing ``what`` of ``topic`` failed with ``error`` and
+    nothing changed (``outcome`` says so): ``ResourceExhausted`` for a full disk (ENOSPC,
+    EDQUOT), ``Unavailable`` for anything else; one line with the reason (never a traceback).
+
+    >>> print(refusal("t", OSError(errno.ENOSPC, "No space left on device")))
+    topic 't': the disk is full (No space left on device) writing its log; the batch was not applied; retry once there is space
+    >>> print(refusal("t", OSError(errno.EIO, "Input/output error")))
+    topic 't': writing its log failed (Input/output error); the batch was not applied; a retry is safe
+    """
+    why = error.strerror or str(error)
+    full = DISK_FULL.get(error.errno or 0)
+    if full is not None:
+        return ResourceExhausted(f"topic {topic!r}: {full} ({why}) writing {what}; {outcome}; "
+                                 "retry once there is space", "disk")
+    return Unavailable(f"topic {topic!r}: writing {what} failed ({why}); {outcome}; a retry is safe")
 
 
 class Durability:
@@ -74,7 +122,10 @@ class Durability:
         self._lock = lock  # the topic lock: it orders the engine, the book and the log
         self._book = book
         self._engine: Any = None  # set by ``restore``
+        self._new_engine: Callable[[], Any] = lambda: None  # the engine factory, from ``restore``
         self.closed = False
+        self.log_failed: OSError | None = None  # the first failed sync (the topic is closed)
+        self._uncut = False  # a failed write could not be cut back: the log ends in a torn tail
         self.log: OpLog | None = None
         self.match_log: MatchLog | None = None
         # actions (hub updates) waiting for their frame to be durable, in seq order:
@@ -90,6 +141,7 @@ class Durability:
         self.compactions = 0
         self._compact_lock = threading.Lock()
         self._compacting = False
+        self._compact_after = 0.0  # monotonic time before which no automatic compaction starts
         # Checkpoints bound the replay of topics whose log is never compacted; a compacted log
         # starts with its own snapshot instead.
         self.checkpoint_min_ops = settings.checkpoint_min_ops
@@ -107,28 +159,29 @@ class Durability:
 
     def restore(self, new_engine: Callable[[], Any]) -> Any:
         """Open the logs and return the engine rebuilt from them: the checkpoint and the log's
-        tail, or the whole log (a fresh engine without a data directory). Fills the book."""
+        tail, or the whole log (a fresh engine without a data directory). Fills the book.
+
+        Raises ``DamagedFileError`` (nothing cut, nothing changed but a torn tail) when a file
+        does not verify or the files disagree: a complete log frame failing its checksum, a log
+        shorter than at its clean shutdown or than its checkpoint's offset, a replay that ends
+        before the checkpoint's seq (server/PERSISTENCE.md, "Damage and repair")."""
         engine = new_engine()
         directory = self.directory
         if directory is not None:
+            path = directory / "log"
+            clean = read_clean_mark(directory)
+            if clean is not None:  # a clean stop recorded the log's size: any other size is damage
+                size = path.stat().st_size if path.exists() else 0
+                if size != clean:
+                    raise DamagedFileError.at(
+                        path, min(size, clean), f"the log has {size} bytes but had {clean} at its "
+                        "clean shutdown: it was truncated or written to since")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / "log.compact")  # a compaction interrupted by a crash
-            self.log = OpLog(directory / "log", sync=self._settings.sync)
+            self.log = OpLog(path, sync=self._settings.sync)
             if not self._checkpoints:
                 checkpoint.remove(directory)
-                restored = False
-            else:
-                try:
-                    restored = self._load_checkpoint(directory, engine)
-                except Exception:
-                    log.exception("topic %r: checkpoint unusable; replaying the whole log", self.topic)
-                    engine = new_engine()
-                    self._book.clear()
-                    self.log_ops = 0
-                    restored = False
-            if not restored:
-                self.log_ops = LogReplay(self.topic, engine, self._book, self._retention).run(directory / "log")
-                self._ckpt_ops = self.log_ops  # nothing checkpointed: the whole log is the tail
+            engine = self._load(directory, engine, new_engine)
             release_free_memory()  # the rebuild's temporaries: RSS back near the pre-crash level
             freeze_long_lived()  # the rebuilt state: out of the full collections' way
             # Durable delivery (server/match_log.py): every batch's messages are logged beside the
@@ -139,8 +192,60 @@ class Durability:
                                           retention_bytes=opts.retention_bytes,
                                           retention_ms=opts.retention_ms,
                                           segment_bytes=opts.segment_bytes, sync=self._settings.sync)
+            if clean is not None:  # from here on a crash must not pass for a clean stop
+                clear_clean_mark(directory)
         self._engine = engine
+        self._new_engine = new_engine
         self._retention_checked = time.monotonic()
+        return engine
+
+    def _load(self, directory: Path, engine: Any, new_engine: Callable[[], Any]) -> Any:
+        """Fill ``engine`` (fresh) and the book (empty) from the files: the checkpoint and the
+        log's tail after it, or the whole log; returns the engine (a new one when the checkpoint
+        proved unusable midway). Start-up (``restore``) and ``rebuild`` both read the state so."""
+        restored = False
+        if self._checkpoints:
+            try:
+                restored = self._load_checkpoint(directory, engine)
+            except DamagedFileError:
+                raise  # the log after the checkpoint: the whole log would not read either
+            except Exception as e:  # the checkpoint alone: the whole log is kept beside it
+                log.warning("topic %r: checkpoint unusable (%s); replaying the whole log",
+                            self.topic, e)
+                checkpoint.set_aside(directory)
+                engine = new_engine()
+                self._book.clear()
+                self.log_ops = 0
+        if not restored:
+            self.log_ops = LogReplay(self.topic, engine, self._book, self._retention).run(
+                directory / "log")
+            self._ckpt_ops = self.log_ops  # nothing checkpointed: the whole log is the tail
+        return engine
+
+    def rebuild(self) -> Any:
+        """Return a new engine, and refill the book, from the topic's files exactly as a restart
+        would (``_load``: checkpoint + log tail), after ``rollback`` cut a failed batch away.
+
+        Call with the topic lock held, so the sequence stays total; publishers wait meanwhile:
+        O(checkpoint size + log tail), like a restart of this one topic, with the old and the new
+        engine in memory together until the caller drops the old one. Frames written but not yet
+        synced (other batches, still committing) are in the files and so in the rebuilt state.
+        Without a data directory there is nothing to read and nothing was written: the engine
+        stays. When the files cannot be read back the topic is closed (``Unavailable``)."""
+        if self.directory is None:
+            return self._engine
+        while self._ckpt_running:  # a checkpoint being written: let it finish (it takes no lock)
+            time.sleep(0.005)  # rather than remove its temp file from under it (checkpoint.read)
+        try:
+            self._book.clear()
+            engine = self._load(self.directory, self._new_engine(), self._new_engine)
+        except Exception as x:  # noqa: BLE001 - whatever it was, the old engine is ahead of the log
+            log.exception("topic %r: rebuilding the state from its files failed", self.topic)
+            self.fail(f"topic {self.topic!r}: its state could not be rebuilt from its files after "
+                      f"a failed write ({x}); the topic is closed until the server restarts")
+        release_free_memory()
+        self._engine = engine
+        log.info("topic %r: state rebuilt from its files at seq %d", self.topic, engine.seq)
         return engine
 
     def _load_checkpoint(self, directory: Path, engine: Any) -> bool:
@@ -150,6 +255,10 @@ class Durability:
         t0 = time.perf_counter()
         got = checkpoint.read(directory)
         if got is None:
+            if (directory / "checkpoint").exists():  # derived data: the whole log is kept beside it
+                log.warning("topic %r: its checkpoint does not verify (damaged, or of another "
+                            "format); set aside, replaying the whole log", self.topic)
+                checkpoint.set_aside(directory)
             return False
         seq, offset, image = got
         engine.load_state(checkpoint.engine_state(image))
@@ -187,28 +296,106 @@ class Durability:
         issue 16). The match log's records precede their frames, so it is synced first."""
         ml = self.match_log
         if self.log is not None:
+            synced = True
             if ml is not None:
-                with contextlib.suppress(OSError, ValueError):
+                try:
                     ml.sync_upto(ml.written)
-            with contextlib.suppress(OSError, ValueError):
+                except (OSError, ValueError):
+                    synced = False
+            try:
                 self.log.sync_upto(self.log.written)
+            except (OSError, ValueError):
+                synced = False
             with self.log.sync_lock:
                 self.log.close()
+            if synced and not self._uncut and self.directory is not None:  # checked at next start
+                with contextlib.suppress(OSError):
+                    write_clean_mark(self.directory, self.log.size)
         if ml is not None:
             ml.close()
 
+    def abandon(self) -> None:
+        """Close the files of a topic that failed to open (no sync, no clean-stop mark)."""
+        self.closed = True
+        for f in (self.log, self.match_log):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+
     # ---- group commit -----------------------------------------------------------------------------
+
+    def mark(self) -> WriteMark:
+        """Where the next batch's writes begin, for ``rollback`` (topic lock held)."""
+        ml = self.match_log
+        return WriteMark(self.log.size if self.log is not None else 0,
+                         ml.mark() if ml is not None else None)
+
+    def rollback(self, mark: WriteMark, error: OSError) -> ServiceError:
+        """Undo the writes of a batch that failed with ``error`` and return the error its request
+        gets (``refusal``); the caller then rebuilds the engine (``rebuild``). Topic lock held.
+
+        The event log is cut back first, then the match log (a crash in between leaves match
+        records beyond the log's last seq, which the match log drops on open). When the failure
+        was a sync (``SyncError``: the match log's roll) or a cut fails too, nothing can be
+        trusted any more: the topic is closed and ``Unavailable`` raised. Counts the failure
+        (``hotjoin_storage_write_errors_total``). O(1) system calls."""
+        if isinstance(error, SyncError):
+            self.sync_failed(error)
+        refused = self.refuse(error)
+        try:
+            if self.log is not None:
+                self.log.truncate(mark.log_size)
+            if self.match_log is not None and mark.match_log is not None:
+                self.match_log.truncate(mark.match_log)
+        except OSError as x:
+            self._uncut = True  # no clean-stop mark: the next start cuts the torn tail
+            self.count_error(x)
+            log.error("topic %r: a write failed (%s) and cutting it back failed too (%s); topic "
+                      "closed", self.topic, error.strerror or error, x.strerror or x)
+            self.fail(f"topic {self.topic!r}: writing its log failed ({error.strerror or error}) "
+                      f"and the partial write could not be removed ({x.strerror or x}); the topic "
+                      "is closed until the server restarts")
+        log.warning("topic %r: a batch was refused: writing its log failed (%s); files cut back, "
+                    "rebuilding the state from them", self.topic, error.strerror or error)
+        return refused
+
+    def refuse(self, error: OSError, what: str = "its log",
+               outcome: str = "the batch was not applied") -> ServiceError:
+        """Count a failed write of one of the topic's files that changed nothing and return the
+        error its request gets (``refusal``: RESOURCE_EXHAUSTED for a full disk)."""
+        self.count_error(error)
+        return refusal(self.topic, error, what, outcome)
+
+    def count_error(self, error: OSError, sync: bool = False) -> None:
+        """Count a failed write (or, with ``sync``, a failed sync) of one of the topic's files."""
+        metrics.STORAGE_WRITE_ERRORS.labels(
+            self.topic, metrics.storage_error_label(error, sync or isinstance(error, SyncError))).inc()
+
+    def sync_failed(self, error: OSError) -> NoReturn:
+        """Close the topic after a failed sync of one of its logs and raise ``Unavailable``: the
+        kernel may have dropped the pages it could not write and marked them clean, so a retried
+        sync may succeed without the data on disk; only a restart, which reads the files back,
+        knows what they hold (server/PERSISTENCE.md, "Disk faults"). The first failure is kept
+        (``log_failed``), counted and logged; every request waiting for a sync then gets it."""
+        if self.log_failed is None:
+            self.log_failed = error
+            self.count_error(error, sync=True)
+            log.error("topic %r: syncing its log to disk failed (%s); topic closed until the "
+                      "server restarts", self.topic, error.strerror or error)
+        why = self.log_failed.strerror or self.log_failed
+        self.fail(f"topic {self.topic!r}: syncing its log to disk failed ({why}); after a failed "
+                  "fsync the written data may be lost, so the topic is closed until the server "
+                  "restarts and reads its files back; the request may or may not be durable (a "
+                  "retry after the restart is safe)")
 
     def log_matches(self, chunk: Chunk) -> int:
         """Write a batch's messages to the match log (topic lock held, before the batch's frame is
-        appended); returns the token its release waits for (0 without a match log)."""
+        appended); returns the token its release waits for (0 without a match log). Raises
+        ``OSError`` when the write fails (``rollback`` then undoes the batch's writes)."""
         if self.match_log is None:
             return 0
-        try:
-            return self.match_log.append(chunk.first_seq, chunk.last_seq,
-                                         encode_match_columns(chunk.columns()))
-        except OSError as x:
-            self.fail(f"topic {self.topic!r}: match log write failed ({x}); topic closed")
+        return self.match_log.append(chunk.first_seq, chunk.last_seq,
+                                     encode_match_columns(chunk.columns()))
 
     def append(self, ops: list[pb.LogOp], action: Callable[[], None], mtoken: int = 0,
                n_ops: int | None = None) -> int:
@@ -217,26 +404,29 @@ class Durability:
 
         ``n_ops``: the operations the frame holds when not ``len(ops)`` (a columnar publish op
         holds a whole batch). Call with the topic lock held; returns the token to pass to
-        ``commit``.
+        ``commit``. Raises ``OSError`` when the write fails (``rollback`` then undoes the batch's
+        writes); nothing after the write raises it.
         """
         n_ops = len(ops) if n_ops is None else n_ops
         token = 0
         if self.log is not None:
-            try:
-                token = self.log.write(frame(pb.LogBatch(ops=ops).SerializeToString()))
-            except OSError as x:
-                self.fail(f"topic {self.topic!r}: log write failed ({x}); topic closed")
+            token = self.log.write(frame(pb.LogBatch(ops=ops).SerializeToString()))
             self.log_ops += n_ops
             self._ckpt_ops += n_ops
             self._last_op = time.monotonic()
             if self.match_log is not None and self._last_op - self._retention_checked > 1.0:
                 self._retention_checked = self._last_op
-                self.match_log.enforce_retention()  # retention.ms (bytes: at each segment roll)
+                try:
+                    self.match_log.enforce_retention()  # retention.ms (bytes: at each segment roll)
+                except OSError as x:  # the batch is written; old segments go at the next try
+                    log.warning("topic %r: deleting match log segments beyond retention failed "
+                                "(%s)", self.topic, x)
             if (self._checkpoints and not self._ckpt_running
                     and self._ckpt_ops >= max(CHECKPOINT_BUSY_FACTOR * self.checkpoint_min_ops,
                                               self._live_records() // 2)):
                 self._start_checkpoint()  # the replay tail would be long: even while busy
             if (self.compact_ratio > 0 and self._compacts and not self._compacting
+                    and self._last_op >= self._compact_after
                     and self.log.size >= self.compact_min_bytes
                     and self.log_ops >= self.compact_ratio * max(self._live_records(), 1)):
                 self._compacting = True
@@ -256,14 +446,20 @@ class Durability:
                 # helper thread measured no better: under load the thread hand-offs wait for the GIL
                 ml = self.match_log
                 if ml is not None:
-                    ml.sync_upto(ml.written)
-                log_.sync_upto(token)
-            except (OSError, ValueError) as x:
-                if self.closed:
-                    raise Unavailable(f"topic {self.topic!r}: the server is shutting down; the "
-                                      "batch may or may not be durable (a retry is safe)") from None
-                self.closed = True
-                raise Unavailable(f"topic {self.topic!r}: log sync failed ({x}); topic closed") from x
+                    try:
+                        ml.sync_upto(ml.written)  # skips the sync once closed by a shutdown
+                    except OSError as x:
+                        raise SyncError(x.errno, x.strerror) from x
+                log_.sync_upto(token)  # a failed fdatasync: SyncError (latched, server/log.py)
+            except SyncError as x:
+                self.sync_failed(x)
+            except (OSError, ValueError) as x:  # the descriptor closed by a shutdown
+                if not self.closed and isinstance(x, OSError):
+                    self.sync_failed(x)
+                raise Unavailable(f"topic {self.topic!r}: the server is shutting down; the "
+                                  "batch may or may not be durable (a retry is safe)") from None
+            if self.log_failed is not None:  # another batch's sync failed while this one's ran
+                self.sync_failed(self.log_failed)
             self._m_sync.observe(time.perf_counter() - t0)
         self.release()
 
@@ -289,9 +485,13 @@ class Durability:
         return self.log.written if self.log is not None else 0
 
     def sync(self, token: int) -> None:
-        """Make the event log durable up to ``token`` (``OSError`` when it cannot)."""
+        """Make the event log durable up to ``token``; a failed sync closes the topic
+        (``sync_failed``: ``Unavailable``)."""
         if token and self.log is not None:
-            self.log.sync_upto(token)
+            try:
+                self.log.sync_upto(token)
+            except SyncError as x:
+                self.sync_failed(x)
 
     # ---- checkpoints ------------------------------------------------------------------------------
 
@@ -329,6 +529,10 @@ class Durability:
                 log.info("topic %r: checkpoint at seq %d (%d MiB): captured in %.3fs under the lock, "
                          "written in %.1fs", self.topic, image.seq, len(payload) >> 20, held,
                          time.perf_counter() - t0 - held)
+            except OSError as x:  # a full disk: the temp file is gone, the old checkpoint stays
+                self.count_error(x)
+                log.warning("topic %r: checkpoint not written (%s); the previous checkpoint and the "
+                            "log stay in use", self.topic, x.strerror or x)
             except Exception:
                 log.exception("topic %r: checkpoint write failed", self.topic)
             finally:
@@ -364,10 +568,21 @@ class Durability:
     def _compact_in_background(self) -> None:
         try:
             self.compact()
+        except OSError as x:  # a full disk: log.compact is removed, the old log stays
+            self._compact_failed(x)
         except Exception:
             log.exception("topic %r: compaction failed; the old log stays in use", self.topic)
         finally:
             self._compacting = False
+
+    def _compact_failed(self, error: OSError) -> None:
+        """One line and a count for a compaction that could not write (its temp file is already
+        removed); automatic compaction pauses ``COMPACT_RETRY_SECONDS``, so a full disk does not
+        make every append capture the state again."""
+        self.count_error(error)
+        self._compact_after = time.monotonic() + COMPACT_RETRY_SECONDS
+        log.warning("topic %r: compaction not written (%s); the old log stays in use, next try in "
+                    "%.0fs", self.topic, error.strerror or error, COMPACT_RETRY_SECONDS)
 
     def compact_at_shutdown(self) -> None:
         """Compact a topic that compacts when its log holds anything but live records (a clean
@@ -379,6 +594,8 @@ class Durability:
         if worth:
             try:
                 self.compact()
+            except OSError as x:  # a full disk: the old log is intact
+                self._compact_failed(x)
             except Exception:  # the old log is intact; never fail a shutdown on this
                 log.exception("topic %r: compaction at shutdown failed", self.topic)
 
@@ -414,10 +631,18 @@ class Durability:
                     os.fsync(fd)
                     os.close(fd)
                     fd = -1
+                    failed: SyncError | None = None
                     with self.log.sync_lock:
                         os.replace(tmp, path)
-                        _fsync_dir(self.directory)
-                        self.log.reopen(path, len(head) + len(tail))
+                        try:
+                            _fsync_dir(self.directory)
+                        except OSError as x:  # the rename may not be durable: as a failed sync
+                            failed = self.log.failed = SyncError(x.errno, x.strerror)
+                        self.log.reopen(path, len(head) + len(tail))  # never append to the old inode
+                    if failed is not None:
+                        with contextlib.suppress(Unavailable):
+                            self.sync_failed(failed)  # logged and counted; the topic closes
+                        return False
                     self.log_ops = state.n_ops + self.log_ops - ops_at
             finally:
                 if fd >= 0:

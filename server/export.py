@@ -1,8 +1,14 @@
-"""Export a topic's durable log as Parquet for bulk replay (SPEC §4–5; schema in ``server/EXPORT.md``).
+"""Export a topic's durable log as Parquet for bulk replay (schema in ``server/EXPORT.md``).
 
-Reads ``DATA_DIR/topics/<topic>/log`` directly (safe while the server runs: the log is append-only
-and reading stops at a torn tail) and writes ``events.parquet``, ``subscriptions.parquet`` and
-``topic.json`` (lateness, retention, strategy) into the output directory.
+Reads ``DATA_DIR/topics/<topic>/log`` directly and writes ``events.parquet``,
+``subscriptions.parquet`` and ``topic.json`` (lateness, retention, strategy, max advance) into the
+output directory. Safe while the server runs, and consistent: the log file is read through one
+open descriptor (a compaction replaces the file, never rewrites it in place), it is append-only,
+and reading stops at a torn tail, so the export is exactly the topic's operations up to some
+sequence number, which ``topic.json``'s ``last_seq`` names. A log frame that does not verify
+stops the export with ``DamagedFileError`` (nothing is written). ``until_seq`` exports the
+operations up to that sequence number only: a point-in-time copy, which ``hotjoin restore``
+(``clients/commands/restore.py``) can publish into a new topic.
 """
 
 from __future__ import annotations
@@ -39,29 +45,47 @@ def _bounds(r: pb.Range | None) -> tuple[float | None, float | None]:
     return (r.lo if r.HasField("lo") else None, r.hi if r.HasField("hi") else None)
 
 
-def export_topic(data_dir: Path, topic: str, out_dir: Path) -> dict[str, Any]:
-    """Write the Parquet files of ``topic``; returns counts."""
+def export_topic(data_dir: Path, topic: str, out_dir: Path, until_seq: int | None = None) -> dict[str, Any]:
+    """Write the Parquet files of ``topic`` (the operations with seq <= ``until_seq`` when set);
+    returns counts. ``ValueError`` for an ``until_seq`` the log cannot give (before the snapshot
+    of a compacted log)."""
     tdir = data_dir / "topics" / topic
     if not (tdir / "topic.json").exists():
         raise FileNotFoundError(f"no topic {topic!r} in {data_dir}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if until_seq is not None and until_seq < 0:
+        raise ValueError(f"--until-seq must be >= 0, got {until_seq}")
+    opts = json.loads((tdir / "topic.json").read_text())
     ev: dict[str, list[Any]] = {f.name: [] for f in EVENTS_SCHEMA}
     subs: dict[int, dict[str, Any]] = {}
     header, batches = read_log(tdir / "log")
-    for batch in batches:
+    if header is not None and until_seq is not None and until_seq < int(header["seq"]):
+        raise ValueError(f"the log of {topic!r} was compacted at seq {header['seq']}: it holds a "
+                         f"snapshot, not the history before it, so --until-seq must be >= "
+                         f"{header['seq']}")
+    limit = until_seq if until_seq is not None else np.iinfo(np.int64).max
+    last = 0
+    for batch in batches:  # stops before reading past ``limit`` (a damage after it is not read)
+        if batch.ops and batch.ops[0].seq > limit:
+            break
         for op in batch.ops:
+            if op.seq > limit:
+                break
             kind = op.WhichOneof("op")
+            last = op.seq
             if kind == "publish":
                 e = op.publish
                 row = (op.seq, "publish", SIDE_FROM_PB[e.side], e.id, e.key, e.value, e.time, e.payload,
                        op.received_unix_nanos)
             elif kind == "publish_columns":  # a columnar batch: seqs op.seq, op.seq + 1, ...
                 b = decode_columns(op.publish_columns)
-                n = len(b)
+                n = min(len(b), limit - op.seq + 1)
+                last = op.seq + n - 1
                 rows = (np.arange(op.seq, op.seq + n).tolist(), ["publish"] * n,
-                        [SIDE_FROM_PB.get(x, "") for x in b.sides.tolist()], b.ids.tolist(), b.keys.tolist(),
-                        b.values.tolist(), b.times.tolist() if b.times is not None else [None] * n,
-                        b.payloads if b.payloads is not None else [b""] * n, [op.received_unix_nanos] * n)
+                        [SIDE_FROM_PB.get(x, "") for x in b.sides[:n].tolist()], b.ids[:n].tolist(),
+                        b.keys[:n].tolist(), b.values[:n].tolist(),
+                        b.times[:n].tolist() if b.times is not None else [None] * n,
+                        b.payloads[:n] if b.payloads is not None else [b""] * n,
+                        [op.received_unix_nanos] * n)
                 for name, col in zip(ev, rows, strict=True):
                     ev[name].extend(col)
                 continue
@@ -90,16 +114,21 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path) -> dict[str, Any]:
                 continue
             for name, v in zip(ev, row, strict=True):
                 ev[name].append(v)
+        if last >= limit:
+            break
+    if header is not None:
+        last = max(last, int(header["seq"]))
+    out_dir.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(ev, schema=EVENTS_SCHEMA), out_dir / "events.parquet")
     cols = {f.name: [s[f.name] for s in subs.values()] for f in SUBSCRIPTIONS_SCHEMA}
     pq.write_table(pa.table(cols, schema=SUBSCRIPTIONS_SCHEMA), out_dir / "subscriptions.parquet")
-    opts = json.loads((tdir / "topic.json").read_text())
     # A compacted log starts with a snapshot: its rows (seq <= compacted_at_seq) are the stored
     # tuples and live subscriptions at their original seqs, not the full history before it.
     opts["compacted_at_seq"] = None if header is None else header["seq"]
+    opts["last_seq"] = last
     (out_dir / "topic.json").write_text(json.dumps(opts))
-    return {"events": len(ev["seq"]), "subscriptions": len(subs), "out": str(out_dir)}
+    return {"events": len(ev["seq"]), "subscriptions": len(subs), "last_seq": last, "out": str(out_dir)}
 
 
-def main_json(data_dir: Path, topic: str, out_dir: Path) -> str:
-    return json.dumps(export_topic(data_dir, topic, out_dir))
+def main_json(data_dir: Path, topic: str, out_dir: Path, until_seq: int | None = None) -> str:
+    return json.dumps(export_topic(data_dir, topic, out_dir, until_seq))

@@ -1,20 +1,21 @@
 """Append-only, checksummed, fsynced operation log of one topic (the durability layer).
 
 Why a log and not SQLite: a topic's state is a deterministic function of its sequence of
-operations (SPEC §3), so the sequence itself is the natural durable form. One append is one
-frame ``[u32 length][u32 crc32][LogBatch protobuf]`` followed by one ``fdatasync``; a batch of
-events therefore costs one sequential write and one sync, and recovery is a single sequential
-read. ``kill -9`` can leave at most one torn frame at the end: ``read_all`` stops at the first
-frame whose length or checksum does not verify and ``open`` truncates the file there, so every
-acknowledged (synced) frame survives and no half-written one is ever applied. See
-``server/PERSISTENCE.md`` for the measurements behind the choice.
+operations (server/PERSISTENCE.md), so the sequence itself is the natural durable form. One append
+is one frame ``[u32 length][u32 crc32][LogBatch protobuf]`` followed by one ``fdatasync``; a batch
+of events therefore costs one sequential write and one sync, and recovery is a single sequential
+read. ``kill -9`` can leave at most one torn frame at the end, which ``OpLog`` cuts on open, so
+every acknowledged (synced) frame survives and no half-written one is ever applied. A complete
+frame that fails its checksum is damage, not a torn tail: reading stops there with
+``DamagedFileError`` and nothing is cut (``server/records.py``; repair: ``server/repair.py``).
+See ``server/PERSISTENCE.md`` for the measurements behind the choice.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import struct
 import threading
 import zlib
 from collections.abc import Iterator
@@ -22,45 +23,43 @@ from pathlib import Path
 from typing import Any
 
 from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.records import HEADER as _HEADER
+from hotjoin.server.records import DamagedFileError, RecordReader, read_file
 
-_HEADER = struct.Struct("<II")  # payload length, crc32 of the payload
-MAX_FRAME = 1 << 30
+log = logging.getLogger("hotjoin.topic")
 # A compacted log starts with MAGIC, then one frame holding the snapshot header (JSON), then
 # ``header["frames"]`` LogBatch frames of the snapshot, then ordinary appended frames.
 MAGIC = b"HJLOG\x00S1"
 
 
 class LogCorruptError(Exception):
-    """A frame in the middle of the log does not verify (not a torn tail)."""
+    """The log's frames verify but do not replay: a sequence number out of order, or an
+    operation the state cannot take (recovery, ``server/recovery.py``)."""
 
 
 def _read(path: Path) -> tuple[bytes, int]:
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_file(path)
     return data, len(MAGIC) if data.startswith(MAGIC) else 0
 
 
 def iter_frames(path: Path, start: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(end_offset, payload)`` for every intact frame, stopping at the first bad one.
+    """Yield ``(end_offset, payload)`` for every intact frame, stopping quietly at a torn tail
+    and with ``DamagedFileError`` at a frame that does not verify (``server/records.py``).
 
     The snapshot header of a compacted log is yielded too (it is the first frame after MAGIC).
     ``start``: begin at this byte offset (a frame boundary) instead of the first frame.
     """
     data, pos = _read(path)
     if start is not None:
+        if start > len(data):
+            raise DamagedFileError.at(path, len(data), f"the log ends at byte {len(data)}, before "
+                                      f"its checkpoint's offset {start}: acknowledged frames are "
+                                      "missing")
         pos = start
-    n = len(data)
-    while pos + _HEADER.size <= n:
-        length, crc = _HEADER.unpack_from(data, pos)
-        start = pos + _HEADER.size
-        end = start + length
-        if length > MAX_FRAME or end > n:
-            return
-        payload = data[start:end]
-        if zlib.crc32(payload) != crc:
-            return
-        yield end, payload
-        pos = end
+    reader = RecordReader(data, path, pos)
+    for body, end in reader:
+        yield end, data[body:end]
+    reader.raise_if_damaged()
 
 
 def read_log(path: Path) -> tuple[dict[str, Any] | None, Iterator[pb.LogBatch]]:
@@ -76,7 +75,7 @@ def read_log(path: Path) -> tuple[dict[str, Any] | None, Iterator[pb.LogBatch]]:
     if compacted:
         first = next(frames, None)
         if first is None:
-            raise LogCorruptError(f"{path}: compacted log without a snapshot header")
+            raise DamagedFileError.at(path, len(MAGIC), "compacted log without its snapshot header")
         header = json.loads(first[1])
 
     def batches() -> Iterator[pb.LogBatch]:
@@ -108,6 +107,14 @@ def frame(payload: bytes) -> bytes:
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
+class SyncError(OSError):
+    """An ``fsync``/``fdatasync`` of a topic's file failed. Unlike a failed ``write`` this cannot
+    be undone: after a failed sync Linux may have dropped the dirty pages and marked them clean,
+    so a later sync can succeed without the data ever reaching the disk (PostgreSQL's
+    "fsyncgate"). The file is no longer trusted until a restart reads it back
+    (server/PERSISTENCE.md, "Disk faults")."""
+
+
 class OpLog:
     """The log file of one topic, opened for appending after truncating any torn tail.
 
@@ -126,11 +133,15 @@ class OpLog:
         if trusted_size is not None:
             good = trusted_size
         elif path.exists():
-            with open(path, "rb") as f:
-                good = len(MAGIC) if f.read(len(MAGIC)) == MAGIC else 0
-            for end, _ in iter_frames(path):
-                good = end
-            if good != path.stat().st_size:
+            data, start = _read(path)
+            reader = RecordReader(data, path, start)
+            for _ in reader:
+                pass
+            reader.raise_if_damaged()  # a complete frame that does not verify: never cut here
+            good = reader.good
+            if good != len(data):  # a torn tail: the last write of a crash, never acknowledged
+                log.warning("%s: cut a torn tail of %d bytes at byte %d (an unfinished write)",
+                            path, len(data) - good, good)
                 with open(path, "r+b") as f:
                     f.truncate(good)
                     os.fsync(f.fileno())
@@ -140,6 +151,7 @@ class OpLog:
         self.durable = 0  # bytes known to be on disk
         self.syncs = 0
         self.sync_lock = threading.Lock()
+        self.failed: SyncError | None = None  # a failed sync, latched (``sync_upto``)
         if good == 0:
             _fsync_dir(path.parent)
 
@@ -159,17 +171,41 @@ class OpLog:
         return self.written
 
     def sync_upto(self, token: int) -> None:
-        """Return once every byte up to ``token`` is durable (group commit, see the class)."""
+        """Return once every byte up to ``token`` is durable (group commit, see the class).
+
+        A failed ``fdatasync`` raises ``SyncError`` and so does every later call: the failure is
+        latched under ``sync_lock``, so no caller waiting behind it can take a later, apparently
+        successful sync for proof that its frame is on disk."""
+        if self.failed is not None:
+            raise SyncError(self.failed.errno, self.failed.strerror)
         if self.durable >= token:
             return
         with self.sync_lock:
+            if self.failed is not None:
+                raise SyncError(self.failed.errno, self.failed.strerror)
             if self.durable >= token:
                 return
             target = self.written
             if self.sync:
-                os.fdatasync(self._fd)
+                try:
+                    os.fdatasync(self._fd)
+                except OSError as x:
+                    if self._fd < 0:  # closed by a shutdown meanwhile: not a disk fault
+                        raise
+                    self.failed = SyncError(x.errno, x.strerror)
+                    raise self.failed from x
                 self.syncs += 1
             self.durable = target
+
+    def truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` bytes: remove what a failed ``write`` left of a frame
+        (a partial write before ENOSPC or EIO), or a frame written but never acknowledged.
+
+        ``ftruncate`` frees blocks and needs none, so it works on a full disk. Tokens keep
+        counting (``written`` only grows: a token handed out stays comparable with ``durable``).
+        Call with writes stopped (the topic lock); raises ``OSError`` when the cut fails."""
+        os.ftruncate(self._fd, size)
+        self.size = size
 
     def reopen(self, path: Path, size: int) -> None:
         """Switch to a replacement file already synced with everything written (compaction).
@@ -180,12 +216,48 @@ class OpLog:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         self.size = size
-        self.durable = self.written
+        if self.failed is None:  # a failed sync of the switch leaves nothing durable by it
+            self.durable = self.written
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+CLEAN_MARK = "log.clean"
+
+
+def write_clean_mark(directory: Path, log_bytes: int) -> None:
+    """Record that the topic stopped cleanly with a log of ``log_bytes`` bytes (as Kafka's
+    ``.kafka_cleanshutdown``): the next start then knows that any other size, or a torn tail,
+    is damage and not the last write of a crash. Written atomically and synced."""
+    tmp = directory / (CLEAN_MARK + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump({"log_bytes": int(log_bytes)}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / CLEAN_MARK)
+    _fsync_dir(directory)
+
+
+def read_clean_mark(directory: Path) -> int | None:
+    """The log's size at the topic's last clean stop, or None after a crash (no mark, or one
+    that does not read)."""
+    try:
+        return int(json.loads((directory / CLEAN_MARK).read_text())["log_bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def clear_clean_mark(directory: Path) -> None:
+    """Remove the clean-stop mark once the topic is open (a crash from then on leaves none)."""
+    for name in (CLEAN_MARK, CLEAN_MARK + ".tmp"):
+        try:
+            os.unlink(directory / name)
+        except FileNotFoundError:
+            continue
+    _fsync_dir(directory)
 
 
 def write_all(fd: int, data: bytes) -> None:

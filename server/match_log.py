@@ -55,7 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from hotjoin.server.log import _fsync_dir, write_all
+from hotjoin.server.log import SyncError, _fsync_dir, write_all
+from hotjoin.server.records import Damage, DamagedFileError, RecordReader, read_file
 
 _HEAD = struct.Struct("<IIqqq")  # length, crc32, first_seq, last_seq, unix_ns
 _SEQS = struct.Struct("<qqq")
@@ -118,27 +119,54 @@ class _Segment:
         self.newest_ns = max(self.newest_ns, ns)
 
 
-def _scan(seg: _Segment, log_seq: int, verify: bool) -> int:
+def _scan(seg: _Segment, log_seq: int, verify: bool, newest: bool) -> int:
     """Index the records of ``seg`` with ``last_seq <= log_seq``; returns the good size. With
-    ``verify`` every record's checksum is checked (the newest segment: the only one a crash can
-    leave torn); older segments were synced when they rolled, so only their headers are read."""
+    ``verify`` every record's checksum is checked (the two newest segments; older ones were
+    synced when they rolled, so only their headers are read). Only the ``newest`` segment can end
+    in a torn tail (the write a crash cut short); anything else that does not verify raises
+    ``DamagedFileError`` (``server/records.py``)."""
     size = seg.path.stat().st_size
     pos = 0
-    with open(seg.path, "rb") as f:
-        data = f.read() if verify else b""
-        while pos + _HEAD.size <= size:
-            head = data[pos:pos + _HEAD.size] if verify else os.pread(f.fileno(), _HEAD.size, pos)
-            length, crc, first, last, ns = _HEAD.unpack(head)
-            end = pos + _HEAD.size + length
-            if end > size or last > log_seq:
-                break
-            if verify and zlib.crc32(data[pos + 8:end]) != crc:
-                break
-            seg.add(first, last, pos, end - pos, ns)
+    if verify:
+        data = read_file(seg.path)
+        reader = RecordReader(data, seg.path, covered=_SEQS.size)
+        for body, end in reader:
+            start = body - _HEAD.size
+            _, _, first, last, ns = _HEAD.unpack_from(data, start)
+            if last > log_seq:  # a batch whose event-log frame a crash never wrote
+                return start
+            seg.add(first, last, start, end - start, ns)
             pos = end
+        reader.raise_if_damaged()
+        torn = reader.torn_bytes
+    else:
+        with open(seg.path, "rb") as f:
+            while pos + _HEAD.size <= size:
+                length, _, first, last, ns = _HEAD.unpack(os.pread(f.fileno(), _HEAD.size, pos))
+                end = pos + _HEAD.size + length
+                if end > size:
+                    break
+                if last > log_seq:
+                    return pos
+                seg.add(first, last, pos, end - pos, ns)
+                pos = end
+        torn = size - pos
+    if torn and not newest:
+        raise DamagedFileError.at(seg.path, pos, f"a record of a rolled segment runs past its end "
+                                  f"({torn} bytes left): it was synced whole when it rolled")
     if not seg.firsts:
         seg.newest_ns = int(seg.path.stat().st_mtime_ns)
     return pos
+
+
+class DamagedRecordError(DamagedFileError):
+    """A record of the match log that does not verify when read; ``last_seq`` is the last seq
+    its index entry covers, so a reader can report a Gap for it alone and read on after it."""
+
+    def __init__(self, path: Path, offset: int, length: int, last_seq: int) -> None:
+        super().__init__(Damage(str(path), offset,
+                                f"checksum mismatch in a complete record of {length} bytes"))
+        self.last_seq = last_seq
 
 
 class MatchLog:
@@ -161,7 +189,8 @@ class MatchLog:
             self.segments.append(_Segment(int(p.stem), p))
         keep: list[_Segment] = []
         for k, seg in enumerate(self.segments):
-            good = _scan(seg, log_seq, verify=k >= len(self.segments) - 2)
+            good = _scan(seg, log_seq, verify=k >= len(self.segments) - 2,
+                         newest=k == len(self.segments) - 1)
             if good < seg.path.stat().st_size:  # a torn tail, or batches the event log lacks
                 with open(seg.path, "r+b") as f:
                     f.truncate(good)
@@ -221,17 +250,56 @@ class MatchLog:
         return self.written
 
     def _roll(self, start: int) -> None:
-        with self.sync_lock:  # everything written to the old segment becomes durable first
+        """Continue in a new segment from seq ``start``. The file is created first, so a failed
+        create (a full disk) changes nothing; then everything written to the old segment becomes
+        durable, and a failed sync there raises ``SyncError`` (server/log.py)."""
+        seg = self._new_segment(start)
+        fd = os.open(seg.path, os.O_WRONLY | os.O_APPEND)
+        with self.sync_lock:
             if self.sync:
-                os.fdatasync(self._fd)
+                try:
+                    os.fdatasync(self._fd)
+                except OSError as x:
+                    os.close(fd)
+                    raise SyncError(x.errno, x.strerror) from x
                 self.syncs += 1
             self.durable = self.written
             os.close(self._fd)
-            seg = self._new_segment(start)
-            self._fd = os.open(seg.path, os.O_WRONLY | os.O_APPEND)
+            self._fd = fd
         with self._lock:
             self.segments.append(seg)
         self.enforce_retention()
+
+    def mark(self) -> tuple[_Segment, int, int, int]:
+        """Where the next ``append`` writes: for ``truncate`` to cut a failed batch back to."""
+        seg = self.segments[-1]
+        return seg, seg.size, len(seg.firsts), self.appended_seq
+
+    def truncate(self, mark: tuple[_Segment, int, int, int]) -> None:
+        """Remove every record appended since ``mark`` (``mark()``), from the index and the files:
+        a batch whose event-log frame was not written, and whatever a failed ``write`` left of a
+        record. A segment rolled since stays, empty (the next batch starts at the same seq).
+        ``ftruncate`` needs no free space. Call with appends stopped (the topic lock); raises
+        ``OSError`` when a cut fails. O(segments)."""
+        at, size, n, appended = mark
+        with self._lock:
+            segs = list(self.segments)
+        for seg in segs:
+            if seg is at:
+                keep, keep_n = size, n
+            elif seg.start > appended:  # rolled by the batch being undone
+                keep, keep_n = 0, 0
+            else:
+                continue
+            if seg is segs[-1]:
+                os.ftruncate(self._fd, keep)
+            elif seg.path.stat().st_size != keep:
+                os.truncate(seg.path, keep)
+            with self._lock:
+                for column in (seg.firsts, seg.lasts, seg.offsets, seg.lengths):
+                    del column[keep_n:]
+                seg.size = keep
+        self.appended_seq = appended
 
     def sync_upto(self, token: int) -> None:
         """Return once every record up to ``token`` is durable (group commit, as ``OpLog``)."""
@@ -296,7 +364,13 @@ class MatchLog:
             try:
                 for off, ln in zip(offsets, lengths, strict=True):
                     rec = os.pread(fd, ln, off)
-                    _, _, first, last, _ = _HEAD.unpack_from(rec, 0)
+                    _, crc, first, last, _ = _HEAD.unpack_from(rec, 0)
+                    if len(rec) != ln or zlib.crc32(memoryview(rec)[8:]) != crc:
+                        # older segments are verified here, as they are read: the listener is
+                        # told with a Gap (``DeliveryHub``) instead of receiving corrupt data
+                        if out:
+                            return out  # the good records first; the next read starts here
+                        raise DamagedRecordError(seg.path, off, ln, last)
                     out.append((first, last, decode(rec[_HEAD.size:])))
                     budget -= ln
                     if budget <= 0:
@@ -314,4 +388,4 @@ class MatchLog:
                 self._fd = -1
 
 
-__all__ = ["MatchLog", "encode", "decode", "RETENTION_BYTES", "RETENTION_MS", "SEGMENT_BYTES"]
+__all__ = ["DamagedRecordError", "MatchLog", "encode", "decode", "RETENTION_BYTES", "RETENTION_MS", "SEGMENT_BYTES"]

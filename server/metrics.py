@@ -15,6 +15,7 @@ double the series count and no dashboard here uses them.
 from __future__ import annotations
 
 import contextlib
+import errno as errno_module
 import json
 import math
 import os
@@ -103,7 +104,7 @@ EVENTS_DELETED = Counter(
 )
 EVENTS_REJECTED = Counter(
     "hotjoin_events_rejected_total",
-    "Events rejected, by reason (late, duplicate, invalid, not_found).",
+    "Events rejected, by reason (late, duplicate, duplicate_identical, invalid, not_found).",
     ["topic", "reason"],
     registry=REGISTRY,
 )
@@ -125,6 +126,13 @@ DELIVERIES = Counter(
 GAPS = Counter(
     "hotjoin_listener_gaps_total",
     "Gap messages sent to listeners (asked-for messages no longer buffered).",
+    ["topic"],
+    registry=REGISTRY,
+)
+TOPIC_DAMAGED = Gauge(
+    "hotjoin_topic_damaged",
+    "1 for each topic set aside at start-up because a file of it does not verify (the log names "
+    "the file and the reason; server/PERSISTENCE.md, 'Damage and repair').",
     ["topic"],
     registry=REGISTRY,
 )
@@ -257,6 +265,30 @@ COMPACTION_DURATION = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0),
     registry=REGISTRY,
 )
+STORAGE_WRITE_ERRORS = Counter(
+    "hotjoin_storage_write_errors_total",
+    "Failed writes to a topic's files (event log, match log, cursors, checkpoint, compaction), "
+    "by errno name in lower case (enospc, edquot, eio, ...); failed syncs as fsync_<errno>.",
+    ["topic", "error"],
+    registry=REGISTRY,
+)
+
+
+def storage_error_label(error: OSError, sync: bool = False) -> str:
+    """The ``error`` label of ``hotjoin_storage_write_errors_total`` for ``error``: its errno's
+    name in lower case, prefixed ``fsync_`` for a failed sync (a bounded set: Linux's errnos).
+
+    >>> import errno
+    >>> storage_error_label(OSError(errno.ENOSPC, "No space left on device"))
+    'enospc'
+    >>> storage_error_label(OSError(errno.EIO, "Input/output error"), sync=True)
+    'fsync_eio'
+    >>> storage_error_label(OSError("no errno"))
+    'unknown'
+    """
+    name = errno_module.errorcode.get(error.errno or -1, "unknown").lower()
+    return f"fsync_{name}" if sync else name
+
 
 # ---- security (server/SECURITY.md): never labelled with token material ----------------------
 AUTH_FAILURES = Counter(
@@ -326,16 +358,33 @@ class EngineCollector(Collector):
             ("match_log_bytes", "Bytes of the durable match log (delivery retention).",
              "match_log_bytes"),
             ("committed_cursors", "Subscriptions with a committed cursor.", "committed_cursors"),
-            ("cursor_lag_max", "Largest lag (topic seq - committed seq) of a committed cursor.",
-             "cursor_lag_max"),
-            ("committed_cursors_lag", "Lag of all committed cursors together (sum of topic seq "
-             "- committed seq).", "cursor_lag_sum"),
+            ("cursor_lag_max", "Largest lag (newest seq of the subscription - committed seq) of "
+             "a committed cursor.", "cursor_lag_max"),
+            ("committed_cursors_lag", "Lag of all committed cursors together (sum of newest seq "
+             "of the subscription - committed seq).", "cursor_lag_sum"),
         )]
-        workers = {k: GaugeMetricFamily(f"hotjoin_worker_{k}", h, labels=["topic", "worker"]) for k, h in (
-            ("healthy", "Scale-out worker answering (1) or being restarted (0); docs/scale-out.md."),
-            ("sequence", "Last sequence number a scale-out worker applied."),
-            ("memory_bytes", "Bytes of numpy arrays held by a scale-out worker's engine."),
-            ("restarts", "Times a scale-out worker was re-created from its snapshot."))}
+        # per subscriber name (names operators choose: one series each, never per subscription)
+        backlog = [(GaugeMetricFamily(f"hotjoin_subscriber_{m}", h, labels=["topic", "subscriber"]),
+                    i) for m, h, i in (
+            ("backlog_messages", "Messages owed to a subscriber's live subscriptions that no "
+             "listener has been sent yet (counted since the server started).", 0),
+            ("backlog_bytes", "Estimated bytes of those messages.", 1),
+            ("committed_lag", "Largest lag (newest seq - committed seq) of a subscriber's "
+             "subscriptions with a committed cursor; absent when none committed.", 2),
+        )]
+        workers: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            k: GaugeMetricFamily(f"hotjoin_worker_{k}", h, labels=["topic", "worker"]) for k, h in (
+                ("healthy", "Scale-out worker answering (1) or being restarted (0); "
+                 "docs/scale-out.md."),
+                ("sequence", "Last sequence number a scale-out worker applied."),
+                ("memory_bytes", "Bytes of numpy arrays held by a scale-out worker's engine."))}
+        # a count of events only goes up: a counter (hotjoin_worker_restarts_total), so that
+        # increase() and rate() work on it and a server restart reads as a counter reset
+        workers["restarts"] = CounterMetricFamily(
+            "hotjoin_worker_restarts",
+            "Times a scale-out worker was re-created from its snapshot (cumulative).",
+            labels=["topic", "worker"],
+        )
         for name, st in self._topics():
             for w in st.get("workers", ()):
                 for k, key in (("healthy", "healthy"), ("sequence", "seq"),
@@ -362,8 +411,13 @@ class EngineCollector(Collector):
                 for fam, v in delivery:
                     fam.add_metric([name], d[v] if v != "fill" else
                                    d["buffer_bytes"] / max(d["buffer_limit_bytes"], 1))
+            for who, values in st.get("subscribers", {}).items():
+                for fam, i in backlog:
+                    if values[i] is not None:
+                        fam.add_metric([name, who], values[i])
         yield from (tuples, subs, tau, hot, decisions, corrections, seq, listeners, *workers.values())
         yield from (fam for fam, _ in delivery)
+        yield from (fam for fam, _ in backlog)
         if self._storage is not None:
             yield from self._storage.collect()
 
@@ -415,6 +469,25 @@ class StorageCollector(Collector):
                 for kind, n in sizes.items():
                     fam.add_metric([name, kind], n)
         yield fam
+        yield from self._filesystem()
+
+    def _filesystem(self) -> Iterator[GaugeMetricFamily]:
+        """Free and total bytes of the data directory's filesystem (``os.statvfs``): free is what
+        the server may use (``f_bavail``, without the blocks reserved for root), so an alert on
+        it fires before writes fail with ENOSPC (server/PERSISTENCE.md, "Disk faults")."""
+        if self._data_dir is None:
+            return
+        try:
+            st = os.statvfs(self._data_dir)
+        except OSError:  # the directory is gone or unreadable: no sample rather than a wrong one
+            return
+        free = GaugeMetricFamily("hotjoin_data_dir_free_bytes",
+                                 "Bytes of the data directory's filesystem available to the server.")
+        free.add_metric([], st.f_bavail * st.f_frsize)
+        capacity = GaugeMetricFamily("hotjoin_data_dir_capacity_bytes",
+                                     "Size in bytes of the data directory's filesystem.")
+        capacity.add_metric([], st.f_blocks * st.f_frsize)
+        yield from (free, capacity)
 
 
 def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:
@@ -430,8 +503,13 @@ def forget_topic(topic: str) -> None:
                    COMPACTION_DURATION, CHECKPOINTS, CHECKPOINT_DURATION):
         with contextlib.suppress(KeyError):
             metric.remove(topic)
-    for metric2, labels in ((EVENTS_REJECTED, ("late", "duplicate", "invalid", "not_found")),
+    rejected = ("late", "duplicate", "duplicate_identical", "invalid", "not_found")
+    for metric2, labels in ((EVENTS_REJECTED, rejected),
                             (SUBSCRIBE_OPS, ("subscribe", "unsubscribe"))):
         for label in labels:
             with contextlib.suppress(KeyError):
                 metric2.remove(topic, label)
+    for sample in list(STORAGE_WRITE_ERRORS.collect()[0].samples):
+        if sample.labels.get("topic") == topic and sample.name.endswith("_total"):
+            with contextlib.suppress(KeyError):
+                STORAGE_WRITE_ERRORS.remove(topic, sample.labels["error"])

@@ -40,7 +40,7 @@ from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, Uns
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
 from hotjoin.server.quotas import Quotas
-from hotjoin.server.registry import TopicRegistry
+from hotjoin.server.registry import DamagedTopic, TopicRegistry
 from hotjoin.server.topic import ColumnsOutcome, Status, Topic
 
 PAIRS_PER_MESSAGE = 10_000
@@ -139,11 +139,26 @@ def encode_topic(topic: Topic) -> pb.Topic:
         out.retention = info["retention"]
     out.delivery_retention_bytes = topic.delivery.retention_bytes
     out.delivery_retention_ms = topic.delivery.retention_ms
+    out.max_advance = info["max_advance"]  # 0: no bound
+    return out
+
+
+def encode_damaged(d: DamagedTopic) -> pb.Topic:
+    """A damaged topic as ``ListTopics`` shows it: its name, the reason in ``damaged`` and the
+    options its ``topic.json`` still gives, if any."""
+    out = pb.Topic(name=d.name, damaged=d.message)
+    opts = d.options or {}
+    if isinstance(opts.get("lateness"), int):
+        out.lateness = opts["lateness"]
+    if isinstance(opts.get("retention"), int):
+        out.retention = opts["retention"]
     return out
 
 
 def encode_statuses(statuses: list[Status]) -> list[pb.EventStatus]:
-    return [pb.EventStatus(code=_STATUS[s.code], id=s.id, seq=s.seq, reason=s.reason) for s in statuses]
+    """The wire statuses of a per-event batch (``identical`` set on re-sent duplicates)."""
+    return [pb.EventStatus(code=_STATUS[s.code], id=s.id, seq=s.seq, reason=s.reason,
+                           identical=s.identical) for s in statuses]
 
 
 def encode_items(items: Iterable[Item], batch: bool = False,
@@ -248,7 +263,8 @@ class TopicService(rpc.TopicServiceServicer):
         retention = request.retention if request.HasField("retention") else None
         topic = self.registry.create(
             request.name, request.lateness, retention, dict(request.strategy),
-            **{f: getattr(request, f) for f in ("delivery_retention_bytes", "delivery_retention_ms")
+            **{f: getattr(request, f) for f in ("delivery_retention_bytes", "delivery_retention_ms",
+                                                "max_advance")
                if request.HasField(f)})
         _changed(context, p, "topic.create", topic=request.name)
         return encode_topic(topic)
@@ -261,7 +277,10 @@ class TopicService(rpc.TopicServiceServicer):
     @_unary
     def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.ServicerContext) -> pb.ListTopicsResponse:
         p = _principal(context)
-        return pb.ListTopicsResponse(topics=[encode_topic(t) for t in self.registry.list() if p.may_see(t.name)])
+        out = [encode_topic(t) for t in self.registry.list() if p.may_see(t.name)]
+        out += [encode_damaged(d) for d in self.registry.damaged() if p.may_see(d.name)]
+        out.sort(key=lambda t: t.name)
+        return pb.ListTopicsResponse(topics=out)
 
     @_unary
     def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext) -> pb.DeleteTopicResponse:
@@ -501,12 +520,14 @@ def _columns_of(request: pb.PublishRequest) -> EventBatch | None:
 
 def _columns_response(out: ColumnsOutcome) -> pb.PublishResponse:
     """The compact answer to a columnar batch: the accepted events' seq range, the assigned ids,
-    and one ``EventStatus`` (with its index) per rejected event only."""
+    and one ``EventStatus`` (with its index) per rejected event only, ``identical`` set on the
+    duplicates equal to their stored event."""
     resp = pb.PublishResponse(accepted=out.accepted, rejected=len(out.status) - out.accepted,
                               first_seq=out.first_seq, last_seq=out.last_seq)
+    same = out.identical
     for i in np.flatnonzero(out.status != BatchStatus.OK).tolist():
         resp.statuses.add(code=_CODE_TO_PB[int(out.status[i])], id=out.ids[i], reason=out.reasons.get(i, ""),
-                          index=i)
+                          index=i, identical=i in same)
     for i, eid in out.assigned.items():
         resp.assigned.add(index=i, id=eid)
     return resp
@@ -566,17 +587,19 @@ class ListenService(rpc.ListenServiceServicer):
     @_unary
     def GetCursors(self, request: pb.GetCursorsRequest,
                    context: grpc.ServicerContext) -> pb.GetCursorsResponse:
-        """Committed positions and lag of live subscriptions (the caller's own unless admin)."""
+        """Committed positions, lag and backlog of live subscriptions (the caller's own unless
+        admin): lag = newest seq of the subscription − committed seq (``Topic.committed``)."""
         p = _principal(context)
         p.require(request.topic, "subscribe", "read cursors")
         topic = self.registry.get(request.topic)
         owner = None if p.is_admin(topic.name) else p.owner
         seq, rows = topic.committed(request.subscriber, list(request.subscription_ids), owner=owner)
         out = pb.GetCursorsResponse(seq=seq)
-        for sid, subscriber, at in rows:
-            c = out.cursors.add(subscription_id=sid, subscriber=subscriber)
+        for sid, subscriber, at, lag, pending, nbytes, newest in rows:
+            c = out.cursors.add(subscription_id=sid, subscriber=subscriber,
+                                pending_messages=pending, pending_bytes=nbytes, newest_seq=newest)
             if at is not None:
-                c.committed_seq, c.lag = at, max(seq - at, 0)
+                c.committed_seq, c.lag = at, lag
         return out
 
 

@@ -37,7 +37,7 @@ from hotjoin.matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from hotjoin.matcher.model import Subscription
+from hotjoin.matcher.model import Event, Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import metrics
 from hotjoin.server.batch_apply import EventStatus, apply_publish_batch
@@ -67,6 +67,7 @@ from hotjoin.server.errors import (
 )
 from hotjoin.server.heap import FREEZE_AFTER, freeze_long_lived
 from hotjoin.server.messages import MessageBuilder
+from hotjoin.server.records import DamagedFileError
 from hotjoin.server.settings import DEFAULT_SETTINGS, TopicSettings
 
 log = logging.getLogger("hotjoin.topic")
@@ -83,13 +84,15 @@ class Status:
     id: str
     seq: int = 0
     reason: str = ""
+    identical: bool = False  # duplicate only: the stored event equals this one (a re-sent event)
 
 
 @dataclass(frozen=True, slots=True)
 class ColumnsOutcome:
     """Outcome of a columnar batch: ``status`` (``EventStatus`` per event, int8) and ``seq``
     (0 where rejected) per event, the reasons of the rejected events, the ids assigned to
-    accepted events sent without one, and the batch's consecutive seqs ``first_seq..last_seq``."""
+    accepted events sent without one, the batch's consecutive seqs ``first_seq..last_seq``, and
+    the indexes of the duplicates equal to their stored event (``identical``: re-sent events)."""
 
     status: np.ndarray
     seq: np.ndarray
@@ -98,6 +101,7 @@ class ColumnsOutcome:
     assigned: dict[int, str]
     first_seq: int
     last_seq: int
+    identical: frozenset[int] = frozenset()
 
     @property
     def accepted(self) -> int:
@@ -115,27 +119,35 @@ class Topic:
         strategy: Mapping[str, str],
         directory: Path | None,
         settings: TopicSettings = DEFAULT_SETTINGS,
+        max_advance: int = 0,
     ) -> None:
         self.name = name
         self.settings = settings
         self.delivery = settings.delivery
         self.lateness = lateness
         self.retention = retention
+        self.max_advance = int(max_advance or 0)  # 0: no bound (topic.json, server/PERSISTENCE.md)
         self.strategy = dict(strategy)
         self.directory = directory
         self._lock = threading.Lock()
         self._deleted = False
         self.book = SubscriptionBook(name)
         self.durability = Durability(name, directory, settings, lateness, retention, self._lock, self.book)
-        self.engine = self.durability.restore(lambda: settings.engine_factory(
-            lateness=lateness, retention=retention, strategy=self.strategy or "auto"))
+        try:
+            self.engine = self.durability.restore(lambda: settings.engine_factory(
+                lateness=lateness, retention=retention, strategy=self.strategy or "auto",
+                max_advance=self.max_advance or None))
+            # the committed cursors (server/cursors.py) are kept beside the logs
+            self.cursors = CursorStore(directory, sync=settings.sync)
+            self._check_cursors()
+        except BaseException:
+            self.durability.abandon()  # a topic that does not open holds no file open
+            raise
         self.messages = MessageBuilder(name, self.book)
         self._m_published = metrics.EVENTS_PUBLISHED.labels(name)
         self._m_deleted = metrics.EVENTS_DELETED.labels(name)
         self._m_to_match = metrics.PUBLISH_TO_MATCH.labels(name)
         self._m_duration = metrics.PUBLISH_DURATION.labels(name)
-        # the committed cursors (server/cursors.py) are kept beside the logs
-        self.cursors = CursorStore(directory, sync=settings.sync)
         match_log = self.durability.match_log
         self.hub = DeliveryHub(
             settings.buffer_capacity,
@@ -151,6 +163,19 @@ class Topic:
             match_log.on_drop = self.hub.dropped
         self.hub.add_subscriptions(self.book.hub_entries())
         self.durability.start()
+
+    def _check_cursors(self) -> None:
+        """A committed cursor beyond the log's last seq means the log lost operations that were
+        acknowledged (a cursor is committed only for durable ones): damage, not a crash."""
+        positions = self.cursors.positions()
+        if positions and self.directory is not None:
+            sid, at = max(positions.items(), key=lambda kv: kv[1])
+            if at > self.engine.seq:
+                self.cursors.close()
+                raise DamagedFileError.at(
+                    self.directory / "log", 0, f"the log ends at seq {self.engine.seq}, but "
+                    f"subscription {sid}'s committed cursor is at seq {at}: acknowledged "
+                    "operations are missing from it")
 
     # ---- events -----------------------------------------------------------------------------
 
@@ -189,7 +214,10 @@ class Topic:
                 try:
                     out = publish(ev)
                 except DuplicateEventError as x:
-                    statuses.append(Status("duplicate", eid, 0, str(x)))
+                    same = _same_event(engine.get_event(side, eid), ev.key, ev.value,
+                                       ev.time if e.HasField("time") else None, ev.payload)
+                    why = _identical_reason(side, eid) if same else str(x)
+                    statuses.append(Status("duplicate", eid, 0, why, same))
                     continue
                 except LateEventError as x:
                     statuses.append(Status("late", eid, 0, str(x)))
@@ -277,6 +305,16 @@ class Topic:
             seq[take] = res.seq
             for j, why in res.reasons.items():
                 reasons[int(take[j])] = why
+            # duplicates against what is stored now (an id repeated in the batch: its first event)
+            identical: set[int] = set()
+            for i in take[res.status == EventStatus.DUPLICATE].tolist():
+                side, eid = ("R" if side_code[i] == 0 else "S"), ids[i]
+                if _same_event(engine.get_event(side, eid), float(batch.keys[i]),
+                               float(batch.values[i]),
+                               None if batch.times is None else int(batch.times[i]),
+                               b"" if payloads is None else payloads[i]):
+                    identical.add(i)
+                    reasons[i] = _identical_reason(side, eid)
             ok_local = np.flatnonzero(res.status == EventStatus.OK)
             ok = take[ok_local]
             first = last = 0
@@ -294,8 +332,9 @@ class Topic:
                                     n_ops=int(ok.size))
                 self._m_published.inc(int(ok.size))
         assigned = {i: e for i, e in assigned.items() if status[i] == EventStatus.OK}
-        _count_rejection_codes(self.name, status)
-        return ColumnsOutcome(status, seq, ids, reasons, assigned, first, last), token
+        _count_rejection_codes(self.name, status, len(identical))
+        same = frozenset(identical)
+        return ColumnsOutcome(status, seq, ids, reasons, assigned, first, last, same), token
 
     def delete(self, refs: Sequence[pb.EventRef], received_ns: int) -> list[Status]:
         """Delete events in order (SPEC §3 Delete); each gets its own status."""
@@ -520,17 +559,28 @@ class Topic:
             token = self.durability.written()
         out = sorted(pairs.items())
         try:
-            # the operations up to ``seq`` are durable before a cursor may point at them
+            # the operations up to ``seq`` are durable before a cursor may point at them (a failed
+            # sync closes the topic: Unavailable)
             self.durability.sync(token)
-            self.cursors.commit(out)
-        except OSError as x:
+        except OSError as x:  # the log closed by a shutdown meanwhile
             raise Unavailable(f"topic {self.name!r}: cannot make the cursors durable ({x})") from x
+        try:
+            self.cursors.commit(out)
+        except OSError as x:  # nothing recorded: the file is cut back, the positions unchanged
+            raise self.durability.refuse(x, "its committed cursors", "nothing was committed") from x
         return out
 
     def committed(self, subscriber: str = "", subscription_ids: Sequence[int] = (),
-                  owner: str | None = None) -> tuple[int, list[tuple[int, str, int | None]]]:
-        """``(topic seq, [(sid, subscriber, committed seq or None)])`` of the live subscriptions
-        asked for (all when neither ``subscriber`` nor ids are given; of ``owner`` when set)."""
+                  owner: str | None = None
+                  ) -> tuple[int, list[tuple[int, str, int | None, int | None, int, int, int]]]:
+        """``(topic seq, rows)`` of the live subscriptions asked for (all when neither
+        ``subscriber`` nor ids are given; of ``owner`` when set), a row per subscription:
+        ``(sid, subscriber, committed seq or None, lag or None, pending messages, pending bytes,
+        newest seq)``. Lag is max(0, newest − committed): sequence numbers between the commit
+        and the subscription's newest message, 0 when nothing newer was delivered to it (other
+        subscriptions' operations do not count), None without a commit; pending and newest as
+        ``DeliveryHub.backlog`` (counted since the server started; server/PERSISTENCE.md).
+        O(subscriptions asked for), the backlog read as one vectorised gather."""
         with self._lock:
             self._check_open()
             seq = self.engine.seq
@@ -538,8 +588,12 @@ class Topic:
             for sid in wanted:
                 if sid not in self.book:
                     raise NotFound(f"topic {self.name!r} has no subscription {sid}")
-            out = [(sid, meta.subscriber, self.cursors.get(sid))
-                   for sid, meta in self.book.select(subscriber, wanted, owner)]
+            rows = [(sid, meta.subscriber, self.cursors.get(sid))
+                    for sid, meta in self.book.select(subscriber, wanted, owner)]
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        pending, nbytes, newest = (a.tolist() for a in self.hub.backlog(ids))
+        out = [(sid, name, at, None if at is None else max(0, nw - at), p, b, nw)
+               for (sid, name, at), p, b, nw in zip(rows, pending, nbytes, newest, strict=True)]
         return seq, out
 
     # ---- info -------------------------------------------------------------------------------
@@ -550,24 +604,38 @@ class Topic:
             "lateness": self.lateness,
             "retention": self.retention,
             "strategy": self.strategy,
+            "max_advance": self.max_advance,
             "seq": self.engine.seq,
         }
 
     def stats(self) -> dict[str, Any]:
-        """Engine stats plus the topic's seq, watermark and listener count."""
+        """Engine stats plus the topic's seq, watermark and listener count, ``delivery``
+        (``delivery_stats``) and ``subscribers``: per subscriber name with live subscriptions
+        ``(pending messages, pending bytes, largest committed lag or None)``
+        (``DeliveryHub.subscriber_backlog``: one vectorised pass; server/METRICS.md)."""
         with self._lock:
             self._check_open()
             st = dict(self.engine.stats())
             st["seq"] = self.engine.seq
             st["watermark"] = self.engine.watermark
             st["listeners"] = len(self.hub.listeners)
-        st["delivery"] = self.delivery_stats(st["seq"])
+        positions = self.cursors.positions()
+        st["delivery"] = self.delivery_stats(st["seq"], positions)
+        st["subscribers"] = self.hub.subscriber_backlog(positions)
         return st
 
-    def delivery_stats(self, seq: int) -> dict[str, int]:
-        """Memory ring, match log and committed cursors in numbers (stats RPC and metrics)."""
+    def delivery_stats(self, seq: int, positions: dict[int, int] | None = None) -> dict[str, int]:
+        """Memory ring, match log and committed cursors in numbers (stats RPC and metrics). A
+        committed cursor's lag is max(0, newest seq of its subscription − committed seq), as in
+        ``committed``; ``positions``: the committed positions when already read."""
         ring_bytes, ring_messages, _ = self.hub.buffer_stats()
-        n, lag_sum, lag_max = self.cursors.summary(seq)
+        pos = self.cursors.positions() if positions is None else positions
+        n, lag_sum, lag_max = len(pos), 0, 0
+        if pos:
+            ids = np.fromiter(pos.keys(), dtype=np.int64, count=n)
+            at = np.fromiter(pos.values(), dtype=np.int64, count=n)
+            lag = np.maximum(self.hub.backlog(ids)[2] - at, 0)
+            lag_sum, lag_max = int(lag.sum()), int(lag.max())
         ml = self.durability.match_log
         return {"buffer_bytes": ring_bytes, "buffer_limit_bytes": self.hub.buffer_bytes,
                 "buffer_messages": ring_messages,
@@ -632,9 +700,13 @@ class Topic:
                hub_update: Callable[[], None] | None = None, n_ops: int | None = None) -> int:
         """Log ``chunk``'s messages, then ``ops`` as one frame, and queue what the hub gets once
         both are durable: ``hub_update``, then the chunk. Call with the topic lock held; returns
-        the token to pass to ``commit``. ``n_ops``: as ``Durability.append``."""
-        mtoken = 0 if chunk is None else self.durability.log_matches(chunk)
-        hub = self.hub
+        the token to pass to ``commit``. ``n_ops``: as ``Durability.append``.
+
+        When a write fails (ENOSPC, EIO, ...) the batch is undone: both logs are cut back to
+        where it began (``Durability.rollback``), the engine and the book are rebuilt from the
+        files (``_rebuild_engine``) and the request gets RESOURCE_EXHAUSTED (a full disk) or
+        UNAVAILABLE; the next batch simply tries again (server/PERSISTENCE.md, "Disk faults")."""
+        durability, hub = self.durability, self.hub
 
         def release() -> None:
             if hub_update is not None:
@@ -642,7 +714,21 @@ class Topic:
             if chunk is not None:
                 hub.push(chunk)
 
-        return self.durability.append(ops, release, mtoken, n_ops)
+        mark = durability.mark()
+        try:
+            mtoken = 0 if chunk is None else durability.log_matches(chunk)
+            return durability.append(ops, release, mtoken, n_ops)
+        except OSError as x:
+            refused = durability.rollback(mark, x)  # closes the topic when it cannot cut back
+            self._rebuild_engine()
+            raise refused from x
+
+    def _rebuild_engine(self) -> None:
+        """Swap in an engine (and a book) rebuilt from the topic's files, as a restart would read
+        them (``Durability.rebuild``: checkpoint + log tail), after a failed write left the old
+        engine ahead of the log. Topic lock held. The delivery hub, the committed cursors and the
+        listeners stay: they only ever saw durable operations. O(checkpoint + log tail)."""
+        self.engine = self.durability.rebuild()
 
 
 def _chunk(parts: list[OpMatches]) -> Chunk | None:
@@ -655,11 +741,29 @@ def _check_batch(n: int, limit: int, what: str) -> None:
         raise InvalidArgument(f"batch of {n} {what} exceeds the limit of {limit} per request")
 
 
+def _same_event(stored: Event | None, key: float, value: float, time: int | None,
+                payload: bytes) -> bool:
+    """Whether a rejected duplicate equals the ``stored`` event of its side and id: same key,
+    value and payload, and the same time unless the request carried none (an event sent without
+    a time takes the server's clock, so it matches any stored time). ``stored`` None (no longer
+    stored) counts as a conflict. O(payload size)."""
+    return (stored is not None and stored.key == key and stored.value == value
+            and (time is None or stored.time == time) and stored.payload == payload)
+
+
+def _identical_reason(side: str, eid: str) -> str:
+    """The reason of a duplicate equal to its stored event (``EventStatus.identical``)."""
+    return f"event {side}/{eid} already exists with the same content (a re-sent event)"
+
+
 def _count_rejections(topic: str, statuses: list[Status]) -> None:
+    """Count a batch's rejected events by reason; identical duplicates (re-sent events) under
+    ``duplicate_identical`` (server/METRICS.md)."""
     counts: dict[str, int] = {}
     for st in statuses:
         if st.code != "ok":
-            counts[st.code] = counts.get(st.code, 0) + 1
+            code = "duplicate_identical" if st.identical else st.code
+            counts[code] = counts.get(code, 0) + 1
     for code, n in counts.items():
         metrics.EVENTS_REJECTED.labels(topic, code).inc(n)
 
@@ -668,12 +772,16 @@ _CODE_NAMES = {EventStatus.LATE: "late", EventStatus.DUPLICATE: "duplicate",
                EventStatus.INVALID: "invalid", EventStatus.NOT_FOUND: "not_found"}
 
 
-def _count_rejection_codes(topic: str, status: np.ndarray) -> None:
-    """``_count_rejections`` for a columnar batch: one counter update per code."""
+def _count_rejection_codes(topic: str, status: np.ndarray, identical: int = 0) -> None:
+    """``_count_rejections`` for a columnar batch: one counter update per code; ``identical``
+    of its duplicates are counted as ``duplicate_identical``."""
     counts = np.bincount(status.astype(np.int64), minlength=len(EventStatus))
+    counts[EventStatus.DUPLICATE] -= identical
     for code, name in _CODE_NAMES.items():
         if counts[code]:
             metrics.EVENTS_REJECTED.labels(topic, name).inc(int(counts[code]))
+    if identical:
+        metrics.EVENTS_REJECTED.labels(topic, "duplicate_identical").inc(identical)
 
 
 __all__ = ["ColumnsOutcome", "Topic", "Status", "FailedPrecondition"]

@@ -147,7 +147,7 @@ def _publish(hj: Any, batches: Any, total: int, batch_size: int, what: str,
                       f"{printer.pairs} pairs", flush=True)
         pub.flush()
         dt = time.monotonic() - t0
-        if pub.rejected:
+        if pub.rejections:
             print(f"  {pub.rejected} events rejected, e.g. {pub.rejections[0].reason}")
         return pub.accepted, dt
 

@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     from hotjoin.clients.cli import CliError
     from hotjoin.server.app import HotjoinServer, TlsFiles
     from hotjoin.server.auth import AuthFileError
+    from hotjoin.server.datadir import DataDirInUse
     from hotjoin.server.errors import InvalidArgument
     from hotjoin.server.settings import DeliveryOptions
 
@@ -194,7 +196,7 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
             allow_insecure=args.allow_insecure, metrics_host=args.metrics_host, delivery=delivery,
             **kwargs,
         ).start()
-    except (AuthFileError, InvalidArgument, ValueError) as e:
+    except (AuthFileError, InvalidArgument, ValueError, DataDirInUse) as e:
         raise CliError(str(e)) from None
     except RuntimeError as e:  # grpc: "Failed to bind to address ..." (taken since the check)
         raise CliError(f"cannot listen on {args.host}:{args.port}: {e}", code=1) from None
@@ -202,8 +204,11 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
         what = f" {e.filename}" if e.filename else ""
         raise CliError(f"cannot start:{what}: {e.strerror or e} (--data-dir {args.data_dir})",
                        code=1) from None
-    print(f"hotjoin serving on {srv.target} (data {args.data_dir}, metrics port {srv.metrics_port})",
+    metrics_at = "off" if srv.metrics_port is None else f"port {srv.metrics_port}"
+    print(f"hotjoin serving on {srv.target} (data directory {args.data_dir}, metrics {metrics_at})",
           flush=True)
+    for d in srv.registry.damaged():
+        print(f"hotjoin serve: warning: {d.message}", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -1,4 +1,5 @@
-"""``hotjoin topic create|list|get|delete``."""
+"""``hotjoin topic create|list|get|delete`` (over gRPC) and ``inspect|repair`` (offline, on the
+server's data directory: ``clients/commands/topic_repair.py``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from hotjoin.clients.commands import topic_repair
 from hotjoin.clients.commands.common import add_target, client, message_dict, rpc_errors
 
 
@@ -25,6 +27,10 @@ def register(sub: Any) -> None:
                         "server's --delivery-retention-bytes; 0: memory only)")
     c.add_argument("--delivery-retention-ms", type=int, default=None,
                    help="... and for this long (default: the server's; -1: no time limit)")
+    c.add_argument("--max-advance", type=int, default=None, metavar="N",
+                   help="reject (INVALID) an event more than N event-time units ahead of the "
+                        "largest event time seen, so one wrong clock cannot make every later "
+                        "event late (default 86400000, one day in ms; 0: no bound)")
     ls = tsub.add_parser("list", help="list topics")
     g = tsub.add_parser("get", help="show one topic")
     g.add_argument("name")
@@ -32,16 +38,22 @@ def register(sub: Any) -> None:
     d.add_argument("name")
     for action in (c, ls, g, d):  # --target and the security options are accepted after the action too
         add_target(action, hidden=True)
+    topic_repair.register_actions(tsub)  # offline: inspect, repair (--data-dir)
     p.set_defaults(func=rpc_errors(run))
 
 
 def run(args: argparse.Namespace) -> int:
     from hotjoin.clients.cli import CliError
 
+    if args.action in topic_repair.OFFLINE:
+        return topic_repair.run(args)
+
     with client(args) as hj:
         if args.action == "create":
             if args.lateness < 0 or (args.retention is not None and args.retention < 0):
                 raise CliError("--lateness and --retention must be >= 0")
+            if args.max_advance is not None and args.max_advance < 0:
+                raise CliError(f"--max-advance must be >= 0 (0: no bound), got {args.max_advance}")
             strategy = {}
             for s in args.strategy:
                 kind, sep, name = s.partition("=")
@@ -51,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             out: Any = message_dict(hj.create_topic(
                 args.name, args.lateness, args.retention, strategy,
                 delivery_retention_bytes=args.delivery_retention_bytes,
-                delivery_retention_ms=args.delivery_retention_ms))
+                delivery_retention_ms=args.delivery_retention_ms, max_advance=args.max_advance))
         elif args.action == "list":
             out = [message_dict(t) for t in hj.list_topics()]
         elif args.action == "get":

@@ -106,13 +106,20 @@ class ShardedEngine:
     def __init__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto", *, workers: int = 2,
                  ray_address: str | None = None, worker_cpus: float = 0,
-                 snapshot_every: int = SNAPSHOT_EVERY) -> None:
-        # validates lateness, retention and strategy exactly as the engine does, starting no actor
-        probe = Engine(lateness=lateness, retention=retention, strategy=strategy)
+                 snapshot_every: int = SNAPSHOT_EVERY, max_advance: int | None = None) -> None:
+        # validates lateness, retention, strategy and max_advance exactly as the engine does,
+        # starting no actor
+        probe = Engine(lateness=lateness, retention=retention, strategy=strategy,
+                       max_advance=max_advance)
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.lateness = probe.lateness
         self.retention = probe.retention
+        self.max_advance = probe.max_advance
+        # every worker stores every tuple and admits every event with the engine's own checks,
+        # so each applies the bound (on the same clock); the key-partitioned front end admits
+        # events itself and gives its workers None
+        self._worker_max_advance = self.max_advance
         self.strategy_names = dict(probe.strategy_names)
         self._strategy = strategy if isinstance(strategy, str) else dict(strategy)
         self.n_workers = int(workers)
@@ -143,7 +150,7 @@ class ShardedEngine:
     def _new_actor(self, state: Any) -> Any:
         return self._remote.options(num_cpus=self.worker_cpus, scheduling_strategy="SPREAD",
                                     max_restarts=0).remote(
-            self.lateness, self.retention, self._strategy, state)
+            self.lateness, self.retention, self._strategy, state, self._worker_max_advance)
 
     def apply_many(self, batches: Mapping[int, Sequence[W.Op]]) -> dict[int, list[Any]]:
         """Send each shard its batch in one RPC (all shards at once); their results, in order.
@@ -719,12 +726,16 @@ class ShardedEngineFactory:
         self.scheme = scheme
 
     def __call__(self, lateness: int = 0, retention: int | None = None,
-                 strategy: str | Mapping[str, str] = "auto") -> ShardedEngine:
+                 strategy: str | Mapping[str, str] = "auto",
+                 max_advance: int | None = None) -> ShardedEngine:
+        """A topic's scale-out engine with the topic's options (as ``Engine``'s)."""
         if self.scheme != "subscription":
             from hotjoin.ops.scaleout.key_engine import KeyShardedEngine
 
             return KeyShardedEngine(lateness, retention, strategy, workers=self.workers,
                                     ray_address=self.ray_address, worker_cpus=self.worker_cpus,
-                                    replicate=self.scheme == "key-replicated")
+                                    replicate=self.scheme == "key-replicated",
+                                    max_advance=max_advance)
         return ShardedEngine(lateness, retention, strategy, workers=self.workers,
-                             ray_address=self.ray_address, worker_cpus=self.worker_cpus)
+                             ray_address=self.ray_address, worker_cpus=self.worker_cpus,
+                             max_advance=max_advance)

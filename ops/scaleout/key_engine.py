@@ -19,7 +19,8 @@ What must be single per topic is decided once, here, before anything is routed (
 * **Admission.** The front end keeps every stored (side, id) with its time and worker
   (:class:`StoredIds`), so duplicates are found across keys and workers, and it runs the
   engine's own batch admission (``matcher.batch.admit_publish``) against them: statuses,
-  sequence numbers and the running clock of the whole batch.
+  sequence numbers and the running clock of the whole batch, the topic's ``max_advance``
+  bound included (its workers get none: they only apply what was admitted here).
 * **The clock.** Each worker gets, with each of its events, the topic's sequence number and the
   topic's largest event time after it (``Engine.publish_admitted``), so lateness, windows and
   retention are decided on the topic's watermark even though a worker sees only its keys; every
@@ -54,6 +55,7 @@ from hotjoin.matcher.batch import (
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
+    EventTooFarAheadError,
     LateEventError,
     UnknownSubscriptionError,
 )
@@ -196,9 +198,12 @@ class KeyShardedEngine(ShardedEngine):
     def __init__(self, lateness: int = 0, retention: int | None = None,
                  strategy: str | Mapping[str, str] = "auto", *, workers: int = 2,
                  ray_address: str | None = None, worker_cpus: float = 0,
-                 snapshot_every: int = SNAPSHOT_EVERY, replicate: bool = False) -> None:
+                 snapshot_every: int = SNAPSHOT_EVERY, replicate: bool = False,
+                 max_advance: int | None = None) -> None:
         super().__init__(lateness, retention, strategy, workers=workers, ray_address=ray_address,
-                         worker_cpus=worker_cpus, snapshot_every=snapshot_every)
+                         worker_cpus=worker_cpus, snapshot_every=snapshot_every,
+                         max_advance=max_advance)
+        self._worker_max_advance = None  # admitted here, on the topic's clock (module docstring)
         self._ids = (StoredIds(), StoredIds())
         self._n_local = 0  # every worker holds every subscription under the same local id
         self._identity_ids = True  # local id == topic id for every subscription so far
@@ -274,8 +279,8 @@ class KeyShardedEngine(ShardedEngine):
         check_output(output)
         cols = publish_columns(sides, ids, keys, values, times, payloads)
         adm = admit_publish(cols, self._ids, self.lateness, self.retention, self._max_time,
-                            self._seq)
-        reasons = rejection_reasons(cols, adm, self.lateness)
+                            self._seq, self.max_advance)
+        reasons = rejection_reasons(cols, adm, self.lateness, self.max_advance)
         acc = np.flatnonzero(adm.status == EventStatus.OK)
         if not acc.shape[0]:
             return BatchResult(adm.status, adm.seqs, reasons, empty_output(output))
@@ -359,6 +364,9 @@ class KeyShardedEngine(ShardedEngine):
                 continue
             if mt is not None and ev.time < mt - self.lateness:
                 out.append(W.OpError(LateEventError(ev.side, ev.id, ev.time, mt - self.lateness)))
+                continue
+            if self.max_advance is not None and mt is not None and ev.time - mt > self.max_advance:
+                out.append(W.OpError(EventTooFarAheadError(ev.time, mt, self.max_advance)))
                 continue
             seq += 1
             w = int(self._owners(np.array([sd]), np.array([ev.key]), np.array([seq]))[0])

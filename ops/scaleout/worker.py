@@ -84,9 +84,10 @@ class ShardWorker:
     """A subscription shard of one topic: the engine plus the batch entry point ``apply``."""
 
     def __init__(self, lateness: int, retention: int | None, strategy: str | Mapping[str, str],
-                 state: bytes | None = None) -> None:
+                 state: bytes | None = None, max_advance: int | None = None) -> None:
         warm_up_in_background()  # this process's kernels load while the first calls arrive
-        self.engine = Engine(lateness=lateness, retention=retention, strategy=strategy)
+        self.engine = Engine(lateness=lateness, retention=retention, strategy=strategy,
+                             max_advance=max_advance)
         if state is not None:  # a snapshot: columns, the indexes are bulk-built from them
             self.engine.load_state(pickle.loads(state))
         self.applied = 0  # operations applied since start (health: is it moving)

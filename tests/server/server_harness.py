@@ -38,8 +38,9 @@ class OracleAdapter(OracleEngine):
     """The oracle with ``publish_columnar``/``publish_affected``/``match=False`` and ``stats``."""
 
     def __init__(self, lateness: int = 0, retention: int | None = None,
-                 strategy: str | Mapping[str, str] = "auto") -> None:
-        super().__init__(lateness, retention)
+                 strategy: str | Mapping[str, str] = "auto",
+                 max_advance: int | None = None) -> None:
+        super().__init__(lateness, retention, max_advance)
 
     def publish_columnar(self, ev: Event) -> Matches:
         return to_matches(self.publish(ev), 1)

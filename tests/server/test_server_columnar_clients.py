@@ -82,7 +82,7 @@ def test_publish_command_streams_columns(server: HotjoinServer, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     t = ["--target", server.target]
     with HotjoinClient(server.target) as c:
-        c.create_topic("p", lateness=10**12)
+        c.create_topic("p", lateness=10**12, max_advance=0)  # rows with the server's clock below
     n = 2500
     rng = np.random.default_rng(1)
     pq.write_table(pa.table({"side": np.where(rng.integers(0, 2, n) == 0, "R", "S"),
@@ -92,22 +92,24 @@ def test_publish_command_streams_columns(server: HotjoinServer, tmp_path: Path,
     assert code == 0 and json.loads(out)["accepted"] == n
     # CSV: rows with and without a time (server clock), an empty id, a duplicate
     (tmp_path / "e.csv").write_text("side,id,key,value,time\nS,c1,1.5,0,2\nR,,9,0,\nR,c2,9,0,\nS,c1,1,1,5\n")
-    code, out, _ = _cli(capsys, "publish", *t, "p", str(tmp_path / "e.csv"), "--quiet", "--allow-rejections")
+    code, out, _ = _cli(capsys, "publish", *t, "p", str(tmp_path / "e.csv"), "--quiet", "--allow-rejections",
+                        "--server-time")
     res = json.loads(out)
     assert code == 0 and (res["sent"], res["accepted"], res["rejected"]) == (4, 3, 1)
     assert "already exists" in res["rejections"][0]["reason"]
     (tmp_path / "e.jsonl").write_text('{"side": "S", "key": 2.0, "value": 0}\n'  # server clock, assigned id
                                       '{"side": "R", "id": "j1", "key": 1.0, "value": 0, "time": 2000000000000}\n')
-    code, out, _ = _cli(capsys, "publish", *t, "p", str(tmp_path / "e.jsonl"), "--quiet")
+    code, out, _ = _cli(capsys, "publish", *t, "p", str(tmp_path / "e.jsonl"), "--quiet", "--server-time")
     assert code == 0 and json.loads(out)["accepted"] == 2, out
     with HotjoinClient(server.target) as c:
         assert c.get_topic("p").seq == n + 3 + 2
     (tmp_path / "bad.csv").write_text("side,id,key,value,time\nS,b1,notanumber,0,2\n")
     code, _, err = _cli(capsys, "publish", *t, "p", str(tmp_path / "bad.csv"), "--quiet")
-    assert code == 2 and "bad.csv:2: bad event: key must be a number" in err and "Traceback" not in err
+    assert code == 2 and "bad.csv:2: key must be a number" in err and "Traceback" not in err
+    assert "nothing was published" in err
     (tmp_path / "nokey.csv").write_text("side,id,value\nS,b1,0\n")
     code, _, err = _cli(capsys, "publish", *t, "p", str(tmp_path / "nokey.csv"), "--quiet")
-    assert code == 2 and "nokey.csv:2: bad event: missing field 'key'" in err
+    assert code == 2 and "nokey.csv" in err and "'key'" in err
 
 
 def test_batch_pairs_listen(client: HotjoinClient, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,7 +50,7 @@ def test_huge_times_and_options_are_refused_not_overflowed(client: HotjoinClient
     take writes (UNKNOWN "int too big to convert"); they are now refused up front."""
     refused(lambda: client.create_topic("t", lateness=MAX, retention=MAX), INVALID, "lateness must be")
     refused(lambda: client.create_topic("t", retention=MAX), INVALID, "retention must be")
-    client.create_topic("t", lateness=2**61, retention=2**61)  # the largest allowed
+    client.create_topic("t", lateness=2**61, retention=2**61, max_advance=0)  # the largest allowed
     client.subscribe("t", band((-1, 1)))
     before = state(client, "t")
     resp = client.publish("t", [event("R", "a", 1.0, 1.0, time=MAX), event("S", "b", 1.0, 1.0, time=-(2**63))])

@@ -35,6 +35,8 @@ CASES: list[tuple[str, Callable[[HotjoinClient], Any], grpc.StatusCode, str]] = 
     ("create: bad name", lambda c: c.create_topic("a/b"), INVALID, "invalid topic name"),
     ("create: lateness < 0", lambda c: c.create_topic("u", lateness=-1), INVALID, "lateness must be >= 0"),
     ("create: retention < 0", lambda c: c.create_topic("u", retention=-1), INVALID, "retention must be >= 0"),
+    ("create: max_advance < 0", lambda c: c.create_topic("u", max_advance=-1), INVALID,
+     "max_advance must be >= 0 and <= 2^61, got -1"),
     ("create: strategy kind", lambda c: c.create_topic("u", strategy={"nope": "x"}), INVALID, "unknown subscription kind"),
     ("create: exists", lambda c: c.create_topic("t"), EXISTS, "already exists"),
     ("get: unknown topic", lambda c: c.get_topic("nope"), NOT_FOUND, "unknown topic 'nope'"),
@@ -115,7 +117,15 @@ def test_per_event_statuses(topic: HotjoinClient) -> None:
 
 
 def test_server_assigns_id_and_time(topic: HotjoinClient) -> None:
+    # "t" holds time 100: the server's clock is more than max_advance (default one day) ahead
+    seq0 = topic.get_topic("t").seq
     resp = topic.publish("t", [pb.Event(side=pb.SIDE_S, key=5.0, value=0.0)])
     st = resp.statuses[0]
+    assert st.code == pb.INVALID and "(max_advance); nothing changed" in st.reason
+    assert topic.get_topic("t").seq == seq0 and topic.stats("t").watermark == 95
+    topic.create_topic("now", max_advance=0)
+    topic.publish("now", [event("R", "r1", 1.0, 1.0, time=100)])
+    resp = topic.publish("now", [pb.Event(side=pb.SIDE_S, key=5.0, value=0.0)])
+    st = resp.statuses[0]
     assert st.code == pb.OK and st.id.startswith("auto-")
-    assert topic.stats("t").watermark > 1_600_000_000_000 - 5  # server clock in milliseconds
+    assert topic.stats("now").watermark > 1_600_000_000_000  # server clock in milliseconds

@@ -408,3 +408,87 @@ def test_key_sharded_pipelined_batch_survives_a_dead_worker(local_ray: Any) -> N
         assert (res.status == 0).all() and len(res.output)
     assert keyed.recoveries == 3
     keyed.close()
+
+
+# -- the topic option max_advance: the same refusals as one engine ------------------------------
+def _far_program(twin: Twin, rng: random.Random, n_ops: int, bound: int) -> None:
+    """Publishes in every form whose times mostly creep, sometimes jump far ahead (a wrong
+    clock), land exactly on the bound or one past it, or reuse a stored id (duplicate and far)."""
+    twin("subscribe_many", [_sub(rng, ("select", "window")) for _ in range(4)])
+    stored: dict[str, list[str]] = {"R": [], "S": []}
+    t = 100
+
+    def when() -> int:
+        x = rng.random()
+        if x < 0.12:
+            return t + rng.choice((10**12, 1_800_000_000_000, 50 * bound))
+        if x < 0.3:
+            return t + bound + rng.choice((0, 1))  # t lags the clock: mostly inside the bound
+        return t + rng.randint(-3, 3)
+
+    def new_event(step: int, k: int) -> Event:
+        side = rng.choice("RS")
+        eid = (rng.choice(stored[side]) if stored[side] and rng.random() < 0.1
+               else f"{side}{step}.{k}")
+        return Event(side, eid, float(rng.randint(0, 4)), round(rng.uniform(0, 10), 1), when())
+
+    for step in range(n_ops):
+        x = rng.random()
+        evs = [new_event(step, k) for k in range(rng.randint(1, 6))]
+        if x < 0.4:
+            res = twin("publish_batch", [e.side for e in evs], [e.id for e in evs],
+                       [e.key for e in evs], [e.value for e in evs], [e.time for e in evs],
+                       output=rng.choice(("pairs", "affected")))
+            ok = [e for e, s in zip(evs, res.status.tolist(), strict=True) if s == 0]
+        elif x < 0.55:  # the facade's one-RPC path against the engine one at a time
+            mode = rng.choice(("pairs", "affected"))
+            got = twin.b.publish_ops(evs, mode)
+            ok = []
+            for ev, g in zip(evs, got, strict=True):
+                call = twin.a.publish_columnar if mode == "pairs" else twin.a.publish_affected
+                try:
+                    want = call(ev)
+                except (HotjoinError, ValueError) as e:
+                    assert isinstance(g, OpError) and type(g.error) is type(e), (ev, g)
+                    assert str(g.error) == str(e)
+                    continue
+                assert not isinstance(g, OpError), (ev, g.error)
+                assert _canon(want) == _canon(g), ev
+                ok.append(ev)
+            assert twin.a.seq == twin.b.seq and twin.a.watermark == twin.b.watermark
+        elif x < 0.65:  # a log replay's call: stops at the first refused event
+            before = twin.a.seq
+            twin("publish_many", evs, match=False)
+            ok = evs[: twin.a.seq - before]
+        else:
+            ok = []
+            for ev in evs:
+                try:
+                    twin(rng.choice(("publish_columnar", "publish_affected", "publish")), ev)
+                except HotjoinError:
+                    continue
+                if twin.a.get_event(ev.side, ev.id) is not None:
+                    ok.append(ev)
+        for ev in ok:
+            stored[ev.side].append(ev.id)
+        if twin.a.watermark is not None:
+            t = twin.a.watermark + twin.a.lateness - rng.randint(0, 2)
+        if twin.a.retention is not None:
+            for s in "RS":
+                stored[s] = [i for i in stored[s] if twin.a.get_event(s, i) is not None]
+
+
+@pytest.mark.parametrize(("scheme", "lateness", "retention", "bound", "seed"),
+                         [("subscription", 1, None, 5, 21), ("key", 2, 6, 3, 22)])
+def test_max_advance_equals_single_engine(local_ray: Any, scheme: str, lateness: int,
+                                          retention: int | None, bound: int, seed: int) -> None:
+    """Both scale-out schemes, built by the server's factory, refuse exactly the events one
+    engine refuses (INVALID with the same reason, after the duplicate and lateness checks), and
+    a refused event moves no clock: statuses, errors, pairs, seqs and watermark as one engine."""
+    rng = random.Random(seed)
+    eng = ShardedEngineFactory(2, scheme=scheme)(lateness=lateness, retention=retention,
+                                                 max_advance=bound)
+    assert eng.max_advance == bound
+    twin = Twin(Engine(lateness=lateness, retention=retention, max_advance=bound), eng)
+    _far_program(twin, rng, 90, bound)
+    eng.close()

@@ -89,6 +89,11 @@ def test_server_with_two_workers_equals_oracle(local_ray: Any, tmp_path: Path, k
             scrape = generate_latest(metrics.REGISTRY).decode()
             assert 'hotjoin_worker_healthy{topic="t",worker="1"} 1.0' in scrape
             assert 'hotjoin_worker_memory_bytes{topic="t",worker="0"}' in scrape
+            # restarts are a counter, per worker the count the stats RPC gives
+            assert "# TYPE hotjoin_worker_restarts_total counter" in scrape
+            for w in st.workers:
+                assert (f'hotjoin_worker_restarts_total{{topic="t",worker="{w.worker}"}} '
+                        f"{float(w.restarts)}") in scrape
         eng = srv.registry.get("t").engine
         assert isinstance(eng, ShardedEngine)
         if kill:

@@ -1,0 +1,378 @@
+"""The delivery hub's backlog per subscription: newest seq, pending messages and their bytes
+(``DeliveryHub`` docstring, server/METRICS.md), against a brute-force oracle.
+
+The oracle keeps every pushed message as ``(sid, seq, pairs)`` and the seqs handed to listeners
+per subscription. A message is pending when its seq is above the newest seq handed for its
+subscription and it is still kept: memory-only, by the per-subscription bounds (a deque of
+``capacity`` messages and ``max_pairs`` pairs, newest always kept) and the ring's own bounds
+(simulated chunk by chunk); with a match log, until retention loses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hotjoin.server.delivery import (
+    OP_BYTES,
+    PAIR_BYTES,
+    PAIRS_ROW_BYTES,
+    ROW_BYTES,
+    Chunk,
+    DeliveryHub,
+    GapItem,
+    Listener,
+    MatchBlock,
+    OpMatches,
+)
+from hotjoin.server.match_log import MatchLog, encode
+
+N_SUBS = 4
+PAIRS_SUBS = (0, 1)  # PAIRS subscriptions; 2 and 3 get AFFECTED messages (no pairs)
+
+
+def _bytes(pairs: int) -> int:
+    """The estimate of one message, computed here independently of ``row_bytes``."""
+    return ROW_BYTES + (PAIRS_ROW_BYTES + PAIR_BYTES * pairs if pairs else 0)
+
+
+@dataclass
+class Oracle:
+    """Every pushed message and what was handed out, kept as plain Python lists."""
+
+    capacity: int
+    max_pairs: int
+    buffer_bytes: int
+    max_rows: int
+    durable: bool
+    # sid -> [(seq, pairs, chunk)]; the ring as [(chunk, bytes, rows, pairs)]
+    rows: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    sent: dict[int, set[int]] = field(default_factory=dict)
+    ring: list[tuple[int, int, int, int]] = field(default_factory=list)
+    popped: set[int] = field(default_factory=set)
+    gone: set[int] = field(default_factory=set)
+
+    def push(self, chunk_id: int, ops: list[tuple[int, dict[int, int]]]) -> None:
+        nbytes = nrows = npairs = 0
+        for seq, rows in ops:
+            for sid, pairs in sorted(rows.items()):
+                self.rows.setdefault(sid, []).append((seq, pairs, chunk_id))
+                nbytes += _bytes(pairs)
+                nrows += 1
+                npairs += pairs
+        self.ring.append((chunk_id, nbytes + OP_BYTES * len(ops), nrows, npairs))
+        while len(self.ring) > 1 and (
+                sum(c[1] for c in self.ring) > self.buffer_bytes
+                or (not self.durable and (sum(c[2] for c in self.ring) > self.max_rows
+                                          or sum(c[3] for c in self.ring) > self.max_pairs * 64))):
+            self.popped.add(self.ring.pop(0)[0])
+
+    def kept(self, sid: int) -> list[tuple[int, int]]:
+        """``(seq, pairs)`` of the messages of ``sid`` the server still holds (deque semantics)."""
+        rows = self.rows.get(sid, [])
+        if self.durable:
+            return [(q, p) for q, p, _ in rows]
+        total, ptotal = len(rows), sum(p for _, p, _ in rows)
+        out, before = [], 0
+        for i, (seq, pairs, chunk) in enumerate(rows):
+            if (i >= total - self.capacity and (i == total - 1 or ptotal - before <= self.max_pairs)
+                    and chunk not in self.popped):
+                out.append((seq, pairs))
+            before += pairs
+        return out
+
+    def expected(self, sid: int) -> tuple[int, int, int]:
+        """``(pending, pending bytes, newest seq)`` of ``sid``."""
+        newest = max((q for q, _, _ in self.rows.get(sid, [])), default=0)
+        if sid in self.gone:
+            return 0, 0, newest
+        high = max(self.sent.get(sid, ()), default=0)
+        owed = [(q, p) for q, p in self.kept(sid) if q > high]
+        return len(owed), sum(_bytes(p) for _, p in owed), newest
+
+    def handed(self, items: list) -> None:
+        for it in items:
+            if isinstance(it, MatchBlock):
+                for sid, seq in zip(it.sids.tolist(), it.seqs.tolist(), strict=True):
+                    self.sent.setdefault(sid, set()).add(seq)
+
+
+def _chunk(ops: list[tuple[int, dict[int, int]]]) -> Chunk:
+    parts = []
+    for seq, rows in ops:
+        sids = sorted(rows)
+        pairs = {i: (np.array([f"r{seq}.{j}" for j in range(rows[s])], dtype=object),
+                     np.array([f"s{seq}"] * rows[s], dtype=object))
+                 for i, s in enumerate(sids) if rows[s]}
+        parts.append(OpMatches(seq, 1, "publish", "S", f"s{seq}", 0, np.array(sids, dtype=np.int64),
+                               np.array([max(rows[s], 1) for s in sids], dtype=np.int64),
+                               pairs or None))
+    return Chunk.build(parts)
+
+
+def _state(hub: DeliveryHub) -> list[tuple[int, int, int]]:
+    pend, nbytes, newest = hub.backlog(list(range(N_SUBS)))
+    return list(zip(pend.tolist(), nbytes.tolist(), newest.tolist(), strict=True))
+
+
+# one op: the subscriptions it affects and the pairs of each (0 pairs: no pairs for that row;
+# PAIRS subscriptions mostly get pairs, AFFECTED ones never)
+op_rows = st.dictionaries(st.integers(0, N_SUBS - 1), st.integers(0, 5), min_size=1,
+                          max_size=N_SUBS)
+action = st.one_of(
+    st.tuples(st.just("push"), st.lists(op_rows, min_size=1, max_size=3)),
+    st.tuples(st.just("listen"), st.dictionaries(st.integers(0, N_SUBS - 1), st.integers(0, 40),
+                                                 max_size=N_SUBS),
+              st.integers(1, 6)),
+    st.tuples(st.just("drain"), st.integers(0, 1)),
+    st.tuples(st.just("close"), st.integers(0, 1)),
+    st.tuples(st.just("unsubscribe"), st.integers(0, N_SUBS - 1)),
+)
+
+
+def _run(actions: list, hub: DeliveryHub, oracle: Oracle, store: MatchLog | None,
+         cursors: bool, exact: bool) -> int:
+    """Apply ``actions`` to the hub and the oracle; returns the last seq. After each action the
+    hub's backlog equals the oracle's (``exact``) or is at least it: with a match log, messages
+    a listener skipped (its cursor was past them) while reading the disk stay counted until a
+    newer message of the subscription is sent from memory. ``cursors``: listeners start at the
+    action's cursors, else after each subscription's registration."""
+    seq = N_SUBS
+    listeners: list[Listener | None] = [None, None]
+    for k, act in enumerate(actions):
+        kind = act[0]
+        if kind == "push":
+            ops = []
+            for rows in act[1]:
+                rows = {s: (p if s in PAIRS_SUBS else 0) for s, p in rows.items()
+                        if s not in oracle.gone}
+                if rows:
+                    seq += 1
+                    ops.append((seq, rows))
+            if not ops:
+                continue
+            ch = _chunk(ops)
+            if store is not None:
+                store.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+            hub.push(ch)
+            oracle.push(k, ops)
+        elif kind == "listen":
+            slot = k % 2
+            if listeners[slot] is None:
+                start = {s: min(c, seq) for s, c in act[1].items()} if cursors else {}
+                listeners[slot] = hub.listen("a", [], start, 0, False, current_seq=seq,
+                                             max_batch=act[2])
+        elif kind == "drain":
+            lis = listeners[act[1]]
+            if lis is not None:
+                oracle.handed(lis.next_batch(0))
+        elif kind == "close":
+            lis = listeners[act[1]]
+            if lis is not None:
+                lis.close()
+                listeners[act[1]] = None
+        elif kind == "unsubscribe" and act[1] not in oracle.gone:
+            seq += 1
+            hub.remove_subscription(act[1], seq)
+            oracle.gone.add(act[1])
+        got = _state(hub)
+        want = [oracle.expected(s) for s in range(N_SUBS)]
+        if exact:
+            assert got == want, (k, act)
+        else:
+            assert [g[2] for g in got] == [w[2] for w in want], (k, act)
+            assert all(g[0] >= w[0] and g[1] >= w[1] for g, w in zip(got, want, strict=True)), \
+                (k, act, got, want)
+    for lis in listeners:
+        if lis is not None:
+            lis.close()
+    return seq
+
+
+bounds = {"capacity": st.integers(1, 6), "max_pairs": st.integers(1, 12),
+          "buffer_bytes": st.integers(300, 6000), "max_rows": st.integers(1, 30),
+          "listener_bytes": st.integers(1, 2000)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(actions=st.lists(action, min_size=1, max_size=40), **bounds)
+def test_memory_only_backlog_is_exact_after_every_step(
+        actions: list, capacity: int, max_pairs: int, buffer_bytes: int, max_rows: int,
+        listener_bytes: int) -> None:
+    """Memory-only the counts are exact after every push (evicting by count, by pairs and from
+    the ring), drain (any cursors and budgets, two listeners on the same subscriptions), close
+    and unsubscribe."""
+    hub = DeliveryHub(capacity=capacity, max_pairs=max_pairs, boot_seq=0, max_rows=max_rows,
+                      buffer_bytes=buffer_bytes, listener_bytes=listener_bytes)
+    for sid in range(N_SUBS):
+        hub.add_subscription(sid, "a", registered_seq=sid + 1)
+    oracle = Oracle(capacity, max_pairs, buffer_bytes, max_rows, durable=False)
+    _run(actions, hub, oracle, None, cursors=True, exact=True)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=st.lists(action, min_size=1, max_size=40), buffer_bytes=st.integers(300, 6000),
+       listener_bytes=st.integers(1, 2000), cursors=st.booleans())
+def test_durable_backlog_against_the_oracle(tmp_path_factory: pytest.TempPathFactory, actions: list,
+                                            buffer_bytes: int, listener_bytes: int,
+                                            cursors: bool) -> None:
+    """With a match log (a small ring, so listeners read the disk): exact after every step when
+    listeners start after each subscription's registration; with arbitrary cursors never below
+    the truth, and exact again once a listener is sent a newer message of each from memory."""
+    ml = MatchLog(tmp_path_factory.mktemp("ml"), log_seq=0, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=buffer_bytes,
+                      listener_bytes=listener_bytes)
+    for sid in range(N_SUBS):
+        hub.add_subscription(sid, "a", registered_seq=sid + 1)
+    oracle = Oracle(0, 0, buffer_bytes, 0, durable=True)
+    seq = _run(actions, hub, oracle, ml, cursors=cursors, exact=not cursors)
+    # drain everything, then one more message for each live subscription, sent from memory
+    lis = hub.listen("a", [], {}, 0, False, current_seq=seq)
+    while lis.wake.is_set():
+        oracle.handed(lis.next_batch(0))
+    live = [s for s in range(N_SUBS) if s not in oracle.gone]
+    if live:
+        ops = [(seq + 1, {s: (1 if s in PAIRS_SUBS else 0) for s in live})]
+        ch = _chunk(ops)
+        ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+        hub.push(ch)
+        oracle.push(len(actions), ops)
+        assert _state(hub) == [oracle.expected(s) for s in range(N_SUBS)] or cursors
+        while lis.wake.is_set():
+            oracle.handed(lis.next_batch(0))
+    assert _state(hub) == [oracle.expected(s) for s in range(N_SUBS)]
+    assert all(p == 0 for p, _, _ in _state(hub))
+    lis.close()
+    ml.close()
+
+
+# ---- durable: gaps, restart ------------------------------------------------------------------
+
+
+def _one(seq: int, sids: tuple[int, ...] = (0,)) -> Chunk:
+    return _chunk([(seq, {s: 0 for s in sids})])
+
+
+def _drain_all(lis: Listener) -> tuple[list[GapItem], list[tuple[int, int]]]:
+    gaps: list[GapItem] = []
+    got: list[tuple[int, int]] = []
+    while lis.wake.is_set():
+        for it in lis.next_batch(0):
+            if isinstance(it, GapItem):
+                gaps.append(it)
+            elif isinstance(it, MatchBlock):
+                got += list(zip(it.sids.tolist(), it.seqs.tolist(), strict=True))
+    return gaps, got
+
+
+@pytest.mark.parametrize("ring", ["holds the gap", "starts after the gap"])
+def test_a_retention_gap_recounts_from_the_ring(tmp_path: Path, ring: str) -> None:
+    """Retention drops messages; pending changes only once a listener of q is told. When the
+    ring reaches back to the gap the recount is exact; otherwise q's messages on disk before the
+    ring no longer count (documented undercount) and the count is exact again from memory."""
+    ml = MatchLog(tmp_path, log_seq=0, retention_bytes=4096, segment_bytes=512, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, listener_bytes=1 << 20,
+                      buffer_bytes=1 << 30 if ring == "holds the gap" else 1000)
+    ml.on_drop = hub.dropped
+    hub.add_subscriptions([(0, "a", 1), (1, "b", 2)])
+    for seq in range(3, 203):
+        ch = _one(seq, (0, 1) if seq % 2 else (0,))
+        ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+        hub.push(ch)
+    x = ml.retained_from - 1
+    assert x > 2, "retention dropped something"
+    assert hub.backlog([0, 1])[0].tolist() == [200, 100]  # nobody was told yet
+    lis = hub.listen("a", [], {}, 0, False, current_seq=202, max_batch=1)
+    items: list = []
+    while not any(isinstance(b, MatchBlock) for b in items):  # (the first may switch to disk)
+        items += lis.next_batch(0)
+    assert isinstance(items[0], GapItem) and (items[0].from_seq, items[0].to_seq) == (1, x)
+    sent = max(b.seqs.max() for b in items if isinstance(b, MatchBlock))
+    edge = hub._evicted_upto
+    if ring == "holds the gap":
+        assert edge <= x
+        assert hub.backlog([0])[0][0] == 202 - max(x, sent)  # exact
+    else:
+        assert edge > x
+        in_ring = 202 - edge  # q's messages still in memory only
+        assert hub.backlog([0])[0][0] == in_ring
+        assert hub.backlog([0])[1][0] == ROW_BYTES * in_ring
+    gaps, got = _drain_all(lis)
+    assert gaps == [] and [q for _, q in got] == list(range(sent + 1, 203))
+    assert hub.backlog([0, 1])[0].tolist() == [0, 100]  # b was never told: unchanged
+    lis.close()
+    ml.close()
+
+
+def test_messages_from_before_a_restart_never_count(tmp_path: Path) -> None:
+    ml = MatchLog(tmp_path, log_seq=0, sync=False)
+    for seq in range(2, 11):  # the previous run
+        ml.append(seq, seq, encode(_one(seq).columns()))
+    hub = DeliveryHub(boot_seq=10, store=ml, buffer_bytes=1 << 20)
+    hub.add_subscription(0, "a", registered_seq=1)
+    assert [a.tolist() for a in hub.backlog([0])] == [[0], [0], [0]]
+    lis = hub.listen("a", [], {}, 0, False, current_seq=10)
+    _drain_all(lis)
+    # read back from disk: newest is known again, nothing was pending
+    assert [a.tolist() for a in hub.backlog([0])] == [[0], [0], [10]]
+    for seq in (11, 12):
+        ch = _one(seq)
+        ml.append(seq, seq, encode(ch.columns()))
+        hub.push(ch)
+    assert [a.tolist() for a in hub.backlog([0])] == [[2], [2 * ROW_BYTES], [12]]
+    assert [q for _, q in _drain_all(lis)[1]] == [11, 12]
+    assert [a.tolist() for a in hub.backlog([0])] == [[0], [0], [12]]
+    lis.close()
+    ml.close()
+
+
+# ---- per subscriber ---------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(st.sampled_from(["", "a", "b", "c"]), min_size=1, max_size=8),
+       pushes=st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True),
+                       max_size=12),
+       committed=st.dictionaries(st.integers(0, 9), st.integers(0, 20), max_size=8),
+       gone=st.sets(st.integers(0, 7), max_size=3), take=st.integers(0, 30))
+def test_subscriber_backlog_is_the_sum_of_its_subscriptions(
+        names: list[str], pushes: list[list[int]], committed: dict[int, int], gone: set[int],
+        take: int) -> None:
+    """Against a loop over subscriptions: messages and bytes summed, lag the largest
+    max(0, newest − committed) of the committed ones (None without), unsubscribed left out."""
+    hub = DeliveryHub(boot_seq=0, capacity=3)
+    n = len(names)
+    hub.add_subscriptions([(sid, name, 1) for sid, name in enumerate(names)])
+    seq = 1
+    for sids in pushes:
+        seq += 1
+        rows = [s for s in sids if s < n]
+        if rows:
+            hub.push(_one(seq, tuple(rows)))
+    lis = hub.listen("", list(range(n)), {}, 0, False, current_seq=seq, max_batch=max(take, 1))
+    if take:
+        lis.next_batch(0)
+    for sid in gone:
+        if sid < n:
+            seq += 1
+            hub.remove_subscription(sid, seq)
+    got = hub.subscriber_backlog(committed)
+    want: dict[str, list] = {}
+    pend, nbytes, newest = hub.backlog(list(range(n)))
+    for sid, name in enumerate(names):
+        if sid in gone:
+            continue
+        w = want.setdefault(name, [0, 0, None])
+        w[0] += int(pend[sid])
+        w[1] += int(nbytes[sid])
+        if sid in committed:
+            lag = max(0, int(newest[sid]) - committed[sid])
+            w[2] = lag if w[2] is None else max(w[2], lag)
+    assert got == {k: tuple(v) for k, v in want.items()}
+    lis.close()
