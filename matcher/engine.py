@@ -754,7 +754,7 @@ class Engine:
 
         Event i takes sequence number ``seqs[i]`` and sees the topic's clock ``maxes[i]`` (the
         largest event time after it: the watermark and retention limit it is matched under).
-        The key-partitioned scale-out front end (``ops/scaleout``) admits a topic's batch once
+        The key-partitioned scale-out front end (``server/scaleout``) admits a topic's batch once
         (``batch.admit_publish``) and sends each worker the events of its keys; the worker
         applies them here with the same compiled runs as ``publish_batch``, so the pairs and
         their sequence numbers are those of one engine (SPEC §3). No duplicate or lateness

@@ -240,8 +240,8 @@ def _progress(msg: str) -> None:
 def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | None,
             wire: str = "columns") -> dict[str, Any]:
     """One load test at ``n_subs`` subscriptions with publish form ``wire``; returns the record."""
+    from hotjoin.cli.serving import free_port, start_server, stop_server
     from hotjoin.clients.client import HotjoinClient, event, ref
-    from hotjoin.clients.commands.demo import free_port, start_server, stop_server
     from hotjoin.clients.loadgen import Workload, pick_strategy, stored_columns, subscription_specs
 
     data = work / f"data-{n_subs}-{wire}"
@@ -420,8 +420,8 @@ def _wait_serving(target: str, t0: float, limit: float = 600.0) -> float:
 def _restart(cfg: ServeBenchConfig, w: Any, hj_target: str, proc: Any, data: Path, work: Path,
              port: int, mport: int, n_subs: int) -> dict[str, Any]:
     """Fill the topic up to ``restart_stored`` stored tuples, kill -9, time the restart."""
+    from hotjoin.cli.serving import start_server
     from hotjoin.clients.client import HotjoinClient, event
-    from hotjoin.clients.commands.demo import start_server
 
     with HotjoinClient(hj_target, timeout=600) as hj:
         have = sum(hj.stats(TOPIC).tuples.values())

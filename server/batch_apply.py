@@ -2,7 +2,7 @@
 
 ``apply_publish_batch`` forwards a batch of columns to ``engine.publish_batch``: the compiled
 batch path of ``hotjoin.matcher.batch`` (``Engine``), or its fan-out over Ray workers
-(``hotjoin.ops.scaleout.ShardedEngine``). Column checks and statuses are the engine's. It is kept
+(``hotjoin.server.scaleout.ShardedEngine``). Column checks and statuses are the engine's. It is kept
 as a function of its own because it is the seam ``ops/bench/serve_path.py`` times.
 """
 

@@ -8,7 +8,7 @@ and reading stops at a torn tail, so the export is exactly the topic's operation
 sequence number, which ``topic.json``'s ``last_seq`` names. A log frame that does not verify
 stops the export with ``DamagedFileError`` (nothing is written). ``until_seq`` exports the
 operations up to that sequence number only: a point-in-time copy, which ``hotjoin restore``
-(``clients/commands/restore.py``) can publish into a new topic.
+(``cli/commands/restore.py``) can publish into a new topic.
 """
 
 from __future__ import annotations

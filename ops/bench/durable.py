@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.cli.serving import free_port, start_server, stop_server
 from hotjoin.clients.client import HotjoinClient, band, event
-from hotjoin.clients.commands.demo import free_port, start_server, stop_server
 from hotjoin.ops.loadtest import ServeBenchConfig, numpy_reference, run_one
 from hotjoin.server.delivery import Chunk, OpMatches
 from hotjoin.server.match_log import MatchLog, decode, encode

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.cli.serving import start_server
 from hotjoin.clients.client import HotjoinClient, band
-from hotjoin.clients.commands.demo import start_server
 
 TOPIC = "t"
 MIB = 2**20

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from hotjoin.clients.cli import CliError
+from hotjoin.cli.main import CliError
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.model import Event, Range, SelectJoin
-from hotjoin.ops.scaleout.engine import ShardedEngine, ensure_ray
-from hotjoin.ops.scaleout.key_engine import KeyShardedEngine, worker_of_keys
+from hotjoin.server.scaleout.engine import ShardedEngine, ensure_ray
+from hotjoin.server.scaleout.key_engine import KeyShardedEngine, worker_of_keys
 
 
 def _progress(msg: str) -> None:

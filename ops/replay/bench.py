@@ -258,7 +258,7 @@ def to_markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- command line (`hotjoin bench replay`, registered in clients/commands/bench.py) -------------
+# ---- command line (`hotjoin bench replay`, registered in ops/bench/command.py) -------------
 
 
 def add_arguments(p: Any) -> None:
@@ -277,7 +277,7 @@ def add_arguments(p: Any) -> None:
 
 
 def run_cli(args: Any) -> int:
-    from hotjoin.clients.cli import CliError
+    from hotjoin.cli.main import CliError
 
     try:
         cores = tuple(int(x) for x in str(args.cores).split(",") if x.strip())

@@ -264,7 +264,7 @@ def test_listen_stdin_publish_and_stdin_subscribe(journey: Journey) -> None:
 
 def test_bulk_subscribe_shows_progress(journey: Journey) -> None:
     """More subscriptions than one streamed chunk: progress on stderr, ids in order, atomic."""
-    from hotjoin.clients.commands.subscribe import CHUNK
+    from hotjoin.cli.commands.subscribe import CHUNK
 
     if journey.server is None:
         pytest.skip("needs the walk-through's server (run the whole module)")

@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_harness import engine_factory
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.commands import publish
+from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient
-from hotjoin.clients.commands import publish
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.quotas import Limits
 
@@ -435,7 +435,7 @@ def test_check_file_names_the_first_bad_line(tmp_path: Path, rows: list[dict[str
                                              server_time: bool, batch_size: int) -> None:
     """The columnar check and the row reader together accept exactly the valid files, and a
     file with a bad row is refused at its first bad line (the fast path never lets one by)."""
-    from hotjoin.clients.cli import CliError
+    from hotjoin.cli.main import CliError
 
     f = tmp_path / "p.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))

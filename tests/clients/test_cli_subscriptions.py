@@ -10,9 +10,9 @@ from typing import Any
 import grpc
 import pytest
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.commands import subscriptions
+from hotjoin.cli.main import main
 from hotjoin.clients.client import band, select
-from hotjoin.clients.commands import subscriptions
 from hotjoin.proto import hotjoin_pb2 as pb
 
 

@@ -6,8 +6,8 @@ import sys
 
 from server_harness import engine_factory
 
-from hotjoin.clients.cli import build_parser
-from hotjoin.clients.commands.serve import run
+from hotjoin.cli.commands.serve import run
+from hotjoin.cli.main import build_parser
 
 if __name__ == "__main__":
     args = build_parser().parse_args(["serve", *sys.argv[1:]])

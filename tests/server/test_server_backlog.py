@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from server_harness import engine_factory
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.delivery import PAIR_BYTES, PAIRS_ROW_BYTES, ROW_BYTES

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.server.app import HotjoinServer
 
 

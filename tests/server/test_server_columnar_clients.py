@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hotjoin.cli.main import main
 from hotjoin.clients.aio import AsyncHotjoinClient
-from hotjoin.clients.cli import main
 from hotjoin.clients.client import (
     HotjoinClient,
     MatchColumns,

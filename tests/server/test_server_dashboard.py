@@ -123,7 +123,7 @@ def test_every_dashboard_query_returns_data(workload: HotjoinServer, tmp_path: P
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     router = engine_factory().__name__ == "Engine"  # the oracle stand-in has no router
     # scale-out worker series exist only under `hotjoin serve --workers N`: here their queries
-    # must parse; tests/ops/scaleout checks the series themselves
+    # must parse; tests/server/scaleout checks the series themselves
     parse_only = {(title, grafana_substitute(expr)) for title, expr in dashboard_queries()
                   if "hotjoin_worker_" in expr}
     pending = {(title, grafana_substitute(expr)) for title, expr in dashboard_queries()

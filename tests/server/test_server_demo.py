@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_demo_runs_end_to_end_and_prints_matches(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "hotjoin.clients.cli", "demo", "--subscriptions", "2000", "--stored", "1000",
+        [sys.executable, "-m", "hotjoin.cli.main", "demo", "--subscriptions", "2000", "--stored", "1000",
          "--events", "300", "--affected", "20", "--show", "5", "--port", "0", "--metrics-port", "0",
          "--data-dir", str(tmp_path / "data")],
         cwd=ROOT, capture_output=True, text=True, timeout=180,

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_harness import engine_factory
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.cursors import CursorStore

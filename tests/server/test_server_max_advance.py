@@ -11,7 +11,7 @@ import grpc
 import pytest
 from server_harness import engine_factory
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient, event
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.app import HotjoinServer

@@ -23,7 +23,7 @@ import grpc
 import pytest
 from server_harness import engine_factory
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import checkpoint, metrics

@@ -23,7 +23,7 @@ from certs import CA
 from server_harness import engine_factory
 from test_server_security import PRINCIPALS, write_auth
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient, band
 from hotjoin.server.app import HotjoinServer, TlsFiles, is_loopback
 from hotjoin.server.auth import hash_token

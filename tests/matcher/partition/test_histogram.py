@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.matcher.partition.histogram import (
     EquiWidthHistogram,
     ExactStabbingCounter,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.matcher.joins.band import BAND_STRATEGIES
 from hotjoin.ops.bench import band, storage
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 
 
 def test_bench_memory_quick(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"
 
 
 def test_bench_replay_quick(tmp_path: Path, capsys: Any) -> None:
-    from hotjoin.clients.cli import main
+    from hotjoin.cli.main import main
 
     out = tmp_path / "replay.json"
     md = tmp_path / "replay.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hotjoin.clients.cli import main
+from hotjoin.cli.main import main
 from hotjoin.matcher.router.calibrate import fit
 from hotjoin.matcher.router.cost_model import FEATURES, CostProfile
 

@@ -210,7 +210,7 @@ def test_replay_equals_what_the_online_server_delivered(spark: Any, tmp_path: Pa
 
 
 def test_cli_replay(spark: Any, tmp_path: Path, capsys: Any) -> None:
-    from hotjoin.clients.cli import main
+    from hotjoin.cli.main import main
 
     g = random_log(9, n_ops=200, retention=5, hot=0.5)
     export = g.write(tmp_path / "export")
