@@ -2,9 +2,7 @@
 
 ``OracleEngine`` dressed with the server-facing parts of the Engine API (columnar forms).
 
-Used as the reference in the end-to-end tests (deliveries must equal the oracle's), and as the
-server's engine in tests only when ``matcher.Engine`` cannot run a band join (the engine is built
-in parallel; see ``conftest.engine_factory``).
+Used as the reference in the end-to-end tests (deliveries must equal the oracle's).
 """
 
 from __future__ import annotations
@@ -93,26 +91,9 @@ class OracleAdapter(OracleEngine):
                 "subscriptions": {k: kinds.get(k, 0) for k in ("select", "band", "window")}}
 
 
-def _engine_works() -> bool:
-    try:
-        from hotjoin.matcher import BandJoin, Engine, Event, Range
-
-        e = Engine(lateness=0)
-        e.subscribe(BandJoin(b=Range(-1, 1)))
-        e.publish_columnar(Event("R", "r", 0.0, 0.0, 0))
-        e.publish_affected(Event("S", "s", 0.5, 0.0, 0))
-        return True
-    except Exception:
-        return False
-
-
-ENGINE_WORKS = _engine_works()
-
-
 def engine_factory() -> Any:
-    """``matcher.Engine`` when it can run a band join, else the oracle adapter (reported)."""
-    if ENGINE_WORKS:
-        from hotjoin.matcher import Engine
+    """The engine the server tests serve with: ``matcher.Engine`` (the oracle is their reference,
+    never their engine)."""
+    from hotjoin.matcher import Engine
 
-        return Engine
-    return OracleAdapter
+    return Engine
