@@ -1,8 +1,10 @@
 """The ``hotjoin`` command line: one console command with sub-commands.
 
-Each sub-command lives in its own module under ``cli/commands`` and exposes
-``register(subparsers) -> None``; the module is imported lazily only to build its parser, so a
-sub-command's heavy imports (grpc, numba, pyspark) are paid only by the command that needs them.
+Each sub-command lives in its own module under ``cli/commands`` (or comes from a
+``hotjoin.commands`` entry point) and exposes ``register(subparsers) -> None``. Only the module of
+the sub-command being run is imported to build the parser (all of them for ``hotjoin --help`` or
+an unknown command), so a sub-command's heavy imports (numba, pyspark) are paid only by the
+command that needs them: ``hotjoin stats`` loads the client, not the engine.
 
 Conventions every sub-command follows (README "Command line"): results go to stdout as JSON,
 progress and errors to stderr; a user error is one line ``hotjoin CMD: error: ...`` and exit
@@ -34,12 +36,17 @@ BUILT_IN = frozenset({"demo", "serve", "auth", "topic", "subscribe", "unsubscrib
 ENTRY_POINTS = "hotjoin.commands"
 
 
-def command_modules() -> list[str]:
+def command_modules(only: str | None = None) -> list[str]:
     """The modules of every sub-command (``register(subparsers)`` each), in ``COMMANDS`` order,
-    then any other ``hotjoin.commands`` entry point by name."""
+    then any other ``hotjoin.commands`` entry point by name; with ``only``, the module of that
+    sub-command alone (none when it is unknown)."""
     from importlib.metadata import entry_points
 
+    if only in BUILT_IN:
+        return [f"hotjoin.cli.commands.{only}"]
     plugins = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINTS)}
+    if only is not None:
+        return [plugins[only]] if only in plugins else []
     out = []
     for name in COMMANDS:
         if name in BUILT_IN:
@@ -56,12 +63,15 @@ SIGPIPE_EXIT = 141
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every option's default (not ``None``/``False``, which mean "off", nor a default the
-    help text already states); descriptions keep their line breaks."""
+    """Shows every option's default (``0`` included; not ``None``, ``False``, ``""`` or ``[]``,
+    which mean "off", nor a default the help text already states); descriptions keep their line
+    breaks."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+        d = action.default
+        off = d is None or d is False or d is argparse.SUPPRESS or (isinstance(d, str | list) and not d)
+        if off or "default" in text or not action.option_strings:
             return text
         return super()._get_help_string(action)
 
@@ -97,15 +107,22 @@ def version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``hotjoin`` parser with every sub-command, or with ``command``'s alone when it names
+    one (``""``: none, enough for ``--version``)."""
     parser = Parser(
         prog="hotjoin",
         description="hotjoin: continuous-join pub/sub server (stabbing-set index with hotspots)",
+        epilog="`hotjoin COMMAND --help` lists a command's options with their defaults.",
     )
     parser.add_argument("--version", action="version", version=f"hotjoin {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for name in command_modules():
+    if command == "":
+        modules: list[str] = []
+    else:  # an unknown command: all of them, so that the error lists the choices
+        modules = (command_modules(command) if command else []) or command_modules()
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -140,7 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # them may load gRPC, which reads the variable once.
     command = next((a for a in argv if not a.startswith("-")), "")
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR" if command in ("serve", "demo") else "NONE")
-    parser = build_parser()
+    if command:
+        parser = build_parser(command)
+    elif "--version" in argv and not {"-h", "--help"} & set(argv):
+        parser = build_parser("")
+    else:
+        parser = build_parser()
     args = parser.parse_args(normalise_argv(argv))
     try:
         rc = args.func(args)

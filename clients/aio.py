@@ -1,54 +1,113 @@
-"""Asyncio client of the hotjoin gRPC API (``grpc.aio``), beside the blocking ``HotjoinClient``.
+"""The asyncio client of the hotjoin gRPC API (``grpc.aio``): the blocking ``Client``'s surface,
+awaited.
 
->>> async def main() -> None:                                          # doctest: +SKIP
-...     async with AsyncHotjoinClient("127.0.0.1:50051") as hj:
-...         await hj.create_topic("t")
-...         await hj.subscribe("t", band(b=(-1, 1), subscriber="me", delivery="affected"))
-...         await hj.publish_columns("t", ["R", "S"], ["r1", "s1"], [1.0, 1.5], [0.0, 0.0], [5, 6])
-...         async for m in hj.listen_columns("t", subscriber="me"):
-...             print(m.subscription_id, m.count)
+Every method of ``Client`` is here under the same name with the same arguments, results (the
+dataclasses of ``hotjoin.clients.results``) and typed errors (``hotjoin.clients.errors``),
+except ``publisher``: ``publish_stream`` pipelines batches over one ``PublishStream`` call and
+yields their ``PublishResult`` in order. ``list_subscriptions``, ``listen`` and
+``listen_columns`` are async iterators. With a server at ``$HOTJOIN_TARGET`` (else
+127.0.0.1:50051):
 
-The same messages and builders as ``clients/client.py`` (``columns``, ``select``, ``band``,
-``window``, ``event``). ``publish_stream`` pipelines batches over one ``PublishStream`` call and
-yields their acknowledgements in order. Listening here does not reconnect by itself (the
-blocking ``MatchStream`` does); a caller resumes by passing the cursors it has seen.
+>>> import asyncio
+>>> from hotjoin import AsyncClient, BandJoin, Range
+>>> async def main() -> None:
+...     async with AsyncClient() as hj:
+...         await hj.create_topic("aio-doc")
+...         await hj.subscribe("aio-doc", BandJoin(b=Range(-1, 1)), subscriber="me",
+...                            delivery="affected")
+...         await hj.publish_columns("aio-doc", ["S", "R"], ["s1", "r1"], [1.5, 1.0], [0.0, 0.0],
+...                                  [5, 6])
+...         async for m in hj.listen_columns("aio-doc", subscriber="me"):
+...             print(m.subscription_id.tolist(), m.count.tolist())
+...             break
+>>> asyncio.run(main())                                              # doctest: +SKIP
+[0] [1]
+
+Listening here does not reconnect by itself (the blocking ``MatchStream`` does): a caller
+resumes by passing the cursors it has seen, or commits them (``commit_cursors``) and listens
+again.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 
-from hotjoin.clients.client import CHANNEL_OPTIONS, MatchColumns, _read, columns
+from hotjoin.clients.channel import CHANNEL_OPTIONS, credentials
+from hotjoin.clients.client import SUBSCRIBE_CHUNK, default_target
+from hotjoin.clients.columns import MatchColumns, columns
+from hotjoin.clients.convert import (
+    EventLike,
+    RefLike,
+    SpecLike,
+    columns_item,
+    commit_request,
+    create_topic_request,
+    cursors_of,
+    delete_result_of,
+    event_to_wire,
+    listen_item_of,
+    listen_request,
+    publish_result_of,
+    ref_to_wire,
+    spec_to_wire,
+    stats_of,
+    subscription_of,
+    topic_of,
+)
+from hotjoin.clients.errors import Unavailable, from_rpc_error
+from hotjoin.clients.results import (
+    CaughtUp,
+    Cursors,
+    DeleteResult,
+    Gap,
+    ListenItem,
+    PublishResult,
+    SubscriptionInfo,
+    Topic,
+    TopicStats,
+    Unsubscribed,
+)
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.proto import hotjoin_pb2_grpc as rpc
 
+T = TypeVar("T")
 
-class AsyncHotjoinClient:
-    """Asyncio client of one hotjoin server (one ``grpc.aio`` channel); use ``async with``."""
 
-    def __init__(self, target: str = "127.0.0.1:50051", timeout: float | None = 60.0, *,
+async def _typed(call: Awaitable[T]) -> T:
+    """The call's answer, or its typed error raised (never a raw ``grpc.RpcError``)."""
+    try:
+        return await call
+    except grpc.RpcError as e:
+        raise from_rpc_error(e) from None
+
+
+class AsyncClient:
+    """Asyncio client of one hotjoin server (one ``grpc.aio`` channel); use ``async with``.
+
+    Arguments as ``Client``'s: ``target`` (None: ``$HOTJOIN_TARGET``, else 127.0.0.1:50051),
+    ``timeout`` per unary call, and the security options of ``server/SECURITY.md``.
+    """
+
+    def __init__(self, target: str | None = None, timeout: float | None = 60.0, *,
                  token: str | None = None, tls: bool = False, tls_ca: str | Path | None = None,
                  tls_cert: str | Path | None = None, tls_key: str | Path | None = None,
                  server_name: str | None = None) -> None:
-        self.target = target
+        self.target = target or default_target()
         self.timeout = timeout
         opts = list(CHANNEL_OPTIONS)
-        if (tls_cert is None) != (tls_key is None):
-            raise ValueError("mutual TLS needs both a client certificate and its key (tls_cert and tls_key)")
-        if tls or tls_ca is not None or tls_cert is not None:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=_read(tls_ca, "TLS CA file"), private_key=_read(tls_key, "TLS client key"),
-                certificate_chain=_read(tls_cert, "TLS client certificate"))
+        creds = credentials(tls, tls_ca, tls_cert, tls_key)
+        if creds is not None:
             if server_name:
                 opts.append(("grpc.ssl_target_name_override", server_name))
-            self.channel = grpc.aio.secure_channel(target, creds, options=opts)
+            self.channel = grpc.aio.secure_channel(self.target, creds, options=opts)
         else:
-            self.channel = grpc.aio.insecure_channel(target, options=opts)
+            self.channel = grpc.aio.insecure_channel(self.target, options=opts)
         self._md = (("authorization", f"Bearer {token}"),) if token else None
         self.topics = rpc.TopicServiceStub(self.channel)
         self.subscriptions = rpc.SubscriptionServiceStub(self.channel)
@@ -56,78 +115,125 @@ class AsyncHotjoinClient:
         self.listening = rpc.ListenServiceStub(self.channel)
         self.stats_stub = rpc.StatsServiceStub(self.channel)
 
-    async def __aenter__(self) -> AsyncHotjoinClient:
+    def __repr__(self) -> str:
+        return f"AsyncClient({self.target!r})"
+
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
+        """Close the channel: open streams end, later calls fail."""
         await self.channel.close()
 
     async def wait_ready(self, timeout: float = 10.0) -> None:
-        """Wait until the server accepts connections."""
-        import asyncio
+        """Wait until the server accepts connections; ``Unavailable`` after ``timeout`` s."""
+        try:
+            await asyncio.wait_for(self.channel.channel_ready(), timeout)
+        except TimeoutError:
+            raise Unavailable(f"no connection to {self.target} within {timeout:g} s") from None
 
-        await asyncio.wait_for(self.channel.channel_ready(), timeout)
+    def _kw(self) -> dict[str, Any]:
+        return {"timeout": self.timeout, "metadata": self._md}
 
-    # topics
+    # ---- topics -------------------------------------------------------------------------------
+
     async def create_topic(self, name: str, lateness: int = 0, retention: int | None = None,
                            strategy: Mapping[str, str] | None = None, *,
-                           max_advance: int | None = None) -> pb.Topic:
-        """Create topic ``name`` (as ``HotjoinClient.create_topic``; ``max_advance`` None: the
-        server's default, one day in milliseconds; 0: no bound)."""
-        req = pb.CreateTopicRequest(name=name, lateness=lateness, strategy=dict(strategy or {}))
-        if retention is not None:
-            req.retention = retention
-        if max_advance is not None:
-            req.max_advance = max_advance
-        return await self.topics.CreateTopic(req, timeout=self.timeout, metadata=self._md)
+                           delivery_retention_bytes: int | None = None,
+                           delivery_retention_ms: int | None = None,
+                           max_advance: int | None = None) -> Topic:
+        """Create topic ``name`` and return it (``Client.create_topic``)."""
+        req = create_topic_request(name, lateness, retention, strategy, delivery_retention_bytes,
+                                   delivery_retention_ms, max_advance)
+        return topic_of(await _typed(self.topics.CreateTopic(req, **self._kw())))
 
-    async def get_topic(self, name: str) -> pb.Topic:
-        return await self.topics.GetTopic(pb.GetTopicRequest(name=name), timeout=self.timeout, metadata=self._md)
+    async def get_topic(self, name: str) -> Topic:
+        """Topic ``name`` (``Client.get_topic``)."""
+        return topic_of(await _typed(self.topics.GetTopic(pb.GetTopicRequest(name=name), **self._kw())))
+
+    async def list_topics(self) -> list[Topic]:
+        """Every topic (``Client.list_topics``)."""
+        resp = await _typed(self.topics.ListTopics(pb.ListTopicsRequest(), **self._kw()))
+        return [topic_of(t) for t in resp.topics]
 
     async def delete_topic(self, name: str) -> None:
-        await self.topics.DeleteTopic(pb.DeleteTopicRequest(name=name), timeout=self.timeout, metadata=self._md)
+        """Delete topic ``name`` with its data (``Client.delete_topic``)."""
+        await _typed(self.topics.DeleteTopic(pb.DeleteTopicRequest(name=name), **self._kw()))
 
-    # subscriptions
-    async def subscribe(self, topic: str, spec: pb.SubscriptionSpec) -> int:
-        sub = await self.subscriptions.Subscribe(pb.SubscribeRequest(topic=topic, spec=spec),
-                                                 timeout=self.timeout, metadata=self._md)
+    # ---- subscriptions ------------------------------------------------------------------------
+
+    async def subscribe(self, topic: str, spec: SpecLike, *, subscriber: str | None = None,
+                        delivery: str | None = None, snapshot: bool | None = None) -> int:
+        """Register one subscription; its id (``Client.subscribe``)."""
+        wire = spec_to_wire(spec, subscriber=subscriber, delivery=delivery, snapshot=snapshot)
+        sub = await _typed(self.subscriptions.Subscribe(pb.SubscribeRequest(topic=topic, spec=wire),
+                                                        **self._kw()))
         return int(sub.subscription_id)
 
-    async def subscribe_many(self, topic: str, specs: Sequence[pb.SubscriptionSpec]) -> list[int]:
-        resp = await self.subscriptions.SubscribeMany(pb.SubscribeManyRequest(topic=topic, specs=specs),
-                                                      timeout=self.timeout, metadata=self._md)
-        return list(resp.subscription_ids)
+    async def subscribe_many(self, topic: str, specs: Sequence[SpecLike], *,
+                             subscriber: str | None = None, delivery: str | None = None,
+                             snapshot: bool | None = None, chunk: int = SUBSCRIBE_CHUNK) -> list[int]:
+        """Register many subscriptions atomically; their ids (``Client.subscribe_many``)."""
+        wire = [spec_to_wire(s, subscriber=subscriber, delivery=delivery, snapshot=snapshot)
+                for s in specs]
+        if len(wire) <= chunk:
+            call = self.subscriptions.SubscribeMany(pb.SubscribeManyRequest(topic=topic, specs=wire),
+                                                    **self._kw())
+        else:
+            reqs = [pb.SubscribeManyRequest(topic=topic if i == 0 else "", specs=wire[i: i + chunk])
+                    for i in range(0, len(wire), chunk)]
+            call = self.subscriptions.SubscribeStream(iter(reqs), **self._kw())
+        resp = await _typed(call)
+        return [int(i) for i in resp.subscription_ids]
 
     async def unsubscribe(self, topic: str, subscription_id: int) -> int:
-        resp = await self.subscriptions.Unsubscribe(
-            pb.UnsubscribeRequest(topic=topic, subscription_id=subscription_id), timeout=self.timeout,
-            metadata=self._md)
+        """Cancel a subscription; the seq it took (``Client.unsubscribe``)."""
+        resp = await _typed(self.subscriptions.Unsubscribe(
+            pb.UnsubscribeRequest(topic=topic, subscription_id=subscription_id), **self._kw()))
         return int(resp.seq)
 
-    # publishing
-    async def publish(self, topic: str, events: Sequence[pb.Event]) -> pb.PublishResponse:
-        """One batch, one message per event; returns once durable."""
-        return await self.publishing.Publish(pb.PublishRequest(topic=topic, events=events),
-                                             timeout=self.timeout, metadata=self._md)
+    async def list_subscriptions(self, topic: str, subscriber: str = "",
+                                 page_size: int = 10_000) -> AsyncIterator[SubscriptionInfo]:
+        """Every live subscription (of ``subscriber`` when set), page by page."""
+        after: int | None = None
+        while True:
+            req = pb.ListSubscriptionsRequest(topic=topic, subscriber=subscriber, page_size=page_size)
+            if after is not None:
+                req.after_id = after
+            resp = await _typed(self.subscriptions.ListSubscriptions(req, **self._kw()))
+            for s in resp.subscriptions:
+                yield subscription_of(s)
+            if not resp.more or not resp.subscriptions:
+                return
+            after = resp.subscriptions[-1].subscription_id
+
+    # ---- events -------------------------------------------------------------------------------
+
+    async def publish(self, topic: str, events: Iterable[EventLike]) -> PublishResult:
+        """Publish one batch of events; once durable, one status per event (``Client.publish``)."""
+        req = pb.PublishRequest(topic=topic, events=[event_to_wire(e) for e in events])
+        return publish_result_of(await _typed(self.publishing.Publish(req, **self._kw())))
 
     async def publish_columns(self, topic: str, sides: Any, ids: Any, keys: Any, values: Any,
-                              times: Any = None, payloads: Any = None) -> pb.PublishResponse:
-        """One batch as columns (``clients.client.columns``); returns once durable."""
+                              times: Any = None, payloads: Any = None) -> PublishResult:
+        """Publish one batch as columns; once durable (``Client.publish_columns``)."""
         req = pb.PublishRequest(topic=topic, columns=columns(sides, ids, keys, values, times, payloads))
-        return await self.publishing.Publish(req, timeout=self.timeout, metadata=self._md)
+        return publish_result_of(await _typed(self.publishing.Publish(req, **self._kw())))
 
-    async def delete_events(self, topic: str, refs: Sequence[pb.EventRef]) -> pb.DeleteEventsResponse:
-        return await self.publishing.DeleteEvents(pb.DeleteEventsRequest(topic=topic, events=refs),
-                                                  timeout=self.timeout, metadata=self._md)
+    async def delete_events(self, topic: str, refs: Iterable[RefLike]) -> DeleteResult:
+        """Delete stored events; one status per event (``Client.delete_events``)."""
+        req = pb.DeleteEventsRequest(topic=topic, events=[ref_to_wire(r) for r in refs])
+        return delete_result_of(await _typed(self.publishing.DeleteEvents(req, **self._kw())))
 
     async def publish_stream(self, topic: str,
-                             batches: AsyncIterable[pb.EventColumns | Sequence[pb.Event]]
-                             ) -> AsyncIterator[pb.PublishResponse]:
-        """Stream batches (``EventColumns`` or lists of ``Event``) over one ``PublishStream``;
-        yields one acknowledgement per batch, in order, each once its batch is durable."""
+                             batches: AsyncIterable[pb.EventColumns | Sequence[EventLike]]
+                             ) -> AsyncIterator[PublishResult]:
+        """Stream batches (``columns(...)`` or sequences of events) over one ``PublishStream``;
+        yields one ``PublishResult`` per batch, in order, each once its batch is durable (the
+        asyncio counterpart of ``Client.publisher``)."""
 
         async def requests() -> AsyncIterator[pb.PublishRequest]:
             first = True
@@ -137,49 +243,69 @@ class AsyncHotjoinClient:
                 if isinstance(b, pb.EventColumns):
                     yield pb.PublishRequest(topic=name, columns=b)
                 else:
-                    yield pb.PublishRequest(topic=name, events=b)
+                    yield pb.PublishRequest(topic=name, events=[event_to_wire(e) for e in b])
 
         call = self.publishing.PublishStream(requests(), metadata=self._md)
-        async for resp in call:
-            yield resp
+        try:
+            async for resp in call:
+                yield publish_result_of(resp)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
 
-    # listening
+    # ---- listening ----------------------------------------------------------------------------
+
     async def listen(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
                      cursors: Mapping[int, int] | None = None, from_latest: bool = False,
-                     batch: bool = False, batch_pairs: bool = False) -> AsyncIterator[pb.ListenResponse]:
-        """The Listen stream's messages as they come (``batch``: ``MatchBatch`` messages;
-        ``batch_pairs``: PAIRS messages in them too)."""
-        req = pb.ListenRequest(topic=topic, subscriber=subscriber, subscription_ids=list(subscription_ids),
-                               from_latest=from_latest, batch=batch, batch_pairs=batch_pairs,
-                               cursors=[pb.Cursor(subscription_id=s, after_seq=q)
-                                        for s, q in (cursors or {}).items()])
+                     batch: bool = False, batch_pairs: bool = False,
+                     ignore_committed: bool = False, after_seq: int | None = None,
+                     ) -> AsyncIterator[ListenItem]:
+        """The Listen stream's items as they come: ``Match``, ``MatchBatch`` (with ``batch``),
+        ``Gap``, ``CaughtUp``, ``Unsubscribed`` (``Client.listen``, without reconnects; parts of
+        a split PAIRS message are yielded part by part)."""
+        req = listen_request(topic, subscriber, subscription_ids, cursors, from_latest, batch,
+                             batch_pairs, ignore_committed, after_seq)
         call = self.listening.Listen(req, metadata=self._md)
         try:
             async for resp in call:
-                yield resp
+                yield listen_item_of(resp)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
         finally:
             call.cancel()
 
-    async def listen_columns(self, topic: str, subscriber: str = "", subscription_ids: Iterable[int] = (),
-                             cursors: Mapping[int, int] | None = None, from_latest: bool = False
-                             ) -> AsyncIterator[MatchColumns | pb.ListenResponse]:
-        """Matches as ``MatchColumns`` (numpy; ``.to_arrow()``), other messages as they come.
+    async def listen_columns(self, topic: str, subscriber: str = "",
+                             subscription_ids: Iterable[int] = (),
+                             cursors: Mapping[int, int] | None = None, from_latest: bool = False,
+                             after_seq: int | None = None,
+                             ) -> AsyncIterator[MatchColumns | Gap | CaughtUp | Unsubscribed]:
+        """Matches as ``MatchColumns`` (numpy; ``.to_arrow()``), the other items as they come
+        (``Client.listen_columns``)."""
+        async for item in self.listen(topic, subscriber, subscription_ids, cursors, from_latest,
+                                      batch=True, batch_pairs=True, after_seq=after_seq):
+            yield columns_item(item)
 
-        A PAIRS message split into parts (``more``) is yielded part by part here.
-        """
-        async for resp in self.listen(topic, subscriber, subscription_ids, cursors, from_latest, batch=True,
-                                      batch_pairs=True):
-            kind = resp.WhichOneof("message")
-            if kind == "matches":
-                yield MatchColumns.of_batch(resp.matches)
-            elif kind == "match":
-                yield MatchColumns.of_match(resp.match)
-            else:
-                yield resp
+    async def commit_cursors(self, topic: str, cursors: Mapping[int, int] | None = None,
+                             subscriber: str = "", after_seq: int | None = None) -> int:
+        """Commit processed positions; how many were committed (``Client.commit_cursors``)."""
+        req = commit_request(topic, cursors, subscriber, after_seq)
+        return int((await _typed(self.listening.CommitCursors(req, **self._kw()))).committed)
 
-    async def stats(self, topic: str) -> pb.TopicStats:
-        return await self.stats_stub.GetTopicStats(pb.TopicStatsRequest(topic=topic), timeout=self.timeout,
-                                                   metadata=self._md)
+    async def get_cursors(self, topic: str, subscriber: str = "",
+                          subscription_ids: Iterable[int] = ()) -> Cursors:
+        """Committed positions, lag and backlog (``Client.get_cursors``)."""
+        req = pb.GetCursorsRequest(topic=topic, subscriber=subscriber,
+                                   subscription_ids=list(subscription_ids))
+        return cursors_of(await _typed(self.listening.GetCursors(req, **self._kw())))
+
+    # ---- stats --------------------------------------------------------------------------------
+
+    async def stats(self, topic: str) -> TopicStats:
+        """The topic's statistics (``Client.stats``)."""
+        return stats_of(await _typed(self.stats_stub.GetTopicStats(pb.TopicStatsRequest(topic=topic),
+                                                                   **self._kw())))
 
 
-__all__ = ["AsyncHotjoinClient"]
+AsyncHotjoinClient = AsyncClient
+"""The former name of ``AsyncClient``."""
+
+__all__ = ["AsyncClient", "AsyncHotjoinClient"]

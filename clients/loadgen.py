@@ -2,7 +2,7 @@
 
 Paper 004 Table I (``matcher.workload``): stored S tuples with S.B ~ Normal(5000, 1000) on
 [0, 10000], incoming R tuples with R.B ~ Uni(0, 10000). Band joins use the clustered bands of
-``matcher.bench.band`` (τ clusters of narrow ranges around offsets spread over [−5000, 5000])
+``ops/bench/band.py`` (τ clusters of narrow ranges around offsets spread over [−5000, 5000])
 with a half-width calibrated so that an incoming R tuple affects about ``affected``
 subscriptions: a moderate, controllable output instead of every band matching every tuple.
 Select joins (``matcher.workload.select_ranges_arrays``) use Table I's A/C ranges (midpoints

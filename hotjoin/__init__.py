@@ -6,10 +6,13 @@ The repository's top-level folders install under this one namespace:
 - ``hotjoin.proto``    (``proto/``)    what crosses the wire: the gRPC API and its generated code;
 - ``hotjoin.server``   (``server/``)   order, durability and delivery of one topic's operations;
 - ``hotjoin.matcher``  (``matcher/``)  who is affected: the engine of paper 004, no network code;
-- ``hotjoin.clients``  (``clients/``)  the Python client library and the ``hotjoin`` command;
+- ``hotjoin.clients``  (``clients/``)  the Python client library (blocking and asyncio);
+- ``hotjoin.cli``      (``cli/``)      the ``hotjoin`` command;
 - ``hotjoin.ops``      (``ops/``)      Spark replay, benchmarks, load tests, Prometheus files.
 
-The engine API of SPEC §7 is re-exported here:
+The client and the engine API are re-exported here, lazily (PEP 562): ``from hotjoin import
+Client`` loads the client library only (grpc, protobuf, numpy; no numba, Spark or Ray), and
+``from hotjoin import Engine`` loads the engine with its compiled kernels.
 
 >>> from hotjoin import Engine, Event, Range, BandJoin
 >>> engine = Engine()
@@ -17,32 +20,71 @@ The engine API of SPEC §7 is re-exported here:
 >>> _ = engine.publish(Event(side="S", id="s1", key=10.0, value=0.0, time=1))
 >>> engine.publish(Event(side="R", id="r1", key=9.5, value=0.0, time=2))
 [Delivery(subscription_id=0, sign=1, r_id='r1', s_id='s1')]
+
+The same ``BandJoin``, ``Range`` and ``Event`` are what the client sends (README, "Using the
+client"; ``hotjoin.clients``).
 """
 
-from hotjoin.matcher import (
-    Affected,
-    BandJoin,
-    BatchError,
-    BatchOutput,
-    BatchResult,
-    Delivery,
-    DuplicateEventError,
-    Engine,
-    Event,
-    EventStatus,
-    HotjoinError,
-    LateEventError,
-    Matches,
-    Range,
-    SelectJoin,
-    UnknownEventError,
-    UnknownSubscriptionError,
-    WindowJoin,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the module that defines it (imported on first access).
+_EXPORTS: dict[str, str] = {
+    **{name: "hotjoin.matcher" for name in (
+        "Affected", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Delivery",
+        "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError",
+        "LateEventError", "Matches", "Range", "SelectJoin", "Subscription", "UnknownEventError",
+        "UnknownSubscriptionError", "WindowJoin")},
+    **{name: "hotjoin.clients" for name in ("AsyncClient", "Client", "HotjoinClient")},
+}
 
 __all__ = [
-    "Affected", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Delivery",
-    "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError", "LateEventError",
-    "Matches", "Range", "SelectJoin", "UnknownEventError", "UnknownSubscriptionError",
-    "WindowJoin",
+    "Affected", "AsyncClient", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Client",
+    "Delivery", "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinClient",
+    "HotjoinError", "LateEventError", "Matches", "Range", "SelectJoin", "Subscription",
+    "UnknownEventError", "UnknownSubscriptionError", "WindowJoin",
 ]
+_PACKAGES = frozenset({"proto", "server", "matcher", "clients", "cli", "ops"})
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on demand
+    from hotjoin.clients import AsyncClient, Client, HotjoinClient
+    from hotjoin.matcher import (
+        Affected,
+        BandJoin,
+        BatchError,
+        BatchOutput,
+        BatchResult,
+        Delivery,
+        DuplicateEventError,
+        Engine,
+        Event,
+        EventStatus,
+        HotjoinError,
+        LateEventError,
+        Matches,
+        Range,
+        SelectJoin,
+        Subscription,
+        UnknownEventError,
+        UnknownSubscriptionError,
+        WindowJoin,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """Import what defines ``name`` on first access (PEP 562); cached afterwards."""
+    if name in _PACKAGES:  # ``import hotjoin; hotjoin.matcher`` works as before
+        return importlib.import_module(f"hotjoin.{name}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hotjoin' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, lazy exports included (for ``dir()`` and completion)."""
+    return sorted(set(globals()) | set(__all__))

@@ -2,15 +2,17 @@
 
 A tuple lives in a *slot*: ``keys[slot]``, ``values[slot]``, ``times[slot]``, ``seqs[slot]`` are
 numpy columns the join kernels read directly, ``alive[slot]`` says whether it is stored. The key
-order is a :class:`~matcher.sorted_runs.SortedRuns` over slots (paper 004 §3.1 assumes a B-tree on
-``S(B)``). A deleted slot is reused only after the key order has merged it away, so a kernel never
-meets a slot that was reused under it. Expiry by retention (SPEC §3) pops a time-ordered heap with
-lazy deletion: O(log n) per stored tuple.
+order is a :class:`~matcher.structures.sorted_runs.SortedRuns` over slots (paper 004 §3.1
+assumes a B-tree on ``S(B)``). A deleted slot is reused only after the key order has merged it
+away, so a kernel never meets a slot that was reused under it. Expiry by retention
+(``matcher/oracle.py`` states the rule) pops a time-ordered heap with lazy deletion: O(log n)
+per stored tuple.
 
 Equi-joins (select and window joins, §3.2–3.3) also need the tuples of one join key sorted by
-value and by time: ``enable_key_index()`` builds a :class:`~matcher.key_index.KeyIndex` once
-(O(n log n)) and from then on it is maintained on every insert, remove and bulk load. A topic with
-only band joins never builds it and pays nothing for it.
+value and by time: ``enable_key_index()`` builds a
+:class:`~matcher.structures.key_index.KeyIndex` once (O(n log n)) and from then on it is
+maintained on every insert, remove and bulk load. A topic with only band joins never builds it
+and pays nothing for it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _empty_payloads(n: int) -> np.ndarray:
 
 class TableArrays(NamedTuple):
     """The per-slot columns a kernel reads of the other side's table: liveness, values (A or
-    C) and sequence numbers (SPEC §3's owed test)."""
+    C) and sequence numbers (the owed test: ``matcher/oracle.py``)."""
 
     alive: np.ndarray
     values: np.ndarray
@@ -58,8 +60,8 @@ class BaseTable:
         self.slot_of: dict[str, int] = {}
         #: the tuples in key order (band joins scan key ranges of it); with ``key_order=False``
         #: not kept until ``enable_key_order`` (a topic without band joins saves ~0.07 µs per
-        #: stored tuple of the batch path, measured in session 13, and by layout 16 bytes per
-        #: tuple: a float64 key and an int64 slot)
+        #: stored tuple of the batch path, measured, and by layout 16 bytes per tuple: a
+        #: float64 key and an int64 slot)
         self.order = SortedRuns()
         self.key_ordered = key_order
         self._next_slot = 0
@@ -251,7 +253,7 @@ class BaseTable:
                     payloads: list[bytes] | None = None) -> np.ndarray:
         """Store n new tuples at once (ids distinct and new on this side); returns their slots.
 
-        The state afterwards is the state n ``insert`` calls reach (the batch path of SPEC §7):
+        The state afterwards is the state n ``insert`` calls reach (the batch path, ``matcher/apply.py``):
         one pass over the columns, one key-order insert per tuple into the delta run, one
         compiled key-index insert for all. O(n (log n + √N)) for N stored tuples.
         """

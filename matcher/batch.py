@@ -1,16 +1,16 @@
-"""The batch API of SPEC §7: per-event status codes, columnar output, and batch admission.
+"""The engine's batch API: per-event status codes, columnar output, and batch admission.
 
 ``Engine.publish_batch`` / ``Engine.delete_batch`` take a batch as columns and apply it exactly as
-the one-at-a-time calls would (SPEC §3), but a rejected event gets a status instead of an
-exception. This module holds what that API is made of and the part of it that needs no engine:
+the one-at-a-time calls would (``matcher/apply.py``), but a rejected event gets a status instead
+of an exception. This module holds what that API is made of and the part of it that needs no engine:
 
 * :class:`EventStatus`, :class:`BatchOutput`, :class:`BatchResult` — the result types;
 * :func:`publish_columns` — column checks: a length mismatch raises ``ValueError`` before
   anything changes; a malformed event (bad side, empty or non-string id, non-finite key or
   value, time outside :data:`TIME_MIN`..:data:`TIME_MAX`) is marked INVALID with a reason;
 * :func:`admit_publish` — the admission of a whole batch in one numba pass: duplicates (against
-  stored tuples and earlier events of the batch, *before* lateness, SPEC §3), lateness against
-  the running watermark, the topic's ``max_advance`` bound (an event more than that beyond the
+  stored tuples and earlier events of the batch, *before* lateness, as one at a time), lateness
+  against the running watermark, the topic's ``max_advance`` bound (an event more than that beyond the
   largest time seen is INVALID; the first event of a topic is not bounded), retention moving
   inside the batch (a stored id that retention has already dropped may be published again),
   sequence numbers.
@@ -42,8 +42,8 @@ from itertools import repeat
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import kernel
 from hotjoin.matcher.errors import (
     DuplicateEventError,
     LateEventError,
@@ -231,7 +231,7 @@ def _time_column(col: Any, n: int, valid: np.ndarray, reasons: dict[int, str]) -
     elif arr.dtype.kind == "i":
         arr = arr.astype(np.int64, copy=False)
         bad = (arr < TIME_MIN) | (arr > TIME_MAX)
-    else:  # floats, objects, strings (as SPEC §2: a time is an integer): one check per element
+    else:  # floats, objects, strings (a time is an integer, as ``Event``'s): one check per element
         out = np.zeros(n, dtype=np.int64)
         bad = np.zeros(n, dtype=np.bool_)
         elems = col if isinstance(col, np.ndarray) else list(col)
@@ -256,7 +256,7 @@ def check_ids(ids: Sequence[Any], valid: np.ndarray, reasons: dict[int, str]) ->
     """The ids as a list; an empty or non-string id marks its event invalid."""
     lst = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     # fast path, two C-level loops (~13 µs per 1,000 ids; a set of types and a scan of
-    # lengths took ~27, session 16)
+    # lengths took ~27)
     if all(map(str.__instancecheck__, lst)) and "" not in lst:
         return lst
     for i, x in enumerate(lst):
@@ -296,13 +296,14 @@ def publish_columns(sides: Any, ids: Sequence[Any], keys: Any, values: Any, time
 OK, LATE, DUPLICATE, INVALID, NOT_FOUND = (int(s) for s in EventStatus)
 
 
-@njit(cache=True)
+@kernel
 def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, stored: np.ndarray,
                    stored_time: np.ndarray, has_max: bool, max_time: int, lateness: int,
                    has_ret: bool, retention: int, max_advance: int, bound: int, seq0: int,
                    status: np.ndarray, seqs: np.ndarray,
                    maxes: np.ndarray) -> tuple[bool, int, int]:
-    """SPEC §3 admission of n events in order (arrays of length n; ``code`` indexes ``stored``).
+    """Admission of n events in order, as one at a time (arrays of length n; ``code`` indexes
+    ``stored``).
 
     ``stored[c]``/``stored_time[c]``: whether (side, id) code c is stored and its time; a stored
     tuple with ``time + retention < W`` has been dropped by retention. ``bound``: the largest

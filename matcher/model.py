@@ -1,7 +1,11 @@
-"""Data model of SPEC §2: events, closed ranges, the three subscription kinds, deliveries.
+"""The data model: events, closed ranges, the three subscription kinds, deliveries (paper 004
+§2, §3; the README's "File formats" describe the same fields).
 
 Everything here is a small immutable value with validation at construction, so a malformed
-request fails with ``ValueError`` before it can touch engine state (SPEC §7).
+request fails with ``ValueError`` before it can touch engine state.
+
+This module needs numpy only, never numba: the client library (``hotjoin.clients``) sends these
+very types, and ``import hotjoin.clients`` must stay light (``tests/clients/test_import_weight.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def check_side(side: object) -> Side:
 
 @dataclass(frozen=True, slots=True)
 class Range:
-    """Closed range ``[lo, hi]``; ``None`` on either end means unbounded (SPEC §2).
+    """Closed range ``[lo, hi]``; ``None`` on either end means unbounded.
 
     >>> Range(0, 10).contains(10.0), Range(None, 5).contains(-1e300), Range(1, 2).contains(3)
     (True, True, False)

@@ -27,7 +27,7 @@ from hotjoin.matcher.engine import STRATEGIES, Engine
 from hotjoin.matcher.joins.protocol import order_by_event
 from hotjoin.matcher.joins.skyline import SkylineIndex, sky_insert_many, stored_sizes
 from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
-from hotjoin.matcher.partition.histogram import count_stabbed
+from hotjoin.matcher.partition.exact_counter import count_stabbed
 
 _done = False
 _lock = threading.Lock()

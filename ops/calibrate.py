@@ -16,7 +16,7 @@ def register(sub: Any) -> None:
         "calibrate",
         help="profile every strategy over a grid of workload sizes and fit the cost constants",
         description="Times every join strategy per incoming tuple over a grid of workload sizes, "
-        "fits each cost model's constants by least squares and prints them with 95%% intervals "
+        "fits each cost model's constants by least squares and prints them with 95% intervals "
         "(paper 004 Table II). The engine then loads the written profile (HOTJOIN_PROFILE "
         f"or {USER_PROFILE}) over the shipped default.")
     add_arguments(p)

@@ -124,10 +124,10 @@ def percentiles_ms(samples_ns: np.ndarray) -> dict[str, float]:
 
 def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: Any) -> None:
     """Listen to every subscription of subscriber "bench"; record arrival − received per message."""
-    from hotjoin.clients.client import HotjoinClient
+    from hotjoin.clients import Client, Match, MatchBatch
 
     lat: list[int] = []
-    with HotjoinClient(target, timeout=None) as hj:
+    with Client(target, timeout=None) as hj:
         stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True, batch_pairs=True)
         ready.set()
         import threading
@@ -137,11 +137,10 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
         pairs, first_pair, last_pair = 0, 0, 0
         chunks: list[np.ndarray] = []
         try:
-            for resp in stream:
-                kind = resp.WhichOneof("message")
-                if kind == "matches":
+            for item in stream:
+                if isinstance(item, MatchBatch):
                     now = time.time_ns()
-                    mb = resp.matches
+                    mb = item.wire  # the columns as they came: no Python object per row
                     rns = np.array([o.received_unix_nanos for o in mb.ops], dtype=np.int64)
                     chunks.append(now - rns[np.array(mb.op_index, dtype=np.int64)])
                     n += len(mb.op_index)
@@ -150,10 +149,10 @@ def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: A
                         first_pair = first_pair or now
                         last_pair = now
                     counter.value = n
-                elif kind == "match":
+                elif isinstance(item, Match):
                     now = time.time_ns()
-                    lat.append(now - resp.match.received_unix_nanos)
-                    n_pairs = len(resp.match.pairs)
+                    lat.append(now - item.received_unix_nanos)
+                    n_pairs = len(item.pairs)
                     if n_pairs:
                         pairs += n_pairs
                         first_pair = first_pair or now
@@ -401,18 +400,15 @@ def _wait_serving(target: str, t0: float, limit: float = 600.0) -> float:
     with a fresh channel each time. (One channel's ``wait_ready`` would add gRPC's reconnect
     backoff, 1 s growing 1.6× per attempt, to the figure: up to several seconds that are the
     client's, not the restart's.)"""
-    import grpc
-
-    from hotjoin.clients.client import HotjoinClient
+    from hotjoin.clients import Client, Unavailable
 
     while time.monotonic() - t0 < limit:
-        with HotjoinClient(target, timeout=1.0) as hj:
+        with Client(target, timeout=1.0) as hj:
             try:
                 hj.get_topic(TOPIC)
                 return time.monotonic() - t0
-            except grpc.RpcError as x:
-                if x.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise
+            except Unavailable:
+                pass
         time.sleep(0.05)
     raise TimeoutError(f"the restarted server did not answer within {limit:.0f} s")
 

@@ -1,22 +1,22 @@
-"""The server's one call into the engine's batch API (SPEC §7 ``publish_batch``).
+"""The server's one call into the engine's batch API (``TopicEngine.publish_batch``).
 
 ``apply_publish_batch`` forwards a batch of columns to ``engine.publish_batch``: the compiled
 batch path of ``hotjoin.matcher.batch`` (``Engine``), or its fan-out over Ray workers
-(``hotjoin.server.scaleout.ShardedEngine``). Column checks and statuses are the engine's. It is kept
-as a function of its own because it is the seam ``ops/bench/serve_path.py`` times.
+(``hotjoin.server.scaleout.engine.ShardedEngine``, ``key_engine.KeyShardedEngine``). Column checks
+and statuses are the engine's. It is kept as a function of its own because it is the seam
+``ops/bench/serve_path.py`` times.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from hotjoin.matcher.batch import BatchOutput, BatchResult, EventStatus
+from hotjoin.matcher.contract import TopicEngine
 
 
 def apply_publish_batch(
-    engine: Any,
+    engine: TopicEngine,
     sides: np.ndarray,
     ids: np.ndarray,
     keys: np.ndarray,

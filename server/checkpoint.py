@@ -4,14 +4,15 @@ Replaying a whole log rebuilds every operation one by one. A checkpoint holds, a
 sequence number ``seq`` and log byte offset ``offset`` (the end of the frame holding ``seq``),
 what the log up to there leaves behind: the live subscriptions with their server metadata and
 owners, the stored tuples of both sides, and the clock. It does **not** hold the engine's
-indexes: matching depends only on the subscriptions and the stored tuples (SPEC §3), so a
-restart bulk-builds the indexes from the columns (``Engine.restore_subscription_columns``,
-``Engine.restore_event_columns``) instead of unpickling Python objects.
+indexes: matching depends only on the subscriptions and the stored tuples (README, "Design
+choices"), so a restart bulk-builds the indexes from the columns (``TopicEngine.load_state`` of
+``hotjoin.matcher.contract``) instead of unpickling Python objects.
 
-**Taking one** (issue 16 item 5). Under the topic lock, ``capture`` copies numpy columns
-(``Engine.subscription_columns``, the tables' live rows) and two dicts (metadata, owners): a
-few milliseconds for 100,000 subscriptions and 100,000 tuples, whatever the strategy (the
-earlier pickle of the whole engine held the lock 0.4–0.6 s). A background thread then encodes
+**Taking one.** Under the topic lock, ``capture`` copies numpy columns
+(``TopicEngine.export_state``: the subscription columns, the tables' live rows) and two dicts
+(metadata, owners): a few milliseconds for 100,000 subscriptions and 100,000 tuples with
+``matcher.Engine``, whatever the strategy (the earlier pickle of the whole engine held the lock
+0.4–0.6 s); a scale-out engine adds one round trip to its workers. A background thread then encodes
 the columns (``encode``), makes the log durable up to ``offset`` (so a checkpoint never holds
 an operation the log could lose), writes ``checkpoint.tmp``, fsyncs it, renames it to
 ``checkpoint`` and fsyncs the directory. A ``kill -9`` leaves at most a stale
@@ -44,6 +45,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from hotjoin.matcher.contract import SUBSCRIPTION_COLUMNS, TopicEngine
 from hotjoin.server.convert import SubMeta
 from hotjoin.server.snapshot import Tuples
 
@@ -52,12 +54,12 @@ _HEAD = struct.Struct("<QQQI")
 _LEN32 = struct.Struct("<I")
 _LEN64 = struct.Struct("<Q")
 WRITE_CHUNK = 1 << 20
-SUB_NUMERIC = ("sid", "kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi", "w", "reg", "snap")
+SUB_NUMERIC = SUBSCRIPTION_COLUMNS
 
 
 @dataclass
 class Image:
-    """A topic's state at ``seq``: subscription columns (``Engine.subscription_columns``), the
+    """A topic's state at ``seq``: subscription columns (``TopicEngine.export_state``), the
     server's metadata and owners by subscription id, and both sides' stored tuples."""
 
     seq: int
@@ -70,18 +72,15 @@ class Image:
     tuples: list[Tuples]
 
 
-def capture(engine: Any, meta: dict[int, SubMeta], owners: dict[int, str], next_sid: int,
+def capture(engine: TopicEngine, meta: dict[int, SubMeta], owners: dict[int, str], next_sid: int,
             log_ops: int) -> Image:
-    """Copy the state (call with the topic lock held): ``Engine.export_state`` (numpy column
+    """Copy the state (call with the topic lock held): ``TopicEngine.export_state`` (numpy column
     copies) and two dict copies.
 
-    Raises ``TypeError`` for an engine without columnar export (the caller disables
-    checkpoints) and ``ValueError`` when the engine and the metadata disagree.
+    Raises ``ValueError`` when the engine and the metadata disagree (the caller then disables
+    checkpoints for the topic).
     """
-    export = getattr(engine, "export_state", None)
-    if export is None:
-        raise TypeError(f"{type(engine).__name__} cannot export its state as columns")
-    st = export()
+    st = engine.export_state()
     subs = st["subs"]
     if subs["sid"].shape[0] != len(meta):
         raise ValueError(f"{subs['sid'].shape[0]} live subscriptions in the engine, {len(meta)} in the metadata")
@@ -90,7 +89,7 @@ def capture(engine: Any, meta: dict[int, SubMeta], owners: dict[int, str], next_
 
 
 def engine_state(image: Image) -> dict[str, Any]:
-    """``image`` as the ``Engine.load_state`` input."""
+    """``image`` as the ``TopicEngine.load_state`` input."""
     return {"seq": image.seq, "max_time": image.max_time, "next_sid": image.next_sid, "subs": image.subs,
             "tuples": {t.side: (t.ids, t.keys, t.values, t.times, t.seqs, t.payloads) for t in image.tuples}}
 

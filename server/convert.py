@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import kernel
 from hotjoin.matcher.model import (
     BandJoin,
     Event,
@@ -316,7 +316,7 @@ def check_subscriber(name: str) -> str:
 
 
 # -- MatchBatch numeric columns, encoded without a Python object per row ------------------------
-@njit(cache=True)
+@kernel
 def _put_varint(out: np.ndarray, at: int, x: np.uint64) -> int:
     while x >= np.uint64(0x80):
         out[at] = np.uint8((x & np.uint64(0x7F)) | np.uint64(0x80))
@@ -326,7 +326,7 @@ def _put_varint(out: np.ndarray, at: int, x: np.uint64) -> int:
     return at + 1
 
 
-@njit(cache=True)
+@kernel
 def _put_packed(out: np.ndarray, at: int, field: int, col: np.ndarray, zigzag: bool) -> int:
     """One packed repeated varint field: tag, byte length, then the values (``zigzag``: sint)."""
     n = col.shape[0]
@@ -349,7 +349,7 @@ def _put_packed(out: np.ndarray, at: int, field: int, col: np.ndarray, zigzag: b
     return at
 
 
-@njit(cache=True)
+@kernel
 def _encode_batch_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray,
                           counts: np.ndarray, op_index: np.ndarray) -> np.ndarray:
     n = sids.shape[0]

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
+from hotjoin.matcher.contract import TopicEngine
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import checkpoint, metrics, snapshot
 from hotjoin.server.book import SubscriptionBook
@@ -121,8 +122,8 @@ class Durability:
         self._retention = retention
         self._lock = lock  # the topic lock: it orders the engine, the book and the log
         self._book = book
-        self._engine: Any = None  # set by ``restore``
-        self._new_engine: Callable[[], Any] = lambda: None  # the engine factory, from ``restore``
+        self._engine: TopicEngine | None = None  # set by ``restore``
+        self._new_engine: Callable[[], TopicEngine] | None = None  # the factory, from ``restore``
         self.closed = False
         self.log_failed: OSError | None = None  # the first failed sync (the topic is closed)
         self._uncut = False  # a failed write could not be cut back: the log ends in a torn tail
@@ -157,7 +158,7 @@ class Durability:
 
     # ---- opening and closing --------------------------------------------------------------------
 
-    def restore(self, new_engine: Callable[[], Any]) -> Any:
+    def restore(self, new_engine: Callable[[], TopicEngine]) -> TopicEngine:
         """Open the logs and return the engine rebuilt from them: the checkpoint and the log's
         tail, or the whole log (a fresh engine without a data directory). Fills the book.
 
@@ -199,7 +200,8 @@ class Durability:
         self._retention_checked = time.monotonic()
         return engine
 
-    def _load(self, directory: Path, engine: Any, new_engine: Callable[[], Any]) -> Any:
+    def _load(self, directory: Path, engine: TopicEngine,
+              new_engine: Callable[[], TopicEngine]) -> TopicEngine:
         """Fill ``engine`` (fresh) and the book (empty) from the files: the checkpoint and the
         log's tail after it, or the whole log; returns the engine (a new one when the checkpoint
         proved unusable midway). Start-up (``restore``) and ``rebuild`` both read the state so."""
@@ -222,7 +224,7 @@ class Durability:
             self._ckpt_ops = self.log_ops  # nothing checkpointed: the whole log is the tail
         return engine
 
-    def rebuild(self) -> Any:
+    def rebuild(self) -> TopicEngine:
         """Return a new engine, and refill the book, from the topic's files exactly as a restart
         would (``_load``: checkpoint + log tail), after ``rollback`` cut a failed batch away.
 
@@ -233,12 +235,15 @@ class Durability:
         Without a data directory there is nothing to read and nothing was written: the engine
         stays. When the files cannot be read back the topic is closed (``Unavailable``)."""
         if self.directory is None:
-            return self._engine
+            return self._current()
+        new_engine = self._new_engine
+        if new_engine is None:
+            raise RuntimeError(f"topic {self.topic!r}: its durability was used before restore")
         while self._ckpt_running:  # a checkpoint being written: let it finish (it takes no lock)
             time.sleep(0.005)  # rather than remove its temp file from under it (checkpoint.read)
         try:
             self._book.clear()
-            engine = self._load(self.directory, self._new_engine(), self._new_engine)
+            engine = self._load(self.directory, new_engine(), new_engine)
         except Exception as x:  # noqa: BLE001 - whatever it was, the old engine is ahead of the log
             log.exception("topic %r: rebuilding the state from its files failed", self.topic)
             self.fail(f"topic {self.topic!r}: its state could not be rebuilt from its files after "
@@ -248,7 +253,7 @@ class Durability:
         log.info("topic %r: state rebuilt from its files at seq %d", self.topic, engine.seq)
         return engine
 
-    def _load_checkpoint(self, directory: Path, engine: Any) -> bool:
+    def _load_checkpoint(self, directory: Path, engine: TopicEngine) -> bool:
         """Load ``directory/checkpoint`` and replay the log after it; False: there is none.
 
         The engine's indexes are bulk-built from the checkpoint's columns (not unpickled)."""
@@ -288,12 +293,19 @@ class Durability:
         """Accept no more operations (call with the topic lock held)."""
         self.closed = True
 
+    def _current(self) -> TopicEngine:
+        """The topic's engine (``restore`` sets it; ``rebuild`` replaces it)."""
+        engine = self._engine
+        if engine is None:
+            raise RuntimeError(f"topic {self.topic!r}: its durability was used before restore")
+        return engine
+
     def close(self) -> None:
         """Make every frame written durable and close the logs (topic lock held, after ``stop``).
 
         The batches whose commit is waiting are thereby acknowledged; the close holds
-        ``sync_lock`` so that no sync runs on a closed descriptor (the fdatasync traceback of
-        issue 16). The match log's records precede their frames, so it is synced first."""
+        ``sync_lock`` so that no sync runs on a closed descriptor (a sync racing the close would
+        fail with EBADF). The match log's records precede their frames, so it is synced first."""
         ml = self.match_log
         if self.log is not None:
             synced = True
@@ -422,8 +434,8 @@ class Durability:
                     log.warning("topic %r: deleting match log segments beyond retention failed "
                                 "(%s)", self.topic, x)
             if (self._checkpoints and not self._ckpt_running
-                    and self._ckpt_ops >= max(CHECKPOINT_BUSY_FACTOR * self.checkpoint_min_ops,
-                                              self._live_records() // 2)):
+                    and self._ckpt_ops >= CHECKPOINT_BUSY_FACTOR * self.checkpoint_min_ops
+                    and self._ckpt_ops >= self._live_records() // 2):  # counted only then
                 self._start_checkpoint()  # the replay tail would be long: even while busy
             if (self.compact_ratio > 0 and self._compacts and not self._compacting
                     and self._last_op >= self._compact_after
@@ -497,7 +509,7 @@ class Durability:
 
     def _live_records(self) -> int:
         """Live subscriptions plus stored tuples (what a snapshot would hold)."""
-        return len(self._book) + snapshot.stored_count(self._engine)
+        return len(self._book) + snapshot.stored_count(self._current())
 
     def _start_checkpoint(self) -> None:
         """Copy the state as columns (topic lock held: it is the state at this seq; a few ms) and
@@ -506,7 +518,8 @@ class Durability:
         t0 = time.perf_counter()
         book = self._book
         try:
-            image = checkpoint.capture(self._engine, book.meta, book.owners, book.next_sid, self.log_ops)
+            image = checkpoint.capture(self._current(), book.meta, book.owners, book.next_sid,
+                                       self.log_ops)
         except Exception:
             log.exception("topic %r: cannot capture the state as columns; checkpoints disabled",
                           self.topic)
@@ -614,7 +627,7 @@ class Durability:
                 if self.closed:
                     return False
                 book = self._book
-                state = snapshot.capture(self._engine, book.meta, self._lateness, book.owners)
+                state = snapshot.capture(self._current(), book.meta, self._lateness, book.owners)
                 offset, ops_at = self.log.size, self.log_ops
             head = snapshot.snapshot_bytes(state)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

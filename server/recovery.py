@@ -4,20 +4,21 @@ The log is replayed in sequence order through the engine's batch calls with matc
 (``publish_many(match=False)``, ``subscribe_many``, ``delete(match=False)``, ``unsubscribe``),
 which rebuilds the same stored tuples (retention included), the same subscription ids and the
 same sequence counter; a replay that does not end at the log's last seq is ``LogCorruptError``.
-A compacted log starts with a snapshot that is restored with the engine's ``restore_*`` calls
-instead (``server/snapshot.py``); after a checkpoint (``server/checkpoint.py``) only the frames
-from its offset on are replayed. Without retention a run of logged publishes leaves exactly its
-tuples stored (each was accepted when logged: new id, not late), so the run is loaded as columns
-at once (``Engine.restore_event_columns``). ``server/PERSISTENCE.md`` has the formats.
+A compacted log starts with a snapshot that is loaded as the engine's state instead
+(``server/snapshot.py``); after a checkpoint (``server/checkpoint.py``) only the frames from its
+offset on are replayed. Without retention a run of logged publishes leaves exactly its tuples
+stored (each was accepted when logged: new id, not late), so the run is loaded as columns at once
+(``restore_event_columns``, then ``restore_clock``). Every engine call is a member of the engine
+contract (``hotjoin.matcher.contract.TopicEngine``). ``server/PERSISTENCE.md`` has the formats.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from hotjoin.matcher.contract import TopicEngine
 from hotjoin.matcher.model import Event, Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import snapshot
@@ -42,11 +43,12 @@ class LogReplay:
     thresholds count from.
     """
 
-    def __init__(self, topic: str, engine: Any, book: SubscriptionBook, retention: int | None) -> None:
+    def __init__(self, topic: str, engine: TopicEngine, book: SubscriptionBook,
+                 retention: int | None) -> None:
         self.topic = topic
         self.engine = engine
         self.book = book
-        self._columnar = retention is None and hasattr(engine, "restore_event_columns")
+        self._columnar = retention is None  # runs of publishes load as columns (module docstring)
         self._events: list[Event] = []
         self._columns = LoggedColumns()
         self._subs: list[tuple[pb.LogOp, Subscription, SubMeta]] = []  # op.subscribe.owner: "" in old logs

@@ -7,15 +7,12 @@ strategy, delivery retention) live in its ``topic.json`` instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from hotjoin.matcher.contract import EngineFactory
 from hotjoin.matcher.engine import Engine
 from hotjoin.server.delivery import BUFFER_BYTES, LISTENER_BYTES
 from hotjoin.server.match_log import RETENTION_BYTES, RETENTION_MS, SEGMENT_BYTES
-
-EngineFactory = Callable[..., Any]
 
 COMPACT_MIN_BYTES = 64 << 20
 COMPACT_RATIO = 2.0
@@ -41,7 +38,8 @@ class TopicSettings:
     """The server-wide options every topic opens with: one object from the command line through
     ``HotjoinServer`` and ``TopicRegistry`` to ``Topic``.
 
-    ``engine_factory`` builds the matcher (``matcher.Engine``, or a sharded one); ``sync``: fsync
+    ``engine_factory`` builds each topic's engine (an ``EngineFactory`` of
+    ``hotjoin.matcher.contract``: ``matcher.Engine``, or ``ShardedEngineFactory``); ``sync``: fsync
     the log (group commit); ``buffer_capacity`` / ``buffer_max_pairs``: per-subscription bounds
     when messages live in memory only; ``compact_*`` and ``checkpoint_min_ops``: log compaction and
     checkpoints (server/PERSISTENCE.md); ``delivery``: the match log's and buffers' bounds.
@@ -59,3 +57,5 @@ class TopicSettings:
 
 
 DEFAULT_SETTINGS = TopicSettings()
+
+__all__ = ["DEFAULT_SETTINGS", "DeliveryOptions", "EngineFactory", "TopicSettings"]

@@ -4,11 +4,13 @@ A compacted log is ``MAGIC``, a header frame (JSON: the clock — last seq, larg
 the next subscription id and the number of snapshot frames), the snapshot frames (``LogBatch``
 of subscribe ops of the live subscriptions and publish ops of the stored tuples, each carrying
 its *original* seq), then the ordinary frames appended after the snapshot was taken. Restart
-feeds the snapshot to ``Engine.restore_subscription`` / ``restore_events`` / ``restore_clock``
-and replays the rest as usual (``server/PERSISTENCE.md``).
+turns the snapshot into the engine's state as columns and loads it into the fresh engine at once
+(``TopicEngine.load_state``: clock, next subscription id, subscriptions, tuples; indexes bulk-built,
+nothing matched), then replays the rest as usual (``server/PERSISTENCE.md``).
 
-``capture`` runs under the topic lock and only copies columns (O(live state), no per-tuple
-Python objects for ``matcher.Engine``); ``snapshot_bytes`` encodes them outside the lock.
+``capture`` runs under the topic lock and only copies columns (``TopicEngine.export_state``:
+O(live state), no per-tuple Python objects for ``matcher.Engine``); ``snapshot_bytes`` encodes them
+outside the lock. The engine is reached only through the contract of ``hotjoin.matcher.contract``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from hotjoin.matcher.model import Event, Subscription
+from hotjoin.matcher.contract import TopicEngine, subscription_columns
+from hotjoin.matcher.model import Subscription
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.convert import SIDE_TO_PB, SubMeta, decode_event, decode_spec, encode_spec
 from hotjoin.server.log import MAGIC, frame
@@ -58,49 +61,28 @@ class State:
         return len(self.subs) + sum(len(t.ids) for t in self.tuples)
 
 
-def tuples_of(engine: Any, side: str) -> Tuples:
-    """Copy the stored tuples of ``side``: columns of ``matcher.Engine`` or ``stored_tuples()``."""
-    tables = getattr(engine, "tables", None)
-    if tables is not None:
-        return Tuples(side, *tables[side].live_columns())
-    pairs = [(ev, seq) for ev, seq in engine.stored_tuples() if ev.side == side]
-    return Tuples(side, [e.id for e, _ in pairs],
-                  np.array([e.key for e, _ in pairs], dtype=np.float64),
-                  np.array([e.value for e, _ in pairs], dtype=np.float64),
-                  np.array([e.time for e, _ in pairs], dtype=np.int64),
-                  np.array([s for _, s in pairs], dtype=np.int64),
-                  [bytes(e.payload) for e, _ in pairs])
+def tuples_of(engine: TopicEngine, side: str) -> Tuples:
+    """Copy the stored tuples of ``side`` as columns (``TopicEngine.export_state``; O(state))."""
+    return Tuples(side, *engine.export_state()["tuples"][side])
 
 
-def stored_count(engine: Any) -> int:
-    """Number of stored tuples, O(1) for ``matcher.Engine``."""
-    tables = getattr(engine, "tables", None)
-    if tables is not None:
-        return sum(len(t) for t in tables.values())
-    return sum(int(n) for n in engine.stats()["tuples"].values())
+def stored_count(engine: TopicEngine) -> int:
+    """Number of stored tuples (``len`` of ``TopicEngine.tables``): O(1) for ``matcher.Engine``,
+    one round trip to the workers for a scale-out engine."""
+    return sum(len(t) for t in engine.tables.values())
 
 
-def next_subscription_id(engine: Any) -> int:
-    cols = getattr(engine, "cols", None)
-    return int(cols.n) if cols is not None else int(engine.next_subscription_id)
-
-
-def set_next_subscription_id(engine: Any, n: int) -> None:
-    """Ids unsubscribed after the last live one stay unused after a restore."""
-    cols = getattr(engine, "cols", None)
-    if cols is not None:
-        cols.n = max(int(cols.n), n)
-    else:
-        engine.set_next_subscription_id(n)
-
-
-def capture(engine: Any, meta: dict[int, SubMeta], lateness: int,
+def capture(engine: TopicEngine, meta: dict[int, SubMeta], lateness: int,
             owners: dict[int, str] | None = None) -> State:
-    """Copy a topic's state (call with the topic lock held); ``owners``: sid -> owner principal."""
-    w = engine.watermark
+    """Copy a topic's state (call with the topic lock held): the engine's columns
+    (``export_state``: clock, next subscription id, tuples), each live subscription with its
+    metadata, and ``owners`` (sid -> owner principal). ``lateness`` is kept for the callers: the
+    clock is the engine's own largest event time."""
+    st = engine.export_state()
     subs = [(sid, engine.subscription(sid), m) for sid, m in meta.items()]
-    return State(int(engine.seq), None if w is None else int(w) + lateness,
-                 next_subscription_id(engine), subs, [tuples_of(engine, "R"), tuples_of(engine, "S")],
+    max_time = st["max_time"]
+    return State(int(st["seq"]), None if max_time is None else int(max_time), int(st["next_sid"]),
+                 subs, [Tuples(side, *st["tuples"][side]) for side in ("R", "S")],
                  dict(owners or {}))
 
 
@@ -135,27 +117,47 @@ def snapshot_bytes(state: State) -> bytes:
     return b"".join([MAGIC, frame(json.dumps(header).encode()), *frames])
 
 
-def restore(engine: Any, header: dict[str, Any], batches: Iterator[pb.LogBatch],
+def restore(engine: TopicEngine, header: dict[str, Any], batches: Iterator[pb.LogBatch],
             register: Any) -> None:
-    """Rebuild ``engine`` from the snapshot frames of a compacted log.
+    """Rebuild the fresh ``engine`` from the snapshot frames of a compacted log: their state as
+    columns, loaded at once (``TopicEngine.load_state``: subscriptions under their ids, tuples
+    with their original seqs, the clock, the next subscription id, so that ids unsubscribed
+    after the last live one stay unused). O(snapshot).
 
-    ``register(sid, meta, owner)`` records each subscription's server-side metadata and owner
-    ("" in logs written before owners were recorded).
+    ``register(sid, meta, owner)`` then records each subscription's server-side metadata and
+    owner ("" in logs written before owners were recorded). Raises ``ValueError`` for a
+    snapshot that does not load (ids out of order, a duplicate tuple, a bad record).
     """
-    events: list[Event] = []
-    seqs: list[int] = []
+    sids: list[int] = []
+    subs: list[Subscription] = []
+    regs: list[int] = []
+    metas: list[tuple[SubMeta, str]] = []
+    rows: dict[str, tuple[list[str], list[float], list[float], list[int], list[int], list[bytes]]]
+    rows = {side: ([], [], [], [], [], []) for side in ("R", "S")}
     for _ in range(int(header["frames"])):
         batch = next(batches)
         for op in batch.ops:
             if op.WhichOneof("op") == "subscribe":
                 sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
-                sid = int(op.subscribe.subscription_id)
-                engine.restore_subscription(sid, sub, int(op.seq), snap)
-                register(sid, SubMeta(affected, snap, subscriber, int(op.seq)), op.subscribe.owner)
+                sids.append(int(op.subscribe.subscription_id))
+                subs.append(sub)
+                regs.append(int(op.seq))
+                metas.append((SubMeta(affected, snap, subscriber, int(op.seq)), op.subscribe.owner))
             else:
-                events.append(decode_event(op.publish, op.publish.time))
+                ev = decode_event(op.publish, op.publish.time)
+                ids, keys, values, times, seqs, payloads = rows[ev.side]
+                ids.append(ev.id)
+                keys.append(ev.key)
+                values.append(ev.value)
+                times.append(ev.time)
                 seqs.append(int(op.seq))
-    if events:
-        engine.restore_events(events, seqs)
-    set_next_subscription_id(engine, int(header["next_subscription_id"]))
-    engine.restore_clock(int(header["seq"]), header["max_time"])
+                payloads.append(ev.payload)
+    tuples = {side: (ids, np.array(keys, dtype=np.float64), np.array(values, dtype=np.float64),
+                     np.array(times, dtype=np.int64), np.array(seqs, dtype=np.int64), payloads)
+              for side, (ids, keys, values, times, seqs, payloads) in rows.items()}
+    cols = subscription_columns(sids, subs, regs, [m.snapshot for m, _ in metas])
+    engine.load_state({"seq": int(header["seq"]), "max_time": header["max_time"],
+                       "next_sid": int(header["next_subscription_id"]), "subs": cols,
+                       "tuples": tuples})
+    for sid, (meta, owner) in zip(sids, metas, strict=True):
+        register(sid, meta, owner)

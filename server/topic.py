@@ -1,9 +1,10 @@
-"""One topic: the total order of its operations and how each is applied (SPEC §3–4).
+"""One topic: the total order of its operations and how each is applied (README, "Design choices").
 
 An event's way through the server: the servicer (``server/service.py``) decodes the request
 (``server/convert.py``) and calls a ``Topic`` method here, which under the topic lock gives the
-operation the next sequence number by applying it to the engine (``matcher``: ok / late /
-duplicate / not found, and who is affected), turns the engine's output into messages
+operation the next sequence number by applying it to the engine (ok / late / duplicate / not
+found, and who is affected; any ``TopicEngine`` of ``hotjoin.matcher.contract``, built by
+``settings.engine_factory``), turns the engine's output into messages
 (``server/messages.py``), hands messages and operation to the topic's durability
 (``server/durability.py``: match log, then one event-log frame) and, outside the lock, waits
 for the frame to be durable before the messages go to the delivery hub (``server/delivery.py``).
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.matcher.contract import TopicEngine
 from hotjoin.matcher.errors import (
     BatchError,
     DuplicateEventError,
@@ -134,7 +136,7 @@ class Topic:
         self.book = SubscriptionBook(name)
         self.durability = Durability(name, directory, settings, lateness, retention, self._lock, self.book)
         try:
-            self.engine = self.durability.restore(lambda: settings.engine_factory(
+            self.engine: TopicEngine = self.durability.restore(lambda: settings.engine_factory(
                 lateness=lateness, retention=retention, strategy=self.strategy or "auto",
                 max_advance=self.max_advance or None))
             # the committed cursors (server/cursors.py) are kept beside the logs
@@ -337,7 +339,8 @@ class Topic:
         return ColumnsOutcome(status, seq, ids, reasons, assigned, first, last, same), token
 
     def delete(self, refs: Sequence[pb.EventRef], received_ns: int) -> list[Status]:
-        """Delete events in order (SPEC §3 Delete); each gets its own status."""
+        """Delete events in order; each gets its own status (a deleted tuple's pairs are
+        retracted: −1 messages)."""
         _check_batch(len(refs), MAX_BATCH_EVENTS, "events")
         statuses: list[Status] = []
         ops: list[pb.LogOp] = []
@@ -411,7 +414,7 @@ class Topic:
                     first = self.book.next_sid + len(ids)
                     ids.extend(range(first, first + n_applied))
                 start = end
-            if error is not None and ids and hasattr(engine, "undo_subscribe"):
+            if error is not None and ids:
                 engine.undo_subscribe(np.array(ids, dtype=np.int64), seq0)  # all or nothing
                 ids = []
             if engine.seq - seq0 != len(ids):

@@ -1,4 +1,4 @@
-"""Lockstep harness: drive an engine and ``OracleEngine`` with the same operations (SPEC §3, §7).
+"""Lockstep harness: drive an engine and ``OracleEngine`` with the same operations.
 
 Two layers:
 
@@ -18,7 +18,7 @@ Two layers:
 Reuse for other join kinds: ``programs(kinds=("select",))``, ``("window",)`` or a mix; the key
 domain is picked per kind (``BAND_KEYS``, or ``EQUI_KEYS`` with a few values so equal keys are
 common for select/window joins) and can be overridden with ``keys=``; ``band_bounds=`` sets the
-band-end domain (``IEEE_KEYS`` / ``IEEE_BOUNDS`` target the IEEE-subtraction rule of SPEC §2).
+band-end domain (``IEEE_KEYS`` / ``IEEE_BOUNDS`` target the IEEE-subtraction rule of ``BandJoin``).
 An engine factory is any ``(lateness, retention) -> engine``, e.g.
 ``lambda L, R: Engine(lateness=L, retention=R, strategy={"select": "SJ-SSI"})``.
 
@@ -99,23 +99,16 @@ def use_oracle_as_engine() -> bool:
 def engine_factory(
     strategy: str | dict[str, str] = "auto", options: dict[str, Any] | None = None
 ) -> EngineFactory:
-    """Factory for ``matcher.engine.Engine`` (skips the test if it is not importable yet).
-
-    With ``options`` the engine must accept ``Engine(..., options=...)``; if it raises
-    ``TypeError`` for that keyword the calling test is skipped with a reason.
-    """
+    """Factory for ``hotjoin.matcher.engine.Engine`` with ``strategy`` and ``options`` (a copy
+    per engine: a router keeps its loaded cost profile in them)."""
     if use_oracle_as_engine():
         return lambda lateness, retention: OracleEngine(lateness, retention)
-    engine_mod = pytest.importorskip("hotjoin.matcher.engine", reason="matcher.engine not available yet")
-    Engine = engine_mod.Engine
+    from hotjoin.matcher.engine import Engine
+
     if options is None:
         return lambda lateness, retention: Engine(
             lateness=lateness, retention=retention, strategy=strategy
         )
-    try:
-        Engine(lateness=0, retention=None, strategy=strategy, options=dict(options))
-    except TypeError as exc:
-        pytest.skip(f"Engine does not accept options={options!r}: {exc}")
     return lambda lateness, retention: Engine(
         lateness=lateness, retention=retention, strategy=strategy, options=dict(options)
     )
@@ -302,7 +295,7 @@ class Lockstep:
         )
 
     def publish_many(self, events: Sequence[Any]) -> list[Delivery]:
-        """Engine's batch call vs the oracle publishing one at a time (SPEC §7 batches)."""
+        """Engine's batch call vs the oracle publishing one at a time."""
         events = list(events)
 
         def one_at_a_time() -> list[Delivery]:

@@ -26,23 +26,32 @@ TOKEN_ENV = "HOTJOIN_TOKEN"
 TARGET_ENV = "HOTJOIN_TARGET"
 
 
-def add_target(p: argparse.ArgumentParser, hidden: bool = False) -> None:
-    """``--target`` and the security options; ``hidden``: accepted (e.g. after a sub-action)
-    but not listed, and leaving an earlier value alone when absent."""
+def add_target(p: argparse.ArgumentParser, hidden: bool = False, after_action: bool = False) -> None:
+    """``--target`` and the security options, as one group of ``p``'s help.
+
+    ``after_action``: the options of a sub-action (``hotjoin topic create ...``), listed in its
+    help too and leaving a value given before the action alone when absent; ``hidden``: the
+    same, left out of the help.
+    """
+    group = p.add_argument_group("connection (server/SECURITY.md)")
+    target_default = os.environ.get(TARGET_ENV) or DEFAULT_TARGET
 
     def add(*names: str, help: str, **kw: Any) -> None:
-        if hidden:
+        if hidden or after_action:
+            default = kw.get("default")
             kw["default"] = argparse.SUPPRESS
-        p.add_argument(*names, help=argparse.SUPPRESS if hidden else help, **kw)
+            if after_action and default not in (None, False):
+                help = f"{help} (default: {default})"
+        group.add_argument(*names, help=argparse.SUPPRESS if hidden else help, **kw)
 
-    add("--target", default=os.environ.get(TARGET_ENV) or DEFAULT_TARGET,
+    add("--target", default=target_default,
         help=f"server address HOST:PORT (environment: {TARGET_ENV})")
     add("--token-file", type=Path, default=None,
         help=f"file holding the bearer token (default: the environment variable {TOKEN_ENV})")
     add("--token", default=None, help="bearer token (visible to other local users in the process "
         f"list: prefer --token-file or {TOKEN_ENV})")
     add("--tls", action="store_true", default=False,
-        help="connect with TLS, trusting the system's CA certificates")
+        help="connect with TLS, trusting the system's CA certificates (default: plaintext)")
     add("--tls-ca", type=Path, default=None, help="connect with TLS, trusting this CA certificate (PEM)")
     add("--tls-cert", type=Path, default=None, help="client certificate for mutual TLS (PEM)")
     add("--tls-key", type=Path, default=None, help="the client certificate's private key (PEM)")
@@ -55,25 +64,80 @@ def _uses_tls(args: argparse.Namespace) -> bool:
                 or getattr(args, "tls_cert", None))
 
 
+# What gRPC's (BoringSSL's) connection errors say, lower-cased, per cause.
+_UNTRUSTED = ("certificate_verify_failed", "certificate verify failed", "unable to get local issuer",
+              "self signed certificate", "self-signed certificate")
+_NAME_MISMATCH = ("peer name", "hostname", "subject alternative name", "does not match")
+_CLIENT_CERT = ("certificate_required", "certificate required", "handshake_failure",
+                "bad_certificate", "unknown_ca", "peer did not return a certificate")
+_PLAINTEXT_SERVER = ("wrong_version_number", "wrong version number", "packet_length_too_long",
+                     "record_layer_failure", "http_request")
+_REFUSED = ("refused", "no route", "resolution", "dns", "name or service not known")
+_CLOSED = ("socket closed", "connection reset", "end of file", "eof", "broken pipe",
+           "handshake", "ssl", "tls")
+
+
+def tls_cause(details: str, uses_tls: bool, client_cert: bool) -> str | None:
+    """What a failed connection's ``details`` say went wrong with TLS, as advice, or None when
+    they point elsewhere (e.g. a refused connection).
+
+    >>> tls_cause("Ssl handshake failed: ... CERTIFICATE_VERIFY_FAILED", True, False)[:36]
+    "the server's certificate is not sign"
+    >>> tls_cause("Socket closed", False, False)[:30]
+    'the server speaks TLS and this'
+    >>> print(tls_cause("connection refused", False, False))
+    None
+    """
+    low = details.lower()
+    if any(w in low for w in _REFUSED):
+        return None
+    if uses_tls and any(w in low for w in _UNTRUSTED):
+        return ("the server's certificate is not signed by a CA this client trusts "
+                "(CERTIFICATE_VERIFY_FAILED): pass --tls-ca with the CA that signed it")
+    if uses_tls and any(w in low for w in _NAME_MISMATCH):
+        return ("the server's certificate does not name the target's host: connect by a name it "
+                "lists, or pass --server-name NAME")
+    if uses_tls and any(w in low for w in _CLIENT_CERT):
+        return ("the server requires a client certificate (mutual TLS) and refused this one"
+                + ("" if client_cert else ": pass --tls-cert and --tls-key"))
+    if uses_tls and any(w in low for w in _PLAINTEXT_SERVER):
+        return ("the server does not speak TLS (plaintext): drop --tls/--tls-ca/--tls-cert, "
+                "or start it with --tls-cert/--tls-key")
+    if not uses_tls and any(w in low for w in _CLOSED):
+        return ("the server speaks TLS and this client does not: pass --tls-ca CA.crt (or --tls "
+                "for the system's CAs), and --tls-cert/--tls-key if it asks for client "
+                "certificates")
+    if uses_tls and any(w in low for w in _CLOSED):
+        if client_cert:
+            return ("the server closed the connection during the TLS handshake, as a mutual-TLS "
+                    "server does for a client certificate no CA it trusts signed: check "
+                    "--tls-cert/--tls-key")
+        return ("the server closed the connection during the TLS handshake, as a mutual-TLS "
+                "server does for a client without a certificate: pass --tls-cert and --tls-key")
+    return None
+
+
 def rpc_error_line(e: Any, args: argparse.Namespace) -> str:
-    """One line for a failed RPC: the status code and the server's message, and for a
-    connection that could not be set up, what to check (TLS settings, address)."""
-    code, details = e.code().name, (e.details() or "").strip()
+    """One line for a failed call: the status and the server's message, and for a connection
+    that could not be set up, what went wrong (address, each TLS cause) and what to check.
+
+    ``e`` is a typed client error (``hotjoin.clients.errors``; ``.code``, ``.message``).
+    """
+    code = getattr(e, "code", "UNKNOWN")
+    if callable(code):  # a raw grpc.RpcError (from code that bypassed the client)
+        code, details = code().name, (e.details() or "")
+    else:
+        details = getattr(e, "message", "") or str(e)
+    details = details.strip()
     if code == "UNAVAILABLE":
         target = getattr(args, "target", DEFAULT_TARGET)
         low = details.lower()
-        tls_like = any(w in low for w in ("ssl", "tls", "handshake", "socket closed", "certificate",
-                                          "connection reset", "end of file"))
-        refused = any(w in low for w in ("refused", "no route", "resolution", "dns"))
-        if refused and not tls_like:
+        cause = tls_cause(details, _uses_tls(args), getattr(args, "tls_cert", None) is not None)
+        if cause is not None:
+            return f"UNAVAILABLE: no connection to {target}: {cause} [{_one_line(details)}]"
+        if any(w in low for w in _REFUSED):
             return (f"UNAVAILABLE: cannot connect to {target} (is `hotjoin serve` running there? "
                     f"--target sets the address)")
-        if tls_like:
-            hint = ("the client uses TLS: does the server? (serve --tls-cert/--tls-key; for a "
-                    "plaintext server drop --tls/--tls-ca/--tls-cert)" if _uses_tls(args) else
-                    "the connection was closed during set-up: if the server uses TLS, pass --tls-ca "
-                    "CA.crt (or --tls), and --tls-cert/--tls-key if it asks for client certificates")
-            return f"UNAVAILABLE: no connection to {target}: {hint} [{_one_line(details)}]"
     return f"{code}: {_one_line(details)}"
 
 
@@ -82,16 +146,16 @@ def _one_line(text: str) -> str:
 
 
 def rpc_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Report a gRPC error as a one-line ``CliError`` (status code and message), exit code 1."""
+    """Report a failed call (a typed client error) as a one-line ``CliError`` (status code and
+    message), exit code 1."""
 
     def wrapper(args: argparse.Namespace) -> int:
-        import grpc
-
         from hotjoin.cli.main import CliError
+        from hotjoin.clients.errors import CallError
 
         try:
             return fn(args)
-        except grpc.RpcError as e:
+        except CallError as e:
             raise CliError(rpc_error_line(e, args), code=1) from None
 
     return wrapper
@@ -153,11 +217,12 @@ def token_of(args: argparse.Namespace) -> str | None:
 
 
 def client(args: argparse.Namespace) -> Any:
+    """The ``Client`` the connection options describe (``CliError`` for unusable TLS files)."""
     from hotjoin.cli.main import CliError
-    from hotjoin.clients.client import HotjoinClient
+    from hotjoin.clients.client import Client
 
     try:
-        return HotjoinClient(
+        return Client(
             args.target, token=token_of(args), tls=bool(getattr(args, "tls", False)),
             tls_ca=getattr(args, "tls_ca", None), tls_cert=getattr(args, "tls_cert", None),
             tls_key=getattr(args, "tls_key", None), server_name=getattr(args, "server_name", None))

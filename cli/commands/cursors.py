@@ -7,7 +7,7 @@ subscriber (``subscriptions committed max_lag pending pending_bytes``) and a tot
 subscription's newest seq − its committed seq (0 when nothing newer was delivered to it);
 pending counts the messages owed to it that no listener has been sent yet, and their estimated
 bytes, since the server started (server/METRICS.md). ``--by-subscriber`` prints only the
-per-subscriber lines. ``--json`` prints the ``GetCursorsResponse`` instead (with
+per-subscriber lines. ``--json`` prints the ``GetCursorsResponse`` (the wire form) instead (with
 ``--by-subscriber``: the per-subscriber lines as JSON). With ``--commit SEQ`` it first commits
 SEQ for every subscription of ``--subscriber`` (or for the ids given with ``--id``), e.g. to
 skip a consumer group ahead after an outage.
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
                    help="one line per subscriber instead of one per subscription")
     p.add_argument("--commit", type=int, metavar="SEQ",
                    help="commit SEQ for --subscriber's subscriptions (or the --id ones) first")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=rpc_errors(run))
 
 
@@ -42,11 +42,11 @@ def by_subscriber(cursors: Any) -> dict[str, dict[str, Any]]:
     """Per subscriber name, in first-seen order: ``subscriptions``, ``committed`` (how many have
     a committed cursor), ``max_lag`` (None when none committed), ``pending``, ``pending_bytes``.
 
-    >>> from hotjoin.proto import hotjoin_pb2 as pb
-    >>> rows = [pb.CommittedCursor(subscription_id=1, subscriber="a", committed_seq=3, lag=2,
-    ...                            pending_messages=4, pending_bytes=192),
-    ...         pb.CommittedCursor(subscription_id=2, subscriber="a", pending_messages=1,
-    ...                            pending_bytes=48)]
+    >>> from hotjoin.clients import CommittedCursor
+    >>> rows = [CommittedCursor(subscription_id=1, subscriber="a", committed_seq=3, lag=2,
+    ...                         pending_messages=4, pending_bytes=192),
+    ...         CommittedCursor(subscription_id=2, subscriber="a", pending_messages=1,
+    ...                         pending_bytes=48)]
     >>> by_subscriber(rows)["a"]
     {'subscriptions': 2, 'committed': 1, 'max_lag': 2, 'pending': 5, 'pending_bytes': 240}
     """
@@ -57,9 +57,10 @@ def by_subscriber(cursors: Any) -> dict[str, dict[str, Any]]:
         s["subscriptions"] += 1
         s["pending"] += c.pending_messages
         s["pending_bytes"] += c.pending_bytes
-        if c.HasField("committed_seq"):
+        if c.committed_seq is not None:
+            lag = c.lag or 0
             s["committed"] += 1
-            s["max_lag"] = c.lag if s["max_lag"] is None else max(s["max_lag"], c.lag)
+            s["max_lag"] = lag if s["max_lag"] is None else max(s["max_lag"], lag)
     return out
 
 
@@ -89,16 +90,16 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"seq": resp.seq, "subscribers": [
                 {"subscriber": name, **g} for name, g in groups.items()]}, indent=2))
         else:
-            print(json.dumps(MessageToDict(resp, always_print_fields_with_no_presence=True),
+            print(json.dumps(MessageToDict(resp.wire, always_print_fields_with_no_presence=True),
                              indent=2))
         return 0
     if not args.by_subscriber:
         print(f"{'subscription':>12}  {'subscriber':<20} {'committed':>10} {'lag':>10} "
               f"{'pending':>10} {'pending_bytes':>14}")
         for c in resp.cursors:
-            has = c.HasField("committed_seq")
+            has = c.committed_seq is not None
             print(f"{c.subscription_id:>12}  {_name(c.subscriber):<20} "
-                  f"{c.committed_seq if has else '-':>10} {c.lag if has else '-':>10} "
+                  f"{c.committed_seq if has else '-':>10} {(c.lag or 0) if has else '-':>10} "
                   f"{c.pending_messages:>10} {c.pending_bytes:>14}")
         print()
     print(f"{'subscriber':<20} {'subscriptions':>13} {'committed':>10} {'max_lag':>10} "
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{_name(name):<20} {g['subscriptions']:>13} {g['committed']:>10} {lag:>10} "
               f"{g['pending']:>10} {g['pending_bytes']:>14}")
     committed = sum(g["committed"] for g in groups.values())
-    lag_total = sum(c.lag for c in resp.cursors if c.HasField("committed_seq"))
+    lag_total = sum(c.lag or 0 for c in resp.cursors if c.committed_seq is not None)
     print(f"topic seq {resp.seq}: {committed} of {len(resp.cursors)} subscriptions committed, "
           f"total lag {lag_total}, pending {sum(g['pending'] for g in groups.values())} messages "
           f"({sum(g['pending_bytes'] for g in groups.values())} bytes)")

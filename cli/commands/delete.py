@@ -1,5 +1,5 @@
-"""``hotjoin delete TOPIC SIDE:ID [...]``: delete stored events (SPEC §3: each pair they formed
-is delivered again with sign −1).
+"""``hotjoin delete TOPIC SIDE:ID [...]``: delete stored events (each pair they formed is
+delivered again with sign −1; README, "Walk-through").
 
 Events are named ``R:r1`` / ``S:s7``, on the command line or one per line in ``--file`` (``-``
 for stdin). An event the server does not hold is reported and makes the exit code 1 unless
@@ -40,8 +40,6 @@ def _parse(text: str, where: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from hotjoin.cli.main import CliError
-    from hotjoin.clients.client import STATUS_NAMES, ref
-    from hotjoin.proto import hotjoin_pb2 as pb
 
     items = [_parse(t, "argument") for t in args.events]
     if args.file:
@@ -57,13 +55,10 @@ def run(args: argparse.Namespace) -> int:
     deleted, rejections = 0, []
     with client(args) as hj:
         for i in range(0, len(items), BATCH):
-            resp = hj.delete_events(args.topic, [ref(s, e) for s, e in items[i: i + BATCH]])
-            for st in resp.statuses:
-                if st.code == pb.OK:
-                    deleted += 1
-                else:
-                    rejections.append({"id": st.id, "code": STATUS_NAMES.get(st.code, str(st.code)),
-                                       "reason": st.reason})
+            resp = hj.delete_events(args.topic, items[i: i + BATCH])
+            deleted += resp.deleted
+            rejections += [{"id": st.id, "code": st.code, "reason": st.reason}
+                           for st in resp.rejections]
     print(json.dumps({"deleted": deleted, "rejected": len(rejections), "rejections": rejections[:20]}))
     if rejections and not args.allow_rejections:
         raise CliError(f"{len(rejections)} of {len(items)} events not deleted (first: "

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from hotjoin.cli.serving import free_port, start_server, stop_server
+from hotjoin.clients.errors import CallError
+from hotjoin.clients.results import EventRef, Gap, Match
 
 DEFAULT_PORT = 50051
 DEFAULT_METRICS_PORT = 9464
@@ -28,25 +30,36 @@ PER_EVENT = 2  # match lines printed per triggering event
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="start a server, subscribe, publish and listen (end to end)",
-                       description=__doc__)
+    p = sub.add_parser(
+        "demo", help="start a server, subscribe, publish and listen (end to end)",
+        description="The whole server on its embedded defaults, end to end, in seconds: starts "
+        "`hotjoin serve` as a child process (a temporary data directory unless --data-dir; "
+        "loopback ports 50051 and 9464, or free ones when those are taken), creates a topic, "
+        "registers a generated Table I band-join workload with the bulk subscribe RPC, starts a "
+        "listener that prints the first matches as they arrive, publishes stored S tuples and "
+        "then incoming R tuples with the streaming publish RPC, prints a summary (events/s, "
+        "matches, tau, hotspots, stored tuples) and shuts everything down cleanly.")
     p.add_argument("--kind", choices=("band", "select"), default="band",
                    help="subscription kind (select needs the engine's select joins)")
-    p.add_argument("--subscriptions", type=int, default=20_000)
+    p.add_argument("--subscriptions", type=int, default=20_000, help="subscriptions registered")
     p.add_argument("--stored", type=int, default=10_000, help="S tuples published first")
     p.add_argument("--events", type=int, default=3_000, help="R tuples published after them")
     p.add_argument("--affected", type=float, default=10.0,
                    help="target subscriptions affected per R tuple (band calibration)")
-    p.add_argument("--delivery", choices=("pairs", "affected"), default="pairs")
+    p.add_argument("--delivery", choices=("pairs", "affected"), default="pairs",
+                   help="the subscriptions' delivery: the pairs, or their count")
     p.add_argument("--batch-size", type=int, default=200, help="events per streamed batch")
     p.add_argument("--show", type=int, default=15, help="print this many match messages")
     p.add_argument("--strategy", default="auto",
                    help="band strategy (auto, BJ-SSI, BJ-Hotspot, ...); auto falls back to "
                         "BJ-SSI while the engine's default is unavailable")
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="server data directory (default: a temporary one, removed at the end)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT)
+                   help="server data directory, relative to the current directory (default: a "
+                        "temporary one, removed at the end)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="gRPC port (a free one when it is taken)")
+    p.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT,
+                   help="Prometheus /metrics port (a free one when it is taken)")
     p.set_defaults(func=_run)
 
 
@@ -63,28 +76,27 @@ class _Printer:
 
     def _run(self) -> None:
         try:
-            for resp in self.stream:
-                kind = resp.WhichOneof("message")
-                if kind == "match":
-                    m = resp.match
+            for m in self.stream:
+                if isinstance(m, Match):
                     self.messages += 1
                     self.pairs += m.count
                     self.last_at = time.monotonic()
-                    if m.event.id != self._last_event:
-                        self._last_event, self._per_event = m.event.id, 0
+                    ev = m.event or EventRef("", "")
+                    if ev.id != self._last_event:
+                        self._last_event, self._per_event = ev.id, 0
                     self._per_event += 1
                     if self.printed < self.show and self._per_event <= PER_EVENT:
                         self.printed += 1
-                        sample = " ".join(f"({p.r_id},{p.s_id})" for p in m.pairs[:3])
+                        sample = " ".join(f"({r},{s})" for r, s in m.pairs[:3])
                         more = " ..." if len(m.pairs) > 3 else ""
                         print(f"  listener: sub {m.subscription_id:<6} seq {m.seq:<7} "
                               f"{'+' if m.sign > 0 else '-'}{m.count} pair(s) from "
-                              f"{'R' if m.event.side == 1 else 'S'} {m.event.id}"
+                              f"{ev.side} {ev.id}"
                               f"{': ' + sample + more if sample else ''}", flush=True)
                         if self.printed == self.show:
                             print("  listener: (further matches are counted, not printed)",
                                   flush=True)
-                elif kind == "gap":
+                elif isinstance(m, Gap):
                     self.gaps += 1
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             self.error = e
@@ -117,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
 
     t_start = time.monotonic()
     tmp = None
-    data_dir = args.data_dir
+    data_dir = args.data_dir.resolve() if args.data_dir is not None else None  # where it is run
     if data_dir is None:
         tmp = tempfile.mkdtemp(prefix="hotjoin-demo-")
         data_dir = Path(tmp) / "data"
@@ -134,12 +146,8 @@ def _run(args: argparse.Namespace) -> int:
         return _demo(args, f"127.0.0.1:{port}", proc, log_path, t_start)
     except CliError:
         raise
-    except Exception as e:
-        import grpc
-
-        if isinstance(e, grpc.RpcError):
-            raise CliError(f"{e.code().name}: {e.details()}", code=1) from None
-        raise
+    except CallError as e:
+        raise CliError(str(e), code=1) from None
     finally:
         rc = stop_server(proc)
         print(f"server stopped (exit code {rc}); total {time.monotonic() - t_start:.1f}s", flush=True)
@@ -149,10 +157,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, target: str, proc: subprocess.Popen[bytes], log_path: Path,
           t_start: float) -> int:
-    import grpc
-
     from hotjoin.cli.main import CliError
-    from hotjoin.clients.client import HotjoinClient
+    from hotjoin.clients import Client, Unavailable, Unimplemented
     from hotjoin.clients.loadgen import (
         Workload,
         incoming_events,
@@ -164,10 +170,10 @@ def _demo(args: argparse.Namespace, target: str, proc: subprocess.Popen[bytes], 
     w = Workload(kind=args.kind, subscriptions=args.subscriptions, stored=args.stored,
                  affected=args.affected, delivery=args.delivery, subscriber="demo")
     strategy = pick_strategy(args.kind) if args.strategy == "auto" else {args.kind: args.strategy}
-    with HotjoinClient(target, timeout=120) as hj:
+    with Client(target, timeout=120) as hj:
         try:
             hj.wait_ready(30)
-        except grpc.FutureTimeoutError:
+        except Unavailable:
             tail = log_path.read_text()[-2000:] if log_path.exists() else ""
             raise CliError(f"the server did not start (exit code {proc.poll()}):\n{tail}", 1) from None
         print(f"server ready after {time.monotonic() - t_start:.1f}s (pid {proc.pid})", flush=True)
@@ -177,10 +183,8 @@ def _demo(args: argparse.Namespace, target: str, proc: subprocess.Popen[bytes], 
         specs = subscription_specs(w)
         try:
             ids = hj.subscribe_many(TOPIC, specs)
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                raise CliError(f"the server cannot run {args.kind} joins yet: {e.details()}", 3) from None
-            raise
+        except Unimplemented as e:
+            raise CliError(f"the server cannot run {args.kind} joins yet: {e.message}", 3) from None
         what = ("band joins s.key - r.key in narrow bands around 40 offsets" if args.kind == "band"
                 else "select joins with Table I ranges A, C")
         print(f"registered {len(ids)} {what} ({args.delivery} delivery) in "

@@ -312,7 +312,8 @@ def _number(row: dict[str, Any], field: str, text: bool) -> float:
 
 
 def row_to_event(row: dict[str, Any], text: bool = False, server_time: bool = False) -> Any:
-    """The ``pb.Event`` of one row; ``ValueError`` says what is wrong with it.
+    """The wire event of one row (``hotjoin.clients.event``: its id and time may be left to the
+    server); ``ValueError`` says what is wrong with it.
 
     ``text``: a CSV row, whose values are strings to parse; otherwise JSON or Parquet values,
     which must have their types (a number, not the string of one). A missing time is an error
@@ -487,9 +488,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace, path: str, name: str, found: FileSummary) -> int:
     """Send a checked file, then print the summary and decide the exit code."""
-    import grpc
-
     from hotjoin.cli.main import CliError
+    from hotjoin.clients.errors import HotjoinError
+
     sent, t0, shown = 0, time.monotonic(), False
     last = t0
 
@@ -518,8 +519,8 @@ def _publish(args: argparse.Namespace, path: str, name: str, found: FileSummary)
                     if sent % args.batch_size == 0:
                         progress()
             pub.flush()
-        except (grpc.RpcError, RuntimeError) as e:
-            line = rpc_error_line(e, args) if isinstance(e, grpc.RpcError) else str(e)
+        except HotjoinError as e:
+            line = rpc_error_line(e, args)
             if shown:
                 print(file=sys.stderr)
             raise CliError(f"{line}; {_resume_hint(pub, path, name, found)}", code=1) from None
@@ -528,7 +529,7 @@ def _publish(args: argparse.Namespace, path: str, name: str, found: FileSummary)
                   file=sys.stderr)
             raise
         finally:
-            with contextlib.suppress(grpc.RpcError, RuntimeError):
+            with contextlib.suppress(HotjoinError):
                 pub.close()
     if shown:
         print(file=sys.stderr)

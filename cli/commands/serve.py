@@ -1,4 +1,4 @@
-"""``hotjoin serve``: run the gRPC server (SPEC §4) until SIGINT/SIGTERM; SIGHUP reloads the
+"""``hotjoin serve``: run the gRPC server (README) until SIGINT/SIGTERM; SIGHUP reloads the
 auth file. Security options (TLS, auth, quotas, audit log) are described in server/SECURITY.md."""
 
 from __future__ import annotations
@@ -105,6 +105,17 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def require_ray() -> None:
+    """``--workers`` runs on Ray, an optional extra: without it, one line says what to install."""
+    from hotjoin.cli.main import CliError
+
+    try:
+        import ray  # noqa: F401  (imported next by the scale-out runtime anyway)
+    except ImportError:
+        raise CliError("--workers needs Ray, which is not installed: pip install 'hotjoin[ray]' "
+                       "(or leave out --workers to match in this process)") from None
+
+
 def limits_of(args: argparse.Namespace) -> Any:
     """The ``Limits`` the quota options describe."""
     from hotjoin.server.quotas import Limits
@@ -160,6 +171,7 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     if args.scale_out_scheme != "subscription" and not args.workers:
         raise CliError("--scale-out-scheme needs --workers N")
     if args.workers:
+        require_ray()
         from hotjoin.server.scaleout.engine import ensure_ray
         from hotjoin.server.scaleout.factory import ShardedEngineFactory
 

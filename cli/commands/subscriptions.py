@@ -3,8 +3,8 @@
 One JSON line per subscription (``common.message_dict`` of the server's ``Subscription``: id,
 spec with kind, ranges and subscriber, ``registered_seq``, and whatever progress fields the
 server reports), each with the topic's current sequence number ``topic_seq``; ``--table`` prints
-aligned columns instead. With server-kept cursors (SPEC §4; the client's ``get_cursors``,
-the ``GetCursors`` RPC), each line also carries ``committed_seq`` and ``lag`` (topic seq minus
+aligned columns instead. With server-kept cursors (server/PERSISTENCE.md, "Durable delivery";
+the client's ``get_cursors``, the ``GetCursors`` RPC), each line also carries ``committed_seq`` and ``lag`` (topic seq minus
 committed seq); a subscription that never committed shows ``-`` in the table.
 """
 
@@ -46,25 +46,23 @@ def _describe(d: dict[str, Any]) -> str:
 def committed_positions(hj: Any, topic: str, subscriber: str) -> tuple[int | None, dict[int, Any]]:
     """``(topic seq, {subscription id: cursor})`` from the ``GetCursors`` RPC, or ``(None, {})``
     from a client or server without server-kept cursors."""
+    from hotjoin.clients.errors import Unimplemented
+
     get = getattr(hj, "get_cursors", None)
     if get is None:
         return None, {}
-    import grpc
-
     try:
         resp = get(topic, subscriber=subscriber)
-    except grpc.RpcError as e:
-        if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # an older server
-            return None, {}
-        raise
+    except Unimplemented:  # an older server
+        return None, {}
     return int(resp.seq), {int(c.subscription_id): c for c in resp.cursors}
 
 
 def with_lag(d: dict[str, Any], cursor: Any) -> dict[str, Any]:
     """``d`` plus ``committed_seq`` and ``lag`` of a ``CommittedCursor`` (when it has them)."""
-    if cursor is not None and cursor.HasField("committed_seq"):
+    if cursor is not None and cursor.committed_seq is not None:
         d["committed_seq"] = int(cursor.committed_seq)
-        d["lag"] = int(cursor.lag)
+        d["lag"] = int(cursor.lag or 0)
     return d
 
 
@@ -74,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         topic_seq = seq if seq is not None else hj.stats(args.topic).seq
         rows = []
         for s in hj.list_subscriptions(args.topic, args.subscriber):
-            d = message_dict(s)
+            d = message_dict(s.wire)
             d["topic_seq"] = topic_seq
             with_lag(d, cursors.get(int(s.subscription_id)))
             if args.table:

@@ -1,5 +1,5 @@
-"""``hotjoin topic create|list|get|delete`` (over gRPC) and ``inspect|repair`` (offline, on the
-server's data directory: ``cli/commands/topic_repair.py``)."""
+"""``hotjoin topic create|list|show|delete`` (over gRPC) and ``inspect|repair`` (offline, on the
+server's data directory: ``cli/commands/topic_repair.py``). ``get`` is accepted for ``show``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ from hotjoin.cli.commands.common import add_target, client, message_dict, rpc_er
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("topic", help="create, list, show or delete topics")
+    p = sub.add_parser("topic", help="create, list, show or delete topics; inspect or repair one "
+                       "offline", description="Topics of a running server: create, list, show, "
+                       "delete; of a stopped server's data directory: inspect, repair "
+                       "(server/PERSISTENCE.md). `hotjoin topic ACTION --help` lists an action's "
+                       "options.")
     add_target(p)
     tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     c = tsub.add_parser("create", help="create a topic")
@@ -32,12 +36,14 @@ def register(sub: Any) -> None:
                         "largest event time seen, so one wrong clock cannot make every later "
                         "event late (default 86400000, one day in ms; 0: no bound)")
     ls = tsub.add_parser("list", help="list topics")
-    g = tsub.add_parser("get", help="show one topic")
+    g = tsub.add_parser("show", help="show one topic")
     g.add_argument("name")
+    g_old = tsub.add_parser("get", description="Show one topic (the former name of show).")
+    g_old.add_argument("name")
     d = tsub.add_parser("delete", help="delete a topic and its data")
     d.add_argument("name")
-    for action in (c, ls, g, d):  # --target and the security options are accepted after the action too
-        add_target(action, hidden=True)
+    for action in (c, ls, g, g_old, d):  # the connection options work after the action too
+        add_target(action, after_action=True)
     topic_repair.register_actions(tsub)  # offline: inspect, repair (--data-dir)
     p.set_defaults(func=rpc_errors(run))
 
@@ -63,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
             out: Any = message_dict(hj.create_topic(
                 args.name, args.lateness, args.retention, strategy,
                 delivery_retention_bytes=args.delivery_retention_bytes,
-                delivery_retention_ms=args.delivery_retention_ms, max_advance=args.max_advance))
+                delivery_retention_ms=args.delivery_retention_ms, max_advance=args.max_advance).wire)
         elif args.action == "list":
-            out = [message_dict(t) for t in hj.list_topics()]
-        elif args.action == "get":
-            out = message_dict(hj.get_topic(args.name))
+            out = [message_dict(t.wire) for t in hj.list_topics()]
+        elif args.action in ("show", "get"):
+            out = message_dict(hj.get_topic(args.name).wire)
         else:
             hj.delete_topic(args.name)
             out = {"deleted": args.name}

@@ -2,7 +2,7 @@
 
 Each strategy keeps its own index over the band subscriptions and answers "which band
 subscriptions does this incoming tuple affect, with which partners" by running a numba kernel of
-:mod:`matcher.band_kernels` over each sorted run of the other side's base table:
+:mod:`matcher.joins.band_kernels` over each sorted run of the other side's base table:
 
 ==============  =============================================  ==================================
 strategy        subscription index                             per-event cost (Theorem 2)
@@ -28,6 +28,7 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import band_kernels as K
+from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Tables
 from hotjoin.matcher.joins.protocol import (
     A_HI,
     A_LO,
@@ -37,7 +38,6 @@ from hotjoin.matcher.joins.protocol import (
     BatchRows,
     DenseIds,
     MatchBuffer,
-    Strategy,
     run_kernel_many,
 )
 from hotjoin.matcher.partition.hotspot import HotspotTracker
@@ -165,20 +165,18 @@ def _sides(dirn: int) -> tuple[int, int]:
     """Record columns (own, oth): the selection on the incoming tuple, then on its partner."""
     return (A_LO, C_LO) if dirn > 0 else (C_LO, A_LO)
 
-class BandStrategy(Strategy):
-    """A band-join strategy: an index over band subscriptions that matches one tuple (§3.1)."""
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
-        """Append this strategy's output for the incoming tuple (key b, value v) to ``buf``."""
-        raise NotImplementedError
+class BandStrategy(KindIndex):
+    """A band-join strategy (§3.1): an index over band subscriptions (the kind interface,
+    ``joins/interface.py``). Every strategy matches a run in one call of its multi-event
+    kernel; a band join needs the tables' key order, not the key index."""
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
-        """:meth:`match` for each incoming tuple of a run (keys ``bs``, values ``vs``, sequence
-        numbers ``xseqs``) against the same ``table``, output appended to ``rows``: each
-        strategy in one call of its multi-event kernel."""
-        raise NotImplementedError
+    kind = "band"
+
+    def snapshot(self, ev: OneEvent, qids: np.ndarray) -> None:
+        """BJ-QOuter over the subscriptions ``qids`` (``Engine.result``)."""
+        run_qouter(qids, self.cols, ev.buf, ev.dirn, ev.key, ev.value, ev.seq, ev.table,
+                   ev.mode)
 
 
 _NO_SAMPLE = np.empty(0, dtype=np.float64)
@@ -216,17 +214,19 @@ class QOuter(BandStrategy):
     def _remove(self, q: int) -> None:
         pass
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
-        run_qouter(self.ids.view(), self.cols, buf, dirn, b, v, xseq, table, mode)
+    def match(self, ev: OneEvent) -> None:
+        run_qouter(self.ids.view(), self.cols, ev.buf, ev.dirn, ev.key, ev.value, ev.seq,
+                   ev.table, ev.mode)
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
-        run_qouter_many(self.ids.view(), self.cols, buf, rows, dirn, bs, vs, xseqs, table, mode)
+    def match_many(self, run: EventRun) -> None:
+        run_qouter_many(self.ids.view(), self.cols, run.buf, run.rows, run.dirn, run.keys,
+                        run.values, run.seqs, run.table, run.mode)
 
 
 def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
                b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
+    """BJ-QOuter over the subscriptions ``qids`` for one tuple (key ``b``, value ``v``): one
+    ``K.qouter`` call per sorted run of ``table``'s key order. O(n log m + k)."""
     own, oth = _sides(dirn)
     runs, dedupe = _data_runs(table)
     for keys, pays, samp in runs:
@@ -238,6 +238,8 @@ def run_qouter(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, di
 
 def run_merge_join(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
                    b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
+    """BJ-MJ over the ranges of ``order`` for one tuple: a merge of each run of ranges with each
+    run of ``table``'s key order (``K.merge_join``). O(n + m + k)."""
     own, oth = _sides(dirn)
     ik1, ip1, ik2, ip2 = order.runs.runs()
     runs, dedupe = _data_runs(table)
@@ -289,8 +291,9 @@ class MergeJoin(BandStrategy):
 
     name = "BJ-MJ"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self.order = RangeOrder(cols)
 
     def _add(self, q: int) -> None:
@@ -302,13 +305,13 @@ class MergeJoin(BandStrategy):
     def _remove(self, q: int) -> None:
         self.order.remove(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
-        run_merge_join(self.order, self.cols, buf, dirn, b, v, xseq, table, mode)
+    def match(self, ev: OneEvent) -> None:
+        run_merge_join(self.order, self.cols, ev.buf, ev.dirn, ev.key, ev.value, ev.seq,
+                       ev.table, ev.mode)
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
-        run_merge_join_many(self.order, self.cols, buf, rows, dirn, bs, vs, xseqs, table, mode)
+    def match_many(self, run: EventRun) -> None:
+        run_merge_join_many(self.order, self.cols, run.buf, run.rows, run.dirn, run.keys,
+                            run.values, run.seqs, run.table, run.mode)
 
     def check_invariants(self) -> None:
         o = self.order
@@ -325,8 +328,9 @@ class DOuter(BandStrategy):
 
     name = "BJ-DOuter"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self.tree = IntervalTree(gapped=True)
 
     def _add(self, q: int) -> None:
@@ -341,11 +345,12 @@ class DOuter(BandStrategy):
     def _remove(self, q: int) -> None:
         self.tree.remove(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
+    def match(self, ev: OneEvent) -> None:
         t = self.tree
         if t.root < 0:
             return
+        buf, dirn, b, v, xseq, table, mode = (ev.buf, ev.dirn, ev.key, ev.value, ev.seq,
+                                              ev.table, ev.mode)
         own, oth = _sides(dirn)
         tree, tab, sub = t.arrays(), table.arrays(), self.cols.arrays()
         for run in _data_runs(table)[0]:
@@ -354,9 +359,10 @@ class DOuter(BandStrategy):
             buf.run(K.douter, tree, run, tab, sub, DELTA, b, v, dirn, xseq, own, oth, mode,
                     buf.stamp)
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+    def match_many(self, run: EventRun) -> None:
         """:meth:`match` for a run of incoming tuples in one compiled call (``K.douter_many``)."""
+        buf, rows, dirn, bs, vs, xseqs, table, mode = (run.buf, run.rows, run.dirn, run.keys,
+                                                       run.values, run.seqs, run.table, run.mode)
         t = self.tree
         if t.root < 0 or len(table.order) == 0:
             return
@@ -535,7 +541,7 @@ class SSIGroups:
         own, oth = _sides(dirn)
         main, dlt = key_runs(table)
         clean = table.order.n_dead == 0
-        # every pair is owed when x is newer than every registration (an insert, SPEC §3)
+        # every pair is owed when x is newer than every registration (an insert)
         fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
         head = (self.arrays(), main, table.order.main_cells, dlt, table.arrays(), cols.arrays(),
                 (np.array([b], dtype=np.float64), np.array([v], dtype=np.float64),
@@ -581,8 +587,9 @@ class SSI(BandStrategy):
 
     name = "BJ-SSI"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self.groups = SSIGroups(cols)
         self.partition = DynamicStabbingPartition(epsilon=float(options.get("epsilon", 1.0)),
                                                   listener=self.groups)
@@ -596,13 +603,12 @@ class SSI(BandStrategy):
     def _remove(self, q: int) -> None:
         self.partition.delete(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
-        self.groups.match(buf, dirn, b, v, xseq, table, mode)
+    def match(self, ev: OneEvent) -> None:
+        self.groups.match(ev.buf, ev.dirn, ev.key, ev.value, ev.seq, ev.table, ev.mode)
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
-        self.groups.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
+    def match_many(self, run: EventRun) -> None:
+        self.groups.match_many(run.buf, run.rows, run.dirn, run.keys, run.values, run.seqs,
+                               run.table, run.mode)
 
     def tau(self) -> int:
         """The stabbing number τ: groups probed per tuple (the cost model's input)."""
@@ -648,8 +654,9 @@ class Hotspot(BandStrategy):
 
     name = "BJ-Hotspot"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self.listener = _HotspotListener(cols)
         self.tracker = HotspotTracker(alpha=float(options.get("alpha", 0.001)),
                                       epsilon=float(options.get("epsilon", 1.0)),
@@ -665,8 +672,9 @@ class Hotspot(BandStrategy):
     def _remove(self, q: int) -> None:
         self.tracker.delete(q)
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
+    def match(self, ev: OneEvent) -> None:
+        buf, dirn, b, v, xseq, table, mode = (ev.buf, ev.dirn, ev.key, ev.value, ev.seq,
+                                              ev.table, ev.mode)
         lis = self.listener
         lis.match(buf, dirn, b, v, xseq, table, mode)
         n_s = len(lis.scattered_ids)
@@ -680,13 +688,14 @@ class Hotspot(BandStrategy):
             self.scattered_by["BJ-MJ"] += 1
             run_merge_join(lis.scattered_order, self.cols, buf, dirn, b, v, xseq, table, mode)
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
+    def match_many(self, run: EventRun) -> None:
         """Hot groups in one ``K.ssi_many`` call, then the scattered ranges (a subscription is
         in exactly one of the two, so their rows never need merging per subscription) in one
         ``K.qouter_many`` call when QOuter is the cheaper, else one ``K.merge_join_many``
         call; then the rows are ordered by event, stably (hot before scattered, as one at a
         time)."""
+        buf, rows, dirn, bs, vs, xseqs, table, mode = (run.buf, run.rows, run.dirn, run.keys,
+                                                       run.values, run.seqs, run.table, run.mode)
         lis = self.listener
         n0 = rows.n
         lis.match_many(buf, rows, dirn, bs, vs, xseqs, table, mode)
@@ -736,13 +745,8 @@ class Hotspot(BandStrategy):
         return super().memory_bytes() + self.listener.memory_bytes()
 
 
-def make_band_strategy(name: str, cols: SubscriptionColumns,
-                       options: dict[str, Any]) -> BandStrategy:
-    """The band strategy called ``name`` (paper names, SPEC §7)."""
-    classes: dict[str, type[BandStrategy]] = {
-        "BJ-QOuter": QOuter, "BJ-DOuter": DOuter, "BJ-MJ": MergeJoin, "BJ-SSI": SSI,
-        "BJ-Hotspot": Hotspot,
-    }
-    if name not in classes:
-        raise ValueError(f"unknown band-join strategy {name!r}; choose one of {', '.join(classes)}")
-    return classes[name](cols, options)
+BAND_CLASSES: dict[str, type[BandStrategy]] = {
+    "BJ-QOuter": QOuter, "BJ-DOuter": DOuter, "BJ-MJ": MergeJoin, "BJ-SSI": SSI,
+    "BJ-Hotspot": Hotspot,
+}
+"""The band strategies by paper name (``BAND_STRATEGIES`` order)."""

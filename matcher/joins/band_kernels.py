@@ -1,27 +1,33 @@
 """numba kernels of the band-join strategies of paper 004 §3.1 (BJ-QOuter, BJ-DOuter, BJ-MJ, BJ-SSI).
 
 Every kernel processes one incoming tuple ``x`` against ONE sorted run of the other side's key
-order (a table has a main and a delta run, see ``sorted_runs``) and appends to growable output
-buffers. Conventions shared by all kernels:
+order (a table has a main and a delta run, see ``sorted_runs``) and appends to output buffers.
+Conventions shared by all kernels:
 
 * ``dirn = +1``: ``x`` is an R tuple with key ``b``; the run holds S keys and the band difference of
   position ``j`` is ``d(j) = keys[j] − b``. ``dirn = −1``: ``x`` is an S tuple; the run holds R keys
   read backwards, ``d(j) = b − keys[n−1−j]``. Either way ``d`` is non-decreasing in ``j`` and is
-  exactly SPEC §2's ``s.key − r.key`` (IEEE subtraction), so binary searches on ``d`` are exact.
+  exactly the band condition's ``s.key − r.key`` (IEEE subtraction; README, "Using the engine"), so
+  binary searches on ``d`` are exact. They keep their own code here (:func:`lower_bound`,
+  :func:`gallop`, :func:`sample_rank`, :func:`locate`, :func:`gallop_back`) rather than
+  ``matcher/core.py``'s searches on keys: a key search for ``b + x`` can land one key off
+  ``d(j) >= x`` by the rounding of the sum, and S tuples read the run backwards.
 * A band subscription is one 64-byte row ``rec[q] = (b_lo, b_hi, a_lo, a_hi, c_lo, c_hi, reg,
   snap)`` (``SubscriptionColumns.rec``), so a kernel touching subscription q misses the cache
   once, not once per column. ``own`` is the column of the local selection on ``x`` itself (A=2
   for R, C=4 for S), ``oth`` the one on the partner; unbounded ends are ``±inf``.
-* ``mode``: ``IDENTIFY`` appends each affected subscription once; ``COUNT`` appends each
-  affected subscription once with its pair count in ``acc[q]``. When an event scans more than
-  one run (``dedupe``), a subscription met again is recognised by ``mark[q] == stamp`` and its
-  count added; with one run ``mark`` is never read, which saves a cache miss per subscription.
-  This bookkeeping ("emit") is written out in every hot loop rather than called: even an
-  ``inline="always"`` call with array arguments cost ~15 ns per subscription (measured in
-  BJ-SSI: 16 → 2 ns per affected subscription); ``PAIRS`` appends ``(q, partner slot)`` per result pair. COUNT and PAIRS
-  keep only pairs the subscription is owed: ``snap[q]`` or ``reg[q] < max(xseq, seqs[slot])``
-  (SPEC §3: a pair forms at the later tuple's sequence number). For an insert ``xseq`` exceeds
-  every registration, so the filter passes everything.
+* ``mode``: ``IDENTIFY`` appends each affected subscription once; ``COUNT`` appends each affected
+  subscription once with its pair count in ``acc[q]``. When an event scans more than one run
+  (``dedupe``), a subscription met again is recognised by ``mark[q] == stamp`` and its count added;
+  with one run ``mark`` is never read, which saves a cache miss per subscription. This bookkeeping
+  ("emit") is written out in every hot loop rather than called: even an ``inline="always"`` call
+  with array arguments cost ~15 ns per subscription (measured in BJ-SSI: 16 → 2 ns per affected
+  subscription); ``PAIRS`` appends ``(q, partner slot)`` per result pair. COUNT and PAIRS keep only
+  pairs the subscription is owed: ``snap[q]`` or ``reg[q] < max(xseq, seqs[slot])`` (a pair forms at
+  the later tuple's sequence number: ``core.owed_rec``). For an insert ``xseq`` exceeds every
+  registration, so the filter passes everything.
+* Output buffers follow ``matcher/core.py``'s out-of-room protocol: one-tuple kernels return
+  ``OVERFLOW`` in PAIRS, the batch kernels the event they stopped at.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import INLINE, NO_NRT, kernel
+from hotjoin.matcher.core import owed_rec, rows_of_event
 from hotjoin.matcher.joins.protocol import (
     B_HI,
     B_LO,
@@ -38,33 +45,31 @@ from hotjoin.matcher.joins.protocol import (
     IDENTIFY,
     OVERFLOW,
     PAIRS,
-    REG,
-    SNAP,
     EventArrays,
     KeyRun,
     SubArrays,
     TableArrays,
 )
 from hotjoin.matcher.structures.gapped_pool import GappedPoolArrays
-from hotjoin.matcher.structures.interval_tree import TreeArrays
+from hotjoin.matcher.structures.interval_tree import TreeArrays, descend
 from hotjoin.matcher.structures.key_cells import may_hold
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _d(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
     if dirn > 0:
         return keys[pos] - b
     return b - keys[n - 1 - pos]
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _pay(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
     if dirn > 0:
         return pays[pos]
     return pays[n - 1 - pos]
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _flips(k: float, b: float, dirn: int, x: float) -> bool:
     """Monotone predicate over key index i (false, then true as keys grow) for lower_bound."""
     if dirn > 0:
@@ -72,7 +77,7 @@ def _flips(k: float, b: float, dirn: int, x: float) -> bool:
     return not (b - k >= x)
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int,
                 x: float) -> int:
     """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
@@ -108,33 +113,7 @@ def lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: i
     return n - lo
 
 
-@njit(cache=True)
-def push(out_q: np.ndarray, out_s: np.ndarray, n_out: int, q: int, s: int):
-    """Append ``(q, s)`` to the output buffers, doubling them when full."""
-    if n_out == out_q.shape[0]:
-        nq = np.empty(2 * n_out + 16, dtype=np.int64)
-        ns = np.empty(2 * n_out + 16, dtype=np.int64)
-        nq[:n_out] = out_q[:n_out]
-        ns[:n_out] = out_s[:n_out]
-        out_q, out_s = nq, ns
-    out_q[n_out] = q
-    out_s[n_out] = s
-    return out_q, out_s, n_out + 1
-
-
-@njit(cache=True, inline="always")
-def owed(q: int, slot: int, xseq: int, dseqs: np.ndarray, reg: np.ndarray, snap: np.ndarray) -> bool:
-    """SPEC §3: q receives pair (x, y) iff it registered before the pair formed, or with snapshot."""
-    return snap[q] or reg[q] < max(xseq, dseqs[slot])
-
-
-@njit(cache=True, inline="always")
-def owed_rec(rec: np.ndarray, q: int, slot: int, xseq: int, dseqs: np.ndarray) -> bool:
-    """SPEC §3 for a record row: registered before the pair formed, or with snapshot."""
-    return rec[q, SNAP] != 0.0 or rec[q, REG] < max(xseq, dseqs[slot])
-
-
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: float,
          keys: np.ndarray, pays: np.ndarray, b: float, dirn: int,
          alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int, rec: np.ndarray,
@@ -170,11 +149,11 @@ def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: f
     return cnt, n_out
 
 
-@njit(cache=True)
+@kernel
 def qouter(qids: np.ndarray, run: tuple, tab: tuple, sub: tuple, step: int, b: float, v: float,
            dirn: int, xseq: int, own: int, oth: int, mode: int, dedupe: bool, stamp: int,
            out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """BJ-QOuter: each subscription in turn searches the run for ``d ∈ rangeB`` — O(n log m + k).
+    """BJ-QOuter: each subscription in turn searches the run for ``d ∈ rangeB``, O(n log m + k).
 
     Bundles (plain tuples, named back here): ``run`` ``KeyRun``, ``tab`` ``TableArrays``,
     ``sub`` ``SubArrays``.
@@ -211,7 +190,7 @@ def qouter(qids: np.ndarray, run: tuple, tab: tuple, sub: tuple, step: int, b: f
     return n_out
 
 
-@njit(cache=True)
+@kernel
 def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ents: tuple, run: tuple, tab: tuple,
                sub: tuple, b: float, v: float, dirn: int, xseq: int, own: int, oth: int,
                mode: int, dedupe: bool, stamp: int,
@@ -266,7 +245,7 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ents: tuple, run: tuple, ta
     return n_out
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
            start: int) -> int:
     """:func:`lower_bound` started from ``start``: when ``d(start − 1) < x`` (the answer for a
@@ -295,7 +274,7 @@ def gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x
     return a
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def sample_rank(samp: np.ndarray, b: float, dirn: int, x: float, h: int) -> int:
     """First sample index ``a`` with ``_flips(samp[a])`` (``len(samp)`` if none), by an
     exponential search from the hint ``h`` in whichever direction the answer lies: a few
@@ -332,7 +311,7 @@ def sample_rank(samp: np.ndarray, b: float, dirn: int, x: float, h: int) -> int:
     return a
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
            h: int) -> tuple[int, int]:
     """``(lower_bound(keys, samp, step, b, dirn, x), sample hint)`` for a run with a sample
@@ -357,7 +336,7 @@ def locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x
     return n - i, a
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def gallop_back(keys: np.ndarray, b: float, dirn: int, x: float, start: int) -> int:
     """First position ``j <= start`` with ``d(j) >= x``, given ``d(start) >= x``: an
     exponential search backwards, O(log distance) — the mirror of :func:`gallop`."""
@@ -381,7 +360,7 @@ def gallop_back(keys: np.ndarray, b: float, dirn: int, x: float, start: int) -> 
     return a
 
 
-@njit(cache=True)
+@kernel
 def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float, v: float,
            dirn: int, xseq: int, own: int, oth: int, mode: int, stamp: int,
            out_q: np.ndarray, out_s: np.ndarray, n_out: int):
@@ -391,6 +370,11 @@ def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float
     sorted by ascending lo (I^l) and descending hi (I^r). A probe walks one root-to-leaf path,
     O(log n + output) per partner, O(m log n + k) per event (Theorem 2). A subscription is met
     once per partner, so IDENTIFY and COUNT always deduplicate with ``mark``.
+
+    The walk is written out here, with the tree's descent rule (``interval_tree.descend``),
+    rather than calling ``interval_tree.stab``: a probe costs ~5–8 ns per partner on the
+    batch load test, and writing each partner's ids out to read them back made BJ-DOuter
+    20–45 % slower (measured on that workload's tree and a denser one).
 
     Bundles (plain tuples, named back here): ``tree`` ``TreeArrays`` over gapped pools,
     ``run`` ``(keys, pays, samp)``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``.
@@ -414,9 +398,7 @@ def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float
         sv = dvals[s]
         u = root
         while u >= 0:
-            c = center[u]
-            use_left = x <= c
-            nxt = left[u] if x < c else (right[u] if x > c else -1)
+            use_left, nxt = descend(center[u], left[u], right[u], x)
             for part in range(2):  # the node list's main run, then its delta run
                 if use_left:
                     base = lp.start[u] if part == 0 else lp.start[u] + lp.cap[u] - delta
@@ -452,20 +434,18 @@ def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float
                         out_q[n_out] = q
                         out_s[n_out] = s
                         n_out += 1
+                    elif mark[q] != stamp:  # emit, written out (see the module docstring)
+                        mark[q] = stamp
+                        acc[q] = 1
+                        out_q[n_out] = q
+                        n_out += 1
                     else:
-                        if mode != PAIRS:  # emit, written out (see the module docstring)
-                            if mark[q] != stamp:
-                                mark[q] = stamp
-                                acc[q] = 1
-                                out_q[n_out] = q
-                                n_out += 1
-                            else:
-                                acc[q] += 1
+                        acc[q] += 1
             u = nxt
     return n_out
 
 
-# -- multi-event entry points (the batch path, issue 14) ---------------------------------------
+# -- multi-event entry points (the batch path) ---------------------------------------------------
 
 
 class SSIArrays(NamedTuple):
@@ -504,20 +484,10 @@ class RangeArrays(NamedTuple):
     ent_rec: np.ndarray
 
 
-@njit(cache=True, inline="always")
-def rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e: np.ndarray,
-                   out_q: np.ndarray, out_x: np.ndarray) -> None:
-    """Tag rows ``n0 … n_out`` with event ``e``; COUNT rows take their count from ``acc``."""
-    for k in range(n0, n_out):
-        out_e[k] = e
-        if mode == COUNT:
-            out_x[k] = acc[out_q[k]]
-
-
-@njit(cache=True, _nrt=False)
+@kernel(**NO_NRT)
 def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, sub: tuple,
-             ev: tuple, order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int, oth: int,
-             mode: int, clean: bool, fast_count: bool, delta: int, step: int, stamp: int,
+             ev: tuple, order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int,
+             oth: int, mode: int, clean: bool, fast_count: bool, delta: int, step: int, stamp: int,
              room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
     """BJ-SSI (§3.1.2) for the incoming tuples ``ev[order[e0:]]`` (an ``EventArrays`` bundle),
     one after the other, each over both runs ``main`` and ``dlt`` (``KeyRun`` bundles; the
@@ -537,18 +507,18 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
       for the next tuple, and ``order`` visits the tuples by key (ascending for R, descending
       for S) so the next search is a short, cached step; with shape ``(2, 0)`` (one tuple)
       each group starts from the previous group's result.
-    * **Skips.** ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter
-      than the truth), so a group nobody in which can be affected is skipped without touching
-      its lists. In the main run, the occupancy bitmap ``cells`` (``key_cells``, built with
-      the run) is read first: when it shows no key in the hull ``[b + min lo, b + max hi]``
-      (for S tuples ``[b − max hi, b − min lo]``), nobody in g can be affected by that run and
-      the search is skipped (91 % of the searches on the batch load test). ``clean`` says
-      the runs hold no deleted entry (no liveness check for the neighbours); ``fast_count`` (clean, and every pair owed: an insert) lets COUNT count an
-      unselective subscription's pairs by two searches galloped from the neighbours instead
-      of walking them; ``raux[k]`` is the lower bound of I^r's k-th range, so the dedupe needs
-      no record read, and ``laux[k]`` the upper bound of I^l's; when no member of g has an
-      A/C selection (``gsel[g] == 0``), IDENTIFY and COUNT read only the group's own
-      sequential arrays, no subscription record.
+    * **Skips.** ``gminlo[g]``/``gmaxhi[g]`` bound g's lowest lo / highest hi (never tighter than
+      the truth), so a group nobody in which can be affected is skipped without touching its lists.
+      In the main run, the occupancy bitmap ``cells`` (``key_cells``, built with the run) is read
+      first: when it shows no key in the hull ``[b + min lo, b + max hi]`` (for S tuples
+      ``[b − max hi, b − min lo]``), nobody in g can be affected by that run and the search is
+      skipped (91 % of the searches on the batch load test). ``clean`` says the runs hold no deleted
+      entry (no liveness check for the neighbours); ``fast_count`` (clean, and every pair owed: an
+      insert) lets COUNT count an unselective subscription's pairs by two searches galloped from the
+      neighbours instead of walking them; ``raux[k]`` is the lower bound of I^r's k-th range, so the
+      dedupe needs no record read, and ``laux[k]`` the upper bound of I^l's; when no member of g has
+      an A/C selection (``gsel[g] == 0``), IDENTIFY and COUNT read only the group's own sequential
+      arrays, no subscription record.
     * **Output.** Each event takes the next ``stamp`` (its own dedupe generation) and its rows
       are tagged with its position in ``ev`` (so the caller sorts rows by event; not tagged
       when ``out_e`` is empty: the one-at-a-time path); ``out_x`` is the partner slot (PAIRS)
@@ -562,7 +532,7 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
     compiled call per event and run (the earlier ``ssi``) cost ~0.6 µs, an inlined one
     ~0.3 µs, and the counted bindings left inside the loops ~30 % of the rest (1.36 →
     0.95 µs per event with ``_nrt=False``), all in reference counting
-    (``docs/benchmarks-batch.md``, session 15). In COUNT, a count goes
+    (``docs/benchmarks-batch.md``). In COUNT, a count goes
     straight to its row when one run is searched; ``acc`` sums it over two runs, and is the
     result for the one-at-a-time caller (untagged rows).
     """
@@ -736,7 +706,7 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
     return n_ev, n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
                 e0: int, dirn: int, own: int, oth: int, mode: int, step: int, stamp: int,
                 room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
@@ -764,7 +734,7 @@ def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tupl
     return n_ev, n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def merge_join_many(ik1: np.ndarray, ip1: np.ndarray, ik2: np.ndarray, ip2: np.ndarray,
                     ents: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
                     e0: int, dirn: int, own: int, oth: int, mode: int, stamp: int, room: int,
@@ -798,7 +768,7 @@ def merge_join_many(ik1: np.ndarray, ip1: np.ndarray, ik2: np.ndarray, ip2: np.n
     return n_ev, n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def douter_many(tree: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
                 e0: int, dirn: int, own: int, oth: int, mode: int, delta: int, stamp: int,
                 room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,

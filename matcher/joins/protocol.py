@@ -1,11 +1,13 @@
-"""The protocol every join strategy and kernel of paper 004 §3 shares: modes, outputs, the base.
+"""The protocol every join kernel of paper 004 §3 shares: modes, record rows, bundles, outputs.
 
-A strategy (one of §3.1–§3.3's) keeps an index over the subscriptions of one kind and, for an
-incoming tuple, runs ``@njit`` kernels over flat arrays that append to one output buffer:
+A strategy (one of §3.1–§3.3's; its interface to the engine is ``joins/interface.py``) keeps an
+index over the subscriptions of one kind and, for an incoming tuple, runs ``@njit`` kernels over
+flat arrays that append to one output buffer:
 
 * **modes**: ``IDENTIFY`` appends each affected subscription once; ``COUNT`` appends it once
   with its owed pair count in ``acc[q]``; ``PAIRS`` appends ``(q, partner slot)`` per owed pair
-  (SPEC §3: q is owed a pair iff it registered before the pair formed, or with snapshot);
+  (q is owed a pair iff it registered before the pair formed, or with snapshot: the brute
+  force ``matcher/oracle.py``);
 * **output**: :class:`MatchBuffer` (one tuple: ``out_q``/``out_s``, the dedupe ``stamp``) and
   :class:`BatchRows` (a run of tuples: ``(event, q, x)`` rows); a kernel that runs out of room
   in PAIRS returns ``OVERFLOW`` and is rerun on grown buffers (PAIRS has no side effects);
@@ -18,24 +20,25 @@ incoming tuple, runs ``@njit`` kernels over flat arrays that append to one outpu
   the B columns), so a kernel touching q misses the cache once;
 * **bundles**: kernels take a few small bundles of arrays (as pynndescent's ``FlatTree``)
   instead of dozens of positional arrays, each named by a NamedTuple: :class:`KeyRun`,
-  :class:`PartnerRun`, :class:`EventArrays` here, ``TableArrays`` / ``SubArrays`` beside the table and the
-  subscription columns, and each structure's own (``GappedGroupPool.arrays()`` →
+  :class:`PartnerRun`, :class:`EventArrays` here, ``TableArrays`` / ``SubArrays`` beside the
+  table and the subscription columns, and each structure's own (``GappedGroupPool.arrays()`` →
   ``GappedPoolArrays``, ``IntervalTree.arrays()`` → ``TreeArrays``, ...). A bundle crosses
   into a kernel as a *plain tuple* in its fields' order and the kernel names it back first
   (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
   Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
   positional array). A per-event kernel whose call is that short keeps positional arrays at
-  its entry (``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``, issue 12);
+  its entry (``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``);
 * **reference counting**: numba counts references to every array a compiled function binds (an
   atomic increment and decrement per binding: per call of a non-inlined kernel, per argument
   of an inlined helper, per tuple unpacked in a loop). In a loop over events and groups that
   was ~30 % of BJ-SSI's probe (1.36 → 0.95 µs per event without it). A kernel that
-  allocates nothing and keeps its loops inside one function is compiled with ``@njit(cache=True, _nrt=False)`` (numba's switch for its
-  runtime, which its own maintainers use to show this cost: numba issue #2350): the arrays
+  allocates nothing and keeps its loops inside one function is compiled without numba's
+  runtime (``_nrt=False``, ``matcher/config.py``'s ``NO_NRT``: numba's switch for its runtime,
+  which its own maintainers use to show this cost: numba/numba#2350): the arrays
   are borrowed from the caller for the call's duration, so nothing needs counting
-  (``band_kernels.ssi_many``; ``docs/benchmarks-batch.md``, session 15);
-* **the base**: :class:`Strategy` keeps the id list and per-kind bookkeeping; a router (§4)
-  whose members share its id list calls only :meth:`Strategy.index` / :meth:`Strategy.unindex`.
+  (``band_kernels.ssi_many``; ``docs/benchmarks-batch.md``);
+* **the id list**: :class:`DenseIds`, a kind's live subscriptions as a dense array (the base
+  of every strategy, ``joins/interface.KindIndex``).
 
 >>> buf = MatchBuffer(); buf.start(); buf.reserve(10000); buf.out_q.shape[0] >= 10016
 True
@@ -56,9 +59,8 @@ from hotjoin.matcher.subscriptions import SubArrays
 
 __all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
            "PAIRS", "REG", "SNAP", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
-           "KeyedEvents",
-           "MatchBuffer", "PartnerRun", "Strategy", "SubArrays", "TableArrays", "each_event",
-           "run_kernel_many"]
+           "KeyedEvents", "MatchBuffer", "PartnerRun", "Partners", "SubArrays", "TableArrays",
+           "each_event", "run_kernel_many"]
 
 IDENTIFY = 0
 COUNT = 1
@@ -100,20 +102,62 @@ class EventArrays(NamedTuple):
 
 
 class KeyedEvents(NamedTuple):
-    """Incoming tuples of one side that have partners of their key (select and window joins'
-    batch path): each one's position in the run (its rows' event column), the partner run
-    ``base``/``size`` of its key in the other side's ``KeyIndex.by_value``, its value and
-    sequence number. A member's ``*_many`` kernel walks them in order."""
+    """Incoming tuples of one side that have partners of their key (the select and window
+    joins' batch path, ``EventRun.keyed``): each one's position in the run (its rows' event
+    column), its key's group ``g`` in the other side's ``KeyIndex`` and the key, the partner
+    runs of the key by value (``base``/``size`` in ``KeyIndex.by_value``) and by time
+    (``tbase``/``tsize`` in ``by_time``; the by-value run while no window join keeps that
+    order), its value, time, sequence number and the watermark it is matched under. A member's
+    ``*_many`` kernel walks them in order (:meth:`select_tuple`, :meth:`window_tuple`)."""
 
     pos: np.ndarray
+    g: np.ndarray
+    keys: np.ndarray
     base: np.ndarray
     size: np.ndarray
+    tbase: np.ndarray
+    tsize: np.ndarray
     values: np.ndarray
+    times: np.ndarray
     seqs: np.ndarray
+    nows: np.ndarray
 
     def subset(self, sel: np.ndarray) -> KeyedEvents:
         """The events at indexes ``sel`` (in that order)."""
         return KeyedEvents(*(a[sel] for a in self))
+
+    def select_tuple(self) -> tuple[np.ndarray, ...]:
+        """The select kernels' ``ev``: ``(pos, base, size, values, seqs)``."""
+        return (self.pos, self.base, self.size, self.values, self.seqs)
+
+    def window_tuple(self) -> tuple[np.ndarray, ...]:
+        """The window kernels' ``ev``: ``(pos, base, size, tbase, tsize, values, times,
+        seqs)``."""
+        return (self.pos, self.base, self.size, self.tbase, self.tsize, self.values,
+                self.times, self.seqs)
+
+
+class Partners:
+    """The partners of one key (group ``g`` of the other side's ``KeyIndex``): its by-value run
+    ``pv``/``ps`` at ``base``/``size`` and its by-time run ``tv``/``ts`` at ``tbase``/``tsize``
+    (the window kernels' ``P`` bundle, :meth:`arrays`)."""
+
+    __slots__ = ("base", "g", "ps", "pv", "size", "tbase", "ts", "tsize", "tv")
+
+    def __init__(self, table: Any, g: int) -> None:
+        self.g = g
+        ix = table.key_index
+        assert ix is not None
+        bv, bt = ix.by_value, ix.by_time
+        assert bt is not None, "the engine keeps the by-time order once a window join exists"
+        self.pv, self.ps = bv.keys, bv.ids
+        self.base, self.size = int(bv.start[g]), int(bv.size[g])
+        self.tv, self.ts = bt.keys, bt.ids
+        self.tbase, self.tsize = int(bt.start[g]), int(bt.size[g])
+
+    def arrays(self) -> tuple:
+        """The window kernels' ``P`` bundle (``window_kernels``' docstring), a plain tuple."""
+        return (self.pv, self.ps, self.base, self.size, self.tv, self.ts, self.tbase, self.tsize)
 
 
 # -- outputs -------------------------------------------------------------------------------------
@@ -217,8 +261,8 @@ class BatchRows:
         Few rows are copied out; when they fill at least half of the buffer, the arrays
         themselves are handed over (trimmed views, at most 2× their size) and the buffer
         takes fresh arrays of the same capacity: on output-heavy batches (millions of rows)
-        the copy cost ~7 of ~69 µs per event (session 13), and fresh arrays page-fault just
-        as the copy's own did."""
+        the copy cost ~7 of ~69 µs per event (``docs/benchmarks-batch.md``), and fresh arrays
+        page-fault just as the copy's own did."""
         n = self.n
         self.n = 0
         cap = self.e.shape[0]
@@ -236,7 +280,7 @@ def order_by_event(e: np.ndarray, q: np.ndarray, x: np.ndarray) -> None:
     """Reorder the rows ``(e[i], q[i], x[i])`` by event ``e`` (non-negative), stably, in place:
     a counting sort, O(rows + events). A stable ``argsort`` and three gathers took ~4 ms per
     batch of 1,000 events with ~900,000 rows (SJ-Dynamic routing runs to two members, whose
-    rows come one member after the other; session 14).
+    rows come one member after the other).
 
     >>> e, q, x = np.array([2, 0, 2, 1, 0]), np.arange(5), np.arange(5) * 10
     >>> order_by_event(e, q, x)
@@ -360,85 +404,8 @@ class DenseIds:
         """The ids, in no particular order (a view: valid until the next change)."""
         return self.arr[: self.n]
 
-
-class Strategy:
-    """What every strategy of §3 shares: the id list, the index hooks and the statistics.
-
-    A kind's base (``BandStrategy``, ``SelectStrategy``, ``WindowStrategy``) adds its ``match``
-    signature; a strategy overrides the hooks ``_add``/``_add_many``/``_remove`` (its index) and
-    ``_track``/``_track_many`` (bookkeeping over the live subscriptions of its kind, such as
-    w_max). :meth:`add` = the id list + :meth:`index`; a router (§4) whose members share its
-    id list calls the members' :meth:`index` / :meth:`unindex` only, so every member keeps its
-    own bookkeeping exact.
-    """
-
-    name = ""
-
-    def __init__(self, cols: Any, options: dict[str, Any]) -> None:
-        self.cols = cols
-        self.options = options
-        self.ids = DenseIds()
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    # -- the id list and the index -------------------------------------------------------------
-    def add(self, q: int) -> None:
-        """Register subscription ``q``: the id list, then :meth:`index`."""
-        self.ids.add(q)
-        self.index(q)
-
-    def add_many(self, qs: np.ndarray) -> None:
-        """Register many subscriptions at once (bulk build)."""
-        self.ids.add_many(np.asarray(qs, dtype=np.int64))
-        self.index_many(qs)
-
-    def remove(self, q: int) -> None:
-        """Unregister ``q``: the id list, then :meth:`unindex`."""
-        self.ids.remove(q)
-        self.unindex(q)
-
-    def index(self, q: int) -> None:
-        """Index subscription ``q`` (already in the shared id list)."""
-        self._track(q, 1)
-        self._add(q)
-
-    def index_many(self, qs: np.ndarray) -> None:
-        """Index many subscriptions at once (bulk build)."""
-        self._track_many(qs)
-        self._add_many(qs)
-
-    def unindex(self, q: int) -> None:
-        """Drop subscription ``q`` from the index (the id list is the caller's)."""
-        self._track(q, -1)
-        self._remove(q)
-
-    # -- hooks ---------------------------------------------------------------------------------
-    def _track(self, q: int, delta: int) -> None:
-        """Per-kind bookkeeping of ``q`` entering (``delta = 1``) or leaving (−1)."""
-
-    def _track_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self._track(q, 1)
-
-    def _add(self, q: int) -> None:
-        """Put ``q`` into the strategy's own index (none by default)."""
-
-    def _add_many(self, qs: np.ndarray) -> None:
-        for q in qs.tolist():
-            self._add(q)
-
-    def _remove(self, q: int) -> None:
-        """Take ``q`` out of the strategy's own index."""
-
-    # -- introspection -------------------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
-        """Sizes and counters for ``Engine.stats()``."""
-        return {"subscriptions": len(self)}
-
-    def check_invariants(self) -> None:
-        """Assert the index is consistent with the live subscriptions (used by the tests)."""
-
     def memory_bytes(self) -> int:
-        """Bytes held by the id list; strategies add their index."""
-        return self.ids.arr.nbytes
+        """Bytes of the id array (the positions column is the index's: ``memory_bytes`` of a
+        strategy counts the id list once)."""
+        return self.arr.nbytes
+

@@ -2,8 +2,9 @@
 
 An incoming tuple x of side R (S) with key b and value v affects q iff v lies in q's *own* range
 (A for R, C for S) and some partner of key b has its value in q's *other* range. Every strategy
-reads the partners of key b from the other side's :class:`~matcher.key_index.KeyIndex` (one dict
-lookup, then a sorted substructure) and runs one numba kernel of :mod:`matcher.select_kernels`:
+reads the partners of key b from the other side's
+:class:`~matcher.structures.key_index.KeyIndex` (one dict lookup, then a sorted substructure) and
+runs one numba kernel of :mod:`matcher.joins.select_kernels`:
 
 ==================  ================================================  =========================
 strategy            subscription index (per direction R / S)          per-event cost (Thm. 3)
@@ -22,9 +23,9 @@ SJ-Hotspot          SJ-SSI on the α-hotspots of the tracker (Thm. 1),  O(α⁻�
 Per stabbing group the paper probes an R-tree with two join result points (§3.2.2); here a group
 is two runs sorted by the other range's lower and upper end with the own bounds copied in, and
 the probe scans the two prefixes that can hold a partner without data-dependent branches
-(:mod:`matcher.scan_runs`, ``select_kernels.sj_scan``): ~2 ns per candidate against ~8 ns with a
-branch (``PERF-NOTES.md``). COUNT (AFFECTED) takes each affected subscription's pair count from
-two binary searches over the key's sorted values.
+(:mod:`matcher.structures.scan_runs`, ``select_kernels.sj_scan``): ~2 ns per candidate against
+~8 ns with a branch (``docs/benchmarks-select-window.md``). COUNT (AFFECTED) takes each
+affected subscription's pair count from two binary searches over the key's sorted values.
 
 SJ-Hotspot's scattered part: the paper runs SJ-SelectFirst there (§3.2.3, §5.1 Fig. 9), which is
 right when stabbing groups cost much more to probe than selected subscriptions. With flat
@@ -50,6 +51,7 @@ from sortedcontainers import SortedList
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import select_kernels as K
+from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Tables
 from hotjoin.matcher.joins.protocol import (
     A_LO,
     C_LO,
@@ -58,7 +60,6 @@ from hotjoin.matcher.joins.protocol import (
     BatchRows,
     KeyedEvents,
     MatchBuffer,
-    Strategy,
     run_kernel_many,
 )
 from hotjoin.matcher.partition.hotspot import HotspotTracker
@@ -141,8 +142,8 @@ def own_scan_coords(cols: SubscriptionColumns, dirn: int):
 
 class ScanGroups:
     """PartitionListener: stabbing groups as scan-ordered runs
-    (:class:`~matcher.scan_runs.ScanRuns`) and each group's point. By default the groups of the
-    *other* ranges, probed branch-free by ``select_kernels.sj_scan`` (SJ-SSI); with
+    (:class:`~matcher.structures.scan_runs.ScanRuns`) and each group's point. By default the
+    groups of the *other* ranges, probed branch-free by ``select_kernels.sj_scan`` (SJ-SSI); with
     ``own_first`` those of the *own* ranges, probed by ``select_kernels.sj_own_scan``
     (SJ-SelectFirst).
 
@@ -236,8 +237,8 @@ class ScanGroups:
 
 
 class HotScanGroups(ScanGroups):
-    """Hotspot listener: hot groups as scan-ordered runs; scattered subscriptions twice — an interval tree
-    on the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1) and a
+    """Hotspot listener: hot groups as scan-ordered runs; scattered subscriptions twice — an
+    interval tree on the *own* ranges (the SJ-SelectFirst index restricted to the scattered set, §4.1) and a
     stabbing partition of their *other* ranges as scan-ordered runs (SJ-SSI restricted to
     the scattered set) — plus the sorted own-range ends, which count n''(v) exactly.
 
@@ -344,8 +345,9 @@ def run_own_scan(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer
     r = groups.runs
     buf.reserve(r.n_members)
     buf.run(K.sj_own_scan, groups.gids(), groups.point, r.arrays(), r.probe_scratch(),
-            scratch.side_for(r.n_members), scratch.buckets, reg_max, partner_run(pool, base, size), table.arrays(), cols.arrays(),
-            v, own_col(dirn), xseq, mode)
+            scratch.side_for(r.n_members), scratch.buckets, reg_max,
+            partner_run(pool, base, size), table.arrays(), cols.arrays(), v, own_col(dirn), xseq,
+            mode)
 
 
 def run_many(kernel: Any, head: tuple[Any, ...], ev: KeyedEvents, dirn: int, mode: int,
@@ -355,7 +357,7 @@ def run_many(kernel: Any, head: tuple[Any, ...], ev: KeyedEvents, dirn: int, mod
     (one per subscription the member may output)."""
     n = ev.pos.shape[0]
     if n:
-        run_kernel_many(kernel, (*head, tuple(ev)), (own_col(dirn), mode), n, buf, rows,
+        run_kernel_many(kernel, (*head, ev.select_tuple()), (own_col(dirn), mode), n, buf, rows,
                         0 if mode == PAIRS else room + 16)
 
 
@@ -387,8 +389,8 @@ def run_own_scan_many(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchB
 
 class OwnScanScratch:
     """Per-probe scratch of :func:`run_own_scan`: the key's partner bucket table
-    (:mod:`matcher.partner_buckets`) and the candidates of mixed buckets set aside (ids and
-    other bounds, room for every member)."""
+    (:mod:`matcher.structures.partner_buckets`) and the candidates of mixed buckets set aside
+    (ids and other bounds, room for every member)."""
 
     def __init__(self) -> None:
         self.buckets = tuple(new_buckets())  # a plain tuple: the kernel names it back
@@ -424,19 +426,18 @@ def run_select_first_many(tree: IntervalTree, cols: SubscriptionColumns, buf: Ma
                                           cols.arrays()), ev, dirn, mode, buf, rows, len(tree))
 
 
-def run_select_subset(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffer, dirn: int,
-                      b: float, v: float, xseq: int, table: BaseTable, mode: int) -> None:
-    """SJ-Vanilla over the subscriptions ``qids`` for a tuple with key ``b`` (``Engine.result``)."""
-    pool, base, size = partner_group(table, b)
-    run_vanilla(qids, cols, buf, dirn, v, xseq, table, mode, pool, base, size)
+class SelectStrategy(KindIndex):
+    """A select-join strategy (§3.2): an index over select subscriptions (the kind interface,
+    ``joins/interface.py``) that matches a tuple against the partners of its key, looked up
+    once per tuple (``OneEvent.partner_run``) or once per run (``EventRun.keyed``) for every
+    kind and router. A strategy writes ``_match`` (one tuple with partners) and
+    ``_match_keyed`` (the tuples of a run that have partners, in one ``*_many`` kernel call)."""
 
+    kind = "select"
 
-class SelectStrategy(Strategy):
-    """A select-join strategy (§3.2): an index over select subscriptions that matches one tuple
-    against the partners of its key, looked up once here."""
-
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         #: largest registration sequence number of any subscription ever indexed (a bound)
         self.reg_max = -np.inf
 
@@ -448,45 +449,39 @@ class SelectStrategy(Strategy):
         if qs.shape[0]:
             self.reg_max = max(self.reg_max, float(self.cols.rec[qs, REG].max()))
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, xseq: int,
-              table: BaseTable, mode: int) -> None:
-        """Append this strategy's output for the incoming tuple (key b, value v) to ``buf``."""
-        pool, base, size = partner_group(table, b)
+    def match(self, ev: OneEvent) -> None:
+        """Append this strategy's output for the tuple ``ev`` to ``ev.buf`` (nothing when its
+        key has no partner)."""
+        pool, base, size = ev.partner_run()
         if size:
-            self._match(buf, dirn, v, xseq, table, mode, pool, base, size)
+            self._match(ev, pool, base, size)
 
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
+    def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
+        """The tuple ``ev``, whose key's partners are ``pool.keys[base : base + size]``."""
         raise NotImplementedError
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, xseqs: np.ndarray, table: BaseTable, mode: int) -> None:
-        """:meth:`match` for each incoming tuple of a run against the same ``table``, output
-        appended to ``rows`` (event positions in the run), in event order. The partner groups
-        of the whole run are looked up in one compiled call (``KeyIndex.lookup_many``), not
-        one dict lookup per tuple (a batch-only workload then never needs the index's dict of
-        single lookups); the tuples with partners go to :meth:`match_events`."""
-        ix = table.key_index
-        assert ix is not None, "the engine enables the key index before matching equi-joins"
-        gs = ix.lookup_many(bs)
-        pool = ix.by_value
-        has = gs >= 0
-        sizes = np.where(has, pool.size[np.where(has, gs, 0)], 0)
-        keep = np.flatnonzero(sizes > 0)
-        if keep.shape[0] == 0:
+    def match_many(self, run: EventRun) -> None:
+        """:meth:`match` for each tuple of ``run``, rows in event order: the tuples with
+        partners (``run.keyed()``, one compiled lookup for the run) go to
+        :meth:`_match_keyed`, then the rows are ordered by event, stably."""
+        ev = run.keyed()
+        if ev is None:
             return
-        g = gs[keep]
-        ev = KeyedEvents(keep, pool.start[g], sizes[keep], vs[keep], xseqs[keep])
-        n0 = rows.n
-        self.match_events(buf, rows, dirn, ev, table, mode, pool)
-        rows.sort_by_event(n0)
+        n0 = run.rows.n
+        self._match_keyed(run, ev, run.table.key_index.by_value)
+        run.rows.sort_by_event(n0)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
-                     table: BaseTable, mode: int, pool: Any) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
         """Rows of the events ``ev`` (each with partners in ``pool``, ``KeyIndex.by_value``),
         each event's rows together and in one-at-a-time order; the caller orders events. Each
         strategy runs its ``*_many`` kernel once."""
         raise NotImplementedError
+
+    def snapshot(self, ev: OneEvent, qids: np.ndarray) -> None:
+        """SJ-Vanilla over the subscriptions ``qids`` (``Engine.result``)."""
+        pool, base, size = ev.partner_run()
+        run_vanilla(qids, self.cols, ev.buf, ev.dirn, ev.value, ev.seq, ev.table, ev.mode, pool,
+                    base, size)
 
 
 class JoinFirst(SelectStrategy):
@@ -494,8 +489,9 @@ class JoinFirst(SelectStrategy):
 
     name = "SJ-JoinFirst"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self.coords = box_coords(cols, 0)
         self.forest = BoxForest(2)
         self.forest.add_group(0)
@@ -512,20 +508,20 @@ class JoinFirst(SelectStrategy):
     def _remove(self, q: int) -> None:
         self.forest.remove(0, q)
 
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
-        c, f = self.cols, self.forest
+    def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
+        c, f, buf = self.cols, self.forest, ev.buf
         buf.out_q, buf.out_s, buf.n, f.hits = K.sj_join_first(
-            forest_arrays(f), partner_run(pool, base, size), table.arrays(), c.arrays(), c.reg,
-            c.snap, v, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, f.stack, f.hits)
+            forest_arrays(f), partner_run(pool, base, size), ev.table.arrays(), c.arrays(), c.reg,
+            c.snap, ev.value, ev.dirn, ev.seq, ev.mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
+            f.stack, f.hits)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
-                     table: BaseTable, mode: int, pool: Any) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
         """Every event of ``ev`` in one compiled call (``K.sj_join_first_many``)."""
-        c, f = self.cols, self.forest
+        c, f, buf, rows = self.cols, self.forest, run.buf, run.rows
         rows.e, rows.q, rows.x, rows.n, buf.stamp, f.hits = K.sj_join_first_many(
-            forest_arrays(f), pool.keys, pool.ids, table.arrays(), c.arrays(), c.reg, c.snap,
-            tuple(ev), dirn, mode, buf.stamp, rows.e, rows.q, rows.x, rows.n, f.stack, f.hits)
+            forest_arrays(f), pool.keys, pool.ids, run.table.arrays(), c.arrays(), c.reg, c.snap,
+            ev.select_tuple(), run.dirn, run.mode, buf.stamp, rows.e, rows.q, rows.x, rows.n,
+            f.stack, f.hits)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.forest.memory_bytes()
@@ -572,7 +568,7 @@ class OwnRangeIndex:
         return sum(g.memory_bytes() for g in self.groups.values())
 
 
-class SelectFirstHooks(Strategy):
+class SelectFirstHooks(KindIndex):
     """The index hooks of a strategy whose whole index is its ``own`` :class:`OwnRangeIndex`
     (SJ-SelectFirst, WJ-SelectFirst: one index for both kinds); put it before the kind's base."""
 
@@ -600,20 +596,21 @@ class SelectFirst(SelectFirstHooks, SelectStrategy):
     name = "SJ-SelectFirst"
     own: OwnRangeIndex
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self.own = OwnRangeIndex(cols, float(options.get("epsilon", 1.0)))
         self.scratch = OwnScanScratch()
 
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
-        run_own_scan(self.own.of(dirn), self.cols, buf, dirn, v, xseq, table, mode, pool, base,
-                     size, self.scratch, self.reg_max)
+    def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
+        dirn = ev.dirn
+        run_own_scan(self.own.of(dirn), self.cols, ev.buf, dirn, ev.value, ev.seq, ev.table,
+                     ev.mode, pool, base, size, self.scratch, self.reg_max)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
-                     table: BaseTable, mode: int, pool: Any) -> None:
-        run_own_scan_many(self.own.of(dirn), self.cols, buf, rows, dirn, ev, table, mode, pool,
-                          self.scratch, self.reg_max)
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
+        dirn = run.dirn
+        run_own_scan_many(self.own.of(dirn), self.cols, run.buf, run.rows, dirn, ev, run.table,
+                          run.mode, pool, self.scratch, self.reg_max)
 
     def tau(self, d: int) -> int:
         """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""
@@ -635,17 +632,17 @@ class Vanilla(SelectStrategy):
 
     name = "SJ-Vanilla"
 
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
-        run_vanilla(self.ids.view(), self.cols, buf, dirn, v, xseq, table, mode, pool, base, size)
+    def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
+        run_vanilla(self.ids.view(), self.cols, ev.buf, ev.dirn, ev.value, ev.seq, ev.table,
+                    ev.mode, pool, base, size)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
-                     table: BaseTable, mode: int, pool: Any) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
         qids = self.ids.view()
         if qids.shape[0]:
             c = self.cols
-            run_many(K.sj_vanilla_many, (qids, pool.keys, pool.ids, c.rec, table.seqs, c.acc),
-                     ev, dirn, mode, buf, rows, qids.shape[0])
+            run_many(K.sj_vanilla_many,
+                     (qids, pool.keys, pool.ids, c.rec, run.table.seqs, c.acc),
+                     ev, run.dirn, run.mode, run.buf, run.rows, qids.shape[0])
 
 
 class SSI(SelectStrategy):
@@ -653,8 +650,9 @@ class SSI(SelectStrategy):
 
     name = "SJ-SSI"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         eps = float(options.get("epsilon", 1.0))
         self.groups = {d: ScanGroups(cols, d) for d in (1, -1)}
         self.parts = {d: DynamicStabbingPartition(epsilon=eps, listener=self.groups[d])
@@ -677,15 +675,15 @@ class SSI(SelectStrategy):
         for part in self.parts.values():
             part.delete(q)
 
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
-        run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, buf, dirn, v, xseq, table, mode,
-                pool, base, size, len(self), self.reg_max)
+    def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
+        dirn = ev.dirn
+        run_ssi(self.groups[1 if dirn > 0 else -1], self.cols, ev.buf, dirn, ev.value, ev.seq,
+                ev.table, ev.mode, pool, base, size, len(self), self.reg_max)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
-                     table: BaseTable, mode: int, pool: Any) -> None:
-        run_ssi_many(self.groups[1 if dirn > 0 else -1], self.cols, buf, rows, dirn, ev, table,
-                     mode, pool, len(self), self.reg_max)
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
+        dirn = run.dirn
+        run_ssi_many(self.groups[1 if dirn > 0 else -1], self.cols, run.buf, run.rows, dirn, ev,
+                     run.table, run.mode, pool, len(self), self.reg_max)
 
     def tau(self, d: int) -> int:
         """The stabbing number of direction ``d``'s partition (the cost model's input)."""
@@ -710,8 +708,9 @@ class Hotspot(SelectStrategy):
 
     name = "SJ-Hotspot"
 
-    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any]) -> None:
-        super().__init__(cols, options)
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         eps = float(options.get("epsilon", 1.0))
         self.groups = {d: HotScanGroups(cols, d, epsilon=eps) for d in (1, -1)}
         self.sf_cost = float(options.get("scattered_sf_cost", SCATTERED_SF_COST))
@@ -763,8 +762,8 @@ class Hotspot(SelectStrategy):
         for tr in self.trackers.values():
             tr.delete(q)
 
-    def _match(self, buf: MatchBuffer, dirn: int, v: float, xseq: int, table: BaseTable,
-               mode: int, pool: Any, base: int, size: int) -> None:
+    def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
+        buf, dirn, v, xseq, table, mode = ev.buf, ev.dirn, ev.value, ev.seq, ev.table, ev.mode
         g = self.groups[1 if dirn > 0 else -1]
         run_ssi(g, self.cols, buf, dirn, v, xseq, table, mode, pool, base, size, len(self),
                 self.reg_max)
@@ -780,11 +779,11 @@ class Hotspot(SelectStrategy):
             run_select_first(g.scattered, self.cols, buf, dirn, v, xseq, table, mode, pool,
                              base, size)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: KeyedEvents,
-                     table: BaseTable, mode: int, pool: Any) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
         """:meth:`_match` for every event: the hot groups in one call, then the scattered part
         per event by the same cost comparison, one call per side of it (the caller's stable
         sort by event keeps each event's hot rows before its scattered ones)."""
+        buf, rows, dirn, table, mode = run.buf, run.rows, run.dirn, run.table, run.mode
         g = self.groups[1 if dirn > 0 else -1]
         run_ssi_many(g, self.cols, buf, rows, dirn, ev, table, mode, pool, len(self),
                      self.reg_max)
@@ -820,13 +819,8 @@ class Hotspot(SelectStrategy):
         return super().memory_bytes() + sum(g.memory_bytes() for g in self.groups.values())
 
 
-def make_select_strategy(name: str, cols: SubscriptionColumns,
-                         options: dict[str, Any]) -> SelectStrategy:
-    """The select strategy called ``name`` (paper names, SPEC §7)."""
-    classes: dict[str, type[SelectStrategy]] = {
-        "SJ-JoinFirst": JoinFirst, "SJ-SelectFirst": SelectFirst, "SJ-Vanilla": Vanilla,
-        "SJ-SSI": SSI, "SJ-Hotspot": Hotspot,
-    }
-    if name not in classes:
-        raise ValueError(f"unknown select-join strategy {name!r}; choose one of {', '.join(classes)}")
-    return classes[name](cols, options)
+SELECT_CLASSES: dict[str, type[SelectStrategy]] = {
+    "SJ-JoinFirst": JoinFirst, "SJ-SelectFirst": SelectFirst, "SJ-Vanilla": Vanilla,
+    "SJ-SSI": SSI, "SJ-Hotspot": Hotspot,
+}
+"""The select strategies by paper name (``SELECT_STRATEGIES`` order)."""

@@ -1,14 +1,15 @@
 """numba kernels of the select-join strategies of paper 004 §3.2 and §4.1.
 
 A select join q holds pair (r, s) iff ``r.key == s.key``, ``r.value ∈ A_q`` and ``s.value ∈ C_q``.
-Every kernel processes one incoming tuple ``x`` (value ``v``) against the *substructure* of its
-join key in the other side's :class:`~matcher.key_index.KeyIndex`: the partners of key b sorted by
-value, ``pv[base : base + size]`` with their slots ``ps[…]`` (the B-tree on ``S(B, C)`` of §3.2.1).
-The result of q for x is therefore one contiguous run of that substructure, the positions whose
-value lies in q's *other* range.
+Every kernel processes one incoming tuple ``x`` (value ``v``) against the *substructure* of its join
+key in the other side's :class:`~matcher.structures.key_index.KeyIndex`: the partners of key b
+sorted by value, ``pv[base : base + size]`` with their slots ``ps[…]`` (the B-tree on ``S(B, C)`` of
+§3.2.1). The result of q for x is therefore one contiguous run of that substructure, the positions
+whose value lies in q's *other* range.
 
-Conventions are those of :mod:`matcher.band_kernels` (reused: ``push``, ``owed``, ``owed_rec``,
-``record``, ``OVERFLOW``):
+Conventions are those of :mod:`matcher.joins.band_kernels`, with the shared helpers of
+:mod:`matcher.core` (``lower_bound``/``upper_bound``, ``owed``, ``owed_rec``, ``record``,
+``push``, ``rows_of_event``, ``OVERFLOW``):
 
 * A subscription is its 64-byte row ``rec[q]`` (``SubscriptionColumns.rec``: ``A_LO, A_HI,
   C_LO, C_HI, REG, SNAP`` columns), so touching q misses the cache once. ``own`` is the column
@@ -22,16 +23,26 @@ Conventions are those of :mod:`matcher.band_kernels` (reused: ``push``, ``owed``
   returns ``OVERFLOW`` when full (``MatchBuffer.run`` grows and reruns: PAIRS has no side
   effects). They return ``n_out`` only — no array crosses a call (no reference counting per
   call), and the hot loops read flat arrays sequentially.
-* SJ-JoinFirst's R-tree is a :class:`~matcher.rect_index.BoxForest` passed as its flat arrays
-  ``F`` (:func:`~matcher.rect_index.forest_arrays`), boxes (A, C) for both directions.
+* SJ-JoinFirst's R-tree is a :class:`~matcher.structures.rect_index.BoxForest` passed as its
+  flat arrays ``F`` (:func:`~matcher.structures.rect_index.forest_arrays`), boxes (A, C) for
+  both directions.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import owed, owed_rec, push, rows_of_event
+from hotjoin.matcher.config import INLINE, kernel
+from hotjoin.matcher.core import (
+    lower_bound,
+    owed,
+    owed_rec,
+    push,
+    record,
+    rows_grown,
+    rows_of_event,
+    upper_bound,
+)
 from hotjoin.matcher.joins.protocol import (
     A_LO,
     C_LO,
@@ -45,9 +56,9 @@ from hotjoin.matcher.joins.protocol import (
     SubArrays,
     TableArrays,
 )
-from hotjoin.matcher.structures.group_pool import PoolArrays
-from hotjoin.matcher.structures.interval_tree import TreeArrays
+from hotjoin.matcher.structures.interval_tree import stab, stab_bound
 from hotjoin.matcher.structures.partner_buckets import (
+    BucketTable,
     PartnerBuckets,
     bucket,
     build,
@@ -62,58 +73,7 @@ __all__ = ["A_LO", "COUNT", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS", "sj_join_fi
            "sj_select_first_many", "sj_vanilla", "sj_vanilla_many"]
 
 
-@njit(cache=True, inline="always")
-def lower_bound(keys: np.ndarray, base: int, size: int, x: float) -> int:
-    """First position in ``[base, base + size)`` with ``keys[pos] >= x`` (or base + size)."""
-    lo, hi = base, base + size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, inline="always")
-def upper_bound(keys: np.ndarray, base: int, size: int, x: float) -> int:
-    """First position in ``[base, base + size)`` with ``keys[pos] > x`` (or base + size)."""
-    lo, hi = base, base + size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, inline="always")
-def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """IDENTIFY/COUNT bookkeeping of a subscription met possibly several times per tuple
-    (``mark[q] == stamp``: already output); grows the buffers, returns ``(out_q, out_s, n_out)``.
-    Used by the baselines that meet q once per partner (SJ-JoinFirst, WJ-*)."""
-    if cnt > 0 and mode != PAIRS:
-        if mark[q] != stamp:
-            mark[q] = stamp
-            acc[q] = 0
-            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-        acc[q] += cnt
-    return out_q, out_s, n_out
-
-
-@njit(cache=True, inline="always")
-def emit_marked(q: int, cnt: int, mode: int, acc: np.ndarray,
-                out_q: np.ndarray, out_s: np.ndarray, n_out: int):
-    """IDENTIFY/COUNT output for a q already marked for this operation (visited once)."""
-    if mode != PAIRS and cnt > 0:
-        acc[q] = cnt
-        out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-    return out_q, out_s, n_out
-
-
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def run_out(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray,
             xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
             n_out: int) -> int:
@@ -146,7 +106,7 @@ def run_out(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.n
     return n_out
 
 
-@njit(cache=True)
+@kernel
 def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size: int,
                v: float, rec: np.ndarray, own: int, dseqs: np.ndarray, xseq: int, mode: int,
                acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
@@ -154,71 +114,61 @@ def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size
 
     Positional arrays: with the partner run, table and subscription bundles the call costs
     ~0.4 µs more, and SJ-Vanilla was 5–6 % slower on the small points of ``hotjoin bench
-    select --quick`` (Fig. 7–9; ``docs/benchmarks.md``, issue 12).
+    select --quick`` (Fig. 7–9; ``docs/benchmarks.md``).
     """
     oth = A_LO + C_LO - own
     for i in range(qids.shape[0]):
         q = qids[i]
         if not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
-        a = lower_bound(pv, base, size, rec[q, oth])
-        b = upper_bound(pv, base, size, rec[q, oth + 1])
+        a = lower_bound(pv, base, base + size, rec[q, oth])
+        b = upper_bound(pv, base, base + size, rec[q, oth + 1])
         n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
         if n_out < 0:
             return OVERFLOW
     return n_out
 
 
-@njit(cache=True)
+@kernel
 def sj_select_first(tree: tuple, run: tuple, tab: tuple, sub: tuple, v: float, own: int,
                     xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
                     n_out: int) -> int:
     """SJ-SelectFirst, improved (§4.1): stab an interval tree on the own ranges with ``v``, then
     each of the n' selected subscriptions searches the key's substructure. O(log n + n' log m' + k).
 
-    Bundles (plain tuples, named back here): ``tree`` ``TreeArrays`` over ``PoolArrays``
-    (``IntervalTree.arrays()``), ``run`` ``PartnerRun``, ``tab`` ``TableArrays``, ``sub``
-    ``SubArrays``.
+    The stab is the tree's own query (``interval_tree.stab``, into ids sized by
+    ``stab_bound``); :func:`_selected` does the rest. Bundles (plain tuples, named back
+    there): ``tree`` ``TreeArrays`` over ``PoolArrays`` (``IntervalTree.arrays()``), ``run``
+    ``PartnerRun``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``.
     """
-    t = TreeArrays(*tree)
-    center, left, right, root = t.center, t.left, t.right, t.root
-    lp = PoolArrays(*t.lpool)
-    rp = PoolArrays(*t.rpool)
-    lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
-    rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
+    hits = np.empty(stab_bound(tree, v), dtype=np.int64)
+    nh = stab(tree, v, hits)
+    return _selected(hits, nh, run, tab, sub, own, xseq, mode, out_q, out_s, n_out)
+
+
+@kernel
+def _selected(hits: np.ndarray, nh: int, run: tuple, tab: tuple, sub: tuple, own: int,
+              xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
+    """SJ-SelectFirst's second step for the subscriptions ``hits[:nh]`` (their own range holds
+    the tuple's value): each one's partners are the positions of its other range in the key's
+    substructure, two searches. Returns ``n_out``, or ``OVERFLOW`` (PAIRS, buffers full)."""
     pv, ps, base, size = PartnerRun(*run)
     dseqs = TableArrays(*tab).seqs
     s_ = SubArrays(*sub)
     rec, acc = s_.rec, s_.acc
     oth = A_LO + C_LO - own
-    u = root
-    while u >= 0:
-        c = center[u]
-        if v < c:
-            bs, sz, use_left, nxt = lstart[u], lsize[u], True, left[u]
-        elif v > c:
-            bs, sz, use_left, nxt = rstart[u], rsize[u], False, right[u]
-        else:
-            bs, sz, use_left, nxt = lstart[u], lsize[u], True, -1
-        for k in range(bs, bs + sz):
-            if use_left:
-                if lkeys[k] > v:
-                    break
-                q = lids[k]
-            else:
-                if -rkeys[k] < v:
-                    break
-                q = rids[k]
-            a = lower_bound(pv, base, size, rec[q, oth])
-            b = upper_bound(pv, base, size, rec[q, oth + 1])
-            n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
-            if n_out < 0:
-                return OVERFLOW
-        u = nxt
+    end = base + size
+    for i in range(nh):
+        q = hits[i]
+        a = lower_bound(pv, base, end, rec[q, oth])
+        b = upper_bound(pv, base, end, rec[q, oth + 1])
+        n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
+        if n_out < 0:
+            return OVERFLOW
     return n_out
 
 
-@njit(cache=True)
+@kernel
 def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
                   snap: np.ndarray, v: float, dirn: int, xseq: int, mode: int, stamp: int,
                   out_q: np.ndarray, out_s: np.ndarray, n_out: int, stack: np.ndarray,
@@ -257,18 +207,7 @@ def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
     return out_q, out_s, n_out, hits
 
 
-@njit(cache=True)
-def rows_grown(out_e: np.ndarray, out_q: np.ndarray, n0: int) -> np.ndarray:
-    """The event column grown to the row arrays' capacity (rows ``< n0`` kept): for the
-    ``*_many`` kernels whose one-tuple kernel grows ``out_q``/``out_x`` itself."""
-    if out_e.shape[0] >= out_q.shape[0]:
-        return out_e
-    e = np.empty(out_q.shape[0], dtype=np.int64)
-    e[:n0] = out_e[:n0]
-    return e
-
-
-@njit(cache=True)
+@kernel
 def sj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub: tuple,
                        reg: np.ndarray, snap: np.ndarray, ev: tuple, dirn: int, mode: int,
                        stamp: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
@@ -288,11 +227,11 @@ def sj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub
     return out_e, out_q, out_x, n_out, stamp, hits
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray,
                 xseq: int) -> int:
     """Owed pairs of q among the partners at ``[a, b)``: ``b − a`` when q registered before
-    ``xseq`` or with snapshot (every pair is owed, SPEC §3), else one test per pair."""
+    ``xseq`` or with snapshot (every pair is owed: ``core.owed_rec``), else one test per pair."""
     if rec[q, SNAP] != 0.0 or rec[q, REG] < xseq:
         return b - a
     cnt = 0
@@ -301,14 +240,14 @@ def _pair_count(q: int, a: int, b: int, ps: np.ndarray, rec: np.ndarray, dseqs: 
     return cnt
 
 
-@njit(cache=True)
+@kernel
 def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
             clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray, ps: np.ndarray,
             base: int, size: int, v: float, rec: np.ndarray, own: int, dseqs: np.ndarray,
             xseq: int, mode: int, acc: np.ndarray, out_q: np.ndarray, out_s: np.ndarray,
             n_out: int) -> int:
-    """SJ-SSI (§3.2.2) over :class:`~matcher.scan_runs.ScanRuns` (groups ``gids``, points
-    ``gpoint``).
+    """SJ-SSI (§3.2.2) over :class:`~matcher.structures.scan_runs.ScanRuns` (groups ``gids``,
+    points ``gpoint``).
 
     Per group with point p, x1 < p <= x2 are the partners nearest p; a member holds a partner
     iff ``olo <= x1`` (a prefix of the run sorted by ``olo``) or ``ohi >= x2`` (a prefix of the
@@ -320,14 +259,14 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
     IDENTIFY writes the ids into ``out_q`` (the caller reserved a slot per member). COUNT and
     PAIRS also copy each candidate's other range into ``clo``/``chi`` (scan order: no fetch by
     id) and then find its partners with two binary searches over the key's sorted values; COUNT
-    is ``b − a`` when every member registered before the tuple (``reg_max < xseq``, SPEC §3),
-    else one registration test per pair. PAIRS collects the ids in ``cand`` first.
+    is ``b − a`` when every member registered before the tuple (``reg_max < xseq``: every pair
+    is owed), else one registration test per pair. PAIRS collects the ids in ``cand`` first.
 
     ``runs`` is a bundle (``ScanRuns.arrays()``, named back as ``ScanArrays``); the rest stays
     positional: this is a per-event kernel of a few µs on small workloads (``hotjoin bench
     select --quick``: ~5 µs per tuple), and the partner run, table, subscription and scratch
     bundles cost ~0.6 µs more per call (Python-side tuples and numba's typing of nested tuples):
-    SJ-SSI, SJ-Hotspot and auto 7–15 % slower there (``docs/benchmarks.md``, issue 12).
+    SJ-SSI, SJ-Hotspot and auto 7–15 % slower there (``docs/benchmarks.md``).
     """
     (gstart, gcount, l_key, l_wlo, l_whi, l_q, r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize,
      dids, l_ohi) = ScanArrays(*runs)
@@ -339,7 +278,7 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
     bounds = mode != IDENTIFY
     for gi in range(gids.shape[0]):
         g = gids[gi]
-        i = lower_bound(pv, base, size, gpoint[g])
+        i = lower_bound(pv, base, end, gpoint[g])
         have1 = i > base
         x1 = pv[i - 1] if have1 else -np.inf
         s = gstart[g]
@@ -390,8 +329,8 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
         w = n0
         for j in range(n0, n):
             q = out_q[j]
-            a = lower_bound(pv, base, size, clo[j - n0])
-            b = upper_bound(pv, base, size, chi[j - n0])
+            a = lower_bound(pv, base, end, clo[j - n0])
+            b = upper_bound(pv, base, end, chi[j - n0])
             cnt = b - a if all_owed else _pair_count(q, a, b, ps, rec, dseqs, xseq)
             if cnt > 0:
                 acc[q] = cnt
@@ -400,52 +339,52 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
         return w
     for j in range(n):
         q = cand[j]
-        a = lower_bound(pv, base, size, clo[j])
-        b = upper_bound(pv, base, size, chi[j])
+        a = lower_bound(pv, base, end, clo[j])
+        b = upper_bound(pv, base, end, chi[j])
         n_out = run_out(q, a, b, ps, rec, dseqs, xseq, mode, acc, out_q, out_s, n_out)
         if n_out < 0:
             return OVERFLOW
     return n_out
 
 
-@njit(cache=True)
-def _exact_hit(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray, mult: np.ndarray,
-               nb: int, scale: float, pmin: float, lo: float, hi: float) -> bool:
+@kernel
+def _exact_hit(pv: np.ndarray, end: int, table: tuple, lo: float, hi: float) -> bool:
     """Whether some partner lies in ``[lo, hi]``, exactly (a mixed bucket's walk): the slow
-    path of the scan, a separate function so the hot loop stays free of inner loops."""
+    path of the scan, a separate function so the hot loop stays free of inner loops.
+    ``table``: the probe's bucket table (``partner_buckets.BucketTable``)."""
+    low, first, mult, nb, scale, pmin = BucketTable(*table)
     j = lower(pv, end, low, first, mult, nb, scale, pmin, lo)
     return j < end and pv[j] <= hi
 
 
-@njit(cache=True)
-def _exact_count(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray,
-                 mult: np.ndarray, nb: int, scale: float, pmin: float, lo: float,
-                 hi: float) -> int:
+@kernel
+def _exact_count(pv: np.ndarray, end: int, table: tuple, lo: float, hi: float) -> int:
     """The number of partners in ``[lo, hi]``, exactly (the COUNT pass's slow path)."""
+    low, first, mult, nb, scale, pmin = BucketTable(*table)
     return (upper(pv, end, low, first, mult, nb, scale, pmin, hi)
             - lower(pv, end, low, first, mult, nb, scale, pmin, lo))
 
 
-@njit(cache=True)
+@kernel
 def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple,
-                side: tuple, buckets: tuple, reg_max: float, run: tuple, tab: tuple, sub: tuple, v: float,
-                own: int, xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
+                side: tuple, buckets: tuple, reg_max: float, run: tuple, tab: tuple, sub: tuple,
+                v: float, own: int, xseq: int, mode: int, out_q: np.ndarray, out_s: np.ndarray,
                 n_out: int) -> int:
     """SJ-SelectFirst (§3.2.1, §4.1) over stabbing groups of the *own* ranges, scan-ordered
-    (:class:`~matcher.scan_runs.ScanRuns` with own and other swapped: ``l_key`` = own lower
-    ends, the copied bounds ``l_wlo``/``l_whi`` and ``r_wlo``/``r_whi`` = other bounds,
+    (:class:`~matcher.structures.scan_runs.ScanRuns` with own and other swapped: ``l_key`` = own
+    lower ends, the copied bounds ``l_wlo``/``l_whi`` and ``r_wlo``/``r_whi`` = other bounds,
     ``r_key`` = own upper ends descending).
 
     Every member of a group (point p) contains p, so for ``v <= p`` the members whose own range
     holds v are the prefix ``own_lo <= v`` of the run sorted by ``own_lo``, and for ``v > p`` the
-    prefix ``own_hi >= v`` of the run sorted by ``own_hi`` descending: the scan visits exactly
-    the n′ selected subscriptions. Each one's join test "some partner in ``[olo, ohi]``" is
-    ``next_partner(olo) <= ohi`` over the key's bucket table (:mod:`matcher.partner_buckets`):
-    two loads and a conditional move, no data-dependent branch; the output cursor moves by the
-    test's truth value. A candidate in a mixed bucket (~1–3 %; also a tombstone's emptied
-    range) is set aside in ``side`` (ids and other bounds, room for every member) and tested
-    exactly after the scan. The delta is tested against the record rows.
-    O(τ_own + m′ + n′ + k) per tuple.
+    prefix ``own_hi >= v`` of the run sorted by ``own_hi`` descending: the scan visits exactly the
+    n′ selected subscriptions. Each one's join test "some partner in ``[olo, ohi]``" is
+    ``next_partner(olo) <= ohi`` over the key's bucket table
+    (:mod:`matcher.structures.partner_buckets`): two loads and a conditional move, no
+    data-dependent branch; the output cursor moves by the test's truth value. A candidate in a
+    mixed bucket (~1–3 %; also a tombstone's emptied range) is set aside in ``side`` (ids and other
+    bounds, room for every member) and tested exactly after the scan. The delta is tested against
+    the record rows. O(τ_own + m′ + n′ + k) per tuple.
 
     Outputs as :func:`sj_scan`: IDENTIFY ids into ``out_q``; COUNT ids with ``acc[q]`` pair
     counts from two bucket lookups (exact walks only for mixed buckets, and per-pair
@@ -497,7 +436,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
                 lp = low[b]
                 nx = nxt[b]
                 r = lp if lp >= lo else nx  # next_partner(lo): NaN in a mixed bucket
-                n += r <= hi
+                n += (r <= hi) & (r != np.inf)  # +inf: no partner at or above lo
                 if r != r:  # rare (~1–3 %), predictable: set aside for the exact test
                     side_q[ns] = q
                     side_lo[ns] = lo
@@ -518,7 +457,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
                 lp = low[b]
                 nx = nxt[b]
                 r = lp if lp >= lo else nx  # next_partner(lo): NaN in a mixed bucket
-                n += r <= hi
+                n += (r <= hi) & (r != np.inf)  # +inf: no partner at or above lo
                 if r != r:  # rare (~1–3 %), predictable: set aside for the exact test
                     side_q[ns] = q
                     side_lo[ns] = lo
@@ -538,7 +477,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
         q = side_q[t]
         lo = side_lo[t]
         hi = side_hi[t]
-        if q >= 0 and _exact_hit(pv, end, low, first, mult, nb, scale, pmin, lo, hi):
+        if q >= 0 and _exact_hit(pv, end, (low, first, mult, nb, scale, pmin), lo, hi):
             dst[n] = q
             if bounds:
                 clo[n - n0] = lo
@@ -581,7 +520,7 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
             w += (cnt > 0) & ~mixed
         for t in range(ns):
             q = side_q[t]
-            cnt = _exact_count(pv, end, low, first, mult, nb, scale, pmin, side_lo[t],
+            cnt = _exact_count(pv, end, (low, first, mult, nb, scale, pmin), side_lo[t],
                                side_hi[t])
             acc[q] = cnt
             if cnt > 0:
@@ -607,10 +546,10 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
 # before an event that might not fit in ``room`` rows, PAIRS stops at the event that
 # overflowed (its partial rows dropped: PAIRS has no side effects). The one-tuple kernels are
 # called, not inlined: a call costs ~0.12 µs (``sj_vanilla_many`` over 100,000 events and no
-# subscription, session 14), against ~1–2 µs of Python per event before.
+# subscription), against ~1–2 µs of Python per event when each event was its own call.
 
 
-@njit(cache=True)
+@kernel
 def sj_own_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple,
                      side: tuple, buckets: tuple, reg_max: float, pv: np.ndarray,
                      ps: np.ndarray, tab: tuple, sub: tuple, ev: tuple, e0: int, own: int,
@@ -633,7 +572,7 @@ def sj_own_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch:
     return pos.shape[0], n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def sj_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
                  clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray,
                  ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray, acc: np.ndarray,
@@ -654,7 +593,7 @@ def sj_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.nda
     return pos.shape[0], n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def sj_select_first_many(tree: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub: tuple,
                          ev: tuple, e0: int, own: int, mode: int, stamp: int, room: int,
                          out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
@@ -662,12 +601,18 @@ def sj_select_first_many(tree: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple
     ``e0``."""
     pos, base, size, values, seqs = ev
     acc = SubArrays(*sub).acc
+    hits = np.empty(0, dtype=np.int64)  # the tree's answer, reused from event to event
     for k in range(e0, pos.shape[0]):
         if mode != PAIRS and n_out + room > out_q.shape[0]:
             return k, n_out, stamp
         stamp += 1
-        n1 = sj_select_first(tree, (pv, ps, base[k], size[k]), tab, sub, values[k], own,
-                             seqs[k], mode, out_q, out_x, n_out)
+        v = values[k]
+        nh = stab(tree, v, hits)
+        if nh == OVERFLOW:  # the out-of-room protocol: grow to the bound and ask again
+            hits = np.empty(2 * stab_bound(tree, v) + 64, dtype=np.int64)
+            nh = stab(tree, v, hits)
+        n1 = _selected(hits, nh, (pv, ps, base[k], size[k]), tab, sub, own, seqs[k], mode,
+                       out_q, out_x, n_out)
         if n1 == OVERFLOW:
             return k, n_out, stamp
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
@@ -675,7 +620,7 @@ def sj_select_first_many(tree: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple
     return pos.shape[0], n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def sj_vanilla_many(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, rec: np.ndarray,
                     dseqs: np.ndarray, acc: np.ndarray, ev: tuple, e0: int, own: int,
                     mode: int, stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,

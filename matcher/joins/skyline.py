@@ -31,7 +31,7 @@ Maintenance, exactly as §3.3.2 and lazy where the paper is lazy:
 
 Beyond the paper (append-only, in order): a **removed** partner (delete, retention) that is a
 skyline point makes its key stale; one that is not changes nothing. Disorder is handled by the
-caller (:mod:`matcher.window_join`): when a partner is newer than the probing tuple, the stored
+caller (:mod:`matcher.joins.window`): when a partner is newer than the probing tuple, the stored
 skylines (by recency) are not the skylines by ``|Δt|``, and :func:`skyline_pass` with
 ``rel=True`` computes the skylines by ``−|t_x − t|`` in one pass instead.
 

@@ -2,8 +2,9 @@
 
 An incoming tuple x (side R or S, key b, value v, event time t) affects q iff v is in q's own
 range and some partner of key b has its value in q's other range and ``|t − t_s| ≤ w_q``. The
-partners come from the other side's :class:`~matcher.key_index.KeyIndex` (by value and by time);
-𝒟 is a 3-d :class:`~matcher.rect_index.BoxForest` over ``rangeA × rangeC × [0, w]``.
+partners come from the other side's :class:`~matcher.structures.key_index.KeyIndex` (by value
+and by time); 𝒟 is a 3-d :class:`~matcher.structures.rect_index.BoxForest` over
+``rangeA × rangeC × [0, w]``.
 
 ==============  ==================================================  ==============================
 strategy        subscription index                                  per-event cost (Theorem 4)
@@ -16,7 +17,7 @@ WJ-Hotspot      WJ-SSI on the α-hotspots (𝒟 of hot subscriptions    hot part
                 only), WJ-SelectFirst on the scattered ones         + scattered as WJ-SelectFirst
 ==============  ==================================================  ==============================
 
-Exactness beyond the paper's in-order, append-only streams (:mod:`matcher.skyline`):
+Exactness beyond the paper's in-order, append-only streams (:mod:`matcher.joins.skyline`):
 
 * event time, not arrival order, is the T dimension; 𝒟's third coordinate is ``|t − t_s|``;
 * the stored skylines rank partners by recency and cover ``t_s ≥ ω_b = W − w_max`` (W the
@@ -29,19 +30,21 @@ Exactness beyond the paper's in-order, append-only streams (:mod:`matcher.skylin
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import window_kernels as K
+from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Tables
 from hotjoin.matcher.joins.protocol import (
     A_LO,
     C_LO,
     REG,
     BatchRows,
+    KeyedEvents,
     MatchBuffer,
-    Strategy,
+    Partners,
 )
 from hotjoin.matcher.joins.select import (
     OwnRangeIndex,
@@ -52,7 +55,6 @@ from hotjoin.matcher.joins.select import (
     own_other,
 )
 from hotjoin.matcher.joins.skyline import SkylineIndex, skyline_pass
-from hotjoin.matcher.model import Side
 from hotjoin.matcher.partition.hotspot import HotspotTracker
 from hotjoin.matcher.partition.stabbing import DynamicStabbingPartition
 from hotjoin.matcher.structures.interval_tree import IntervalTree
@@ -61,54 +63,6 @@ from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 WINDOW_STRATEGIES = ("WJ-JoinFirst", "WJ-SelectFirst", "WJ-SSI", "WJ-Hotspot")
 _NONE = np.empty(0, dtype=np.int64)
-
-
-class Partners:
-    """The partners of one key: by-value and by-time substructures of the KeyIndex."""
-
-    __slots__ = ("g", "pv", "ps", "base", "size", "tv", "ts", "tbase", "tsize")
-
-    def __init__(self, table: BaseTable, g: int) -> None:
-        self.g = g  # the key's group in the table's KeyIndex
-        ix = table.key_index
-        assert ix is not None
-        bv, bt = ix.by_value, ix.by_time
-        assert bt is not None, "the engine keeps the by-time order once a window join exists"
-        self.pv, self.ps, self.base, self.size = bv.keys, bv.ids, int(bv.start[g]), int(bv.size[g])
-        self.tv, self.ts, self.tbase, self.tsize = bt.keys, bt.ids, int(bt.start[g]), int(bt.size[g])
-
-    def arrays(self) -> tuple:
-        """The window kernels' ``P`` bundle (``window_kernels``' docstring), a plain tuple."""
-        return (self.pv, self.ps, self.base, self.size, self.tv, self.ts, self.tbase, self.tsize)
-
-
-class WindowEvents(NamedTuple):
-    """Incoming tuples of one side whose key has partners (the window batch path): each one's
-    position in the run (its rows' event column), key, group in the other side's key index,
-    partner runs by value (``base``/``size``) and by time (``tbase``/``tsize``), value,
-    time, sequence number and watermark."""
-
-    pos: np.ndarray
-    keys: np.ndarray
-    g: np.ndarray
-    base: np.ndarray
-    size: np.ndarray
-    tbase: np.ndarray
-    tsize: np.ndarray
-    values: np.ndarray
-    times: np.ndarray
-    seqs: np.ndarray
-    nows: np.ndarray
-
-    def subset(self, sel: np.ndarray) -> WindowEvents:
-        """The events at indexes ``sel`` (in that order)."""
-        return WindowEvents(*(a[sel] for a in self))
-
-    def kernel_tuple(self) -> tuple[np.ndarray, ...]:
-        """The ``*_many`` kernels' ``ev``: ``(pos, base, size, tbase, tsize, values, times,
-        seqs)``."""
-        return (self.pos, self.base, self.size, self.tbase, self.tsize, self.values,
-                self.times, self.seqs)
 
 
 def run_window_many(kernel: Any, head: tuple[Any, ...], tail: tuple[Any, ...],
@@ -122,6 +76,7 @@ def run_window_many(kernel: Any, head: tuple[Any, ...], tail: tuple[Any, ...],
 
 
 def partners_of(table: BaseTable, b: float) -> Partners | None:
+    """The partners of key ``b`` in ``table`` (None when no stored tuple has the key)."""
     ix = table.key_index
     assert ix is not None, "the engine enables the key index before matching equi-joins"
     g = ix.lookup(b)
@@ -133,7 +88,8 @@ def table_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (table.times, table.values, table.seqs)
 
 
-def sub_arrays(cols: SubscriptionColumns, dirn: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def sub_arrays(cols: SubscriptionColumns,
+               dirn: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The window kernels' ``Q`` bundle for an incoming tuple of direction ``dirn``: ``(rec,
     mark, acc, oth)``, ``oth`` the other range's ``rec`` column."""
     return (cols.rec, cols.mark, cols.acc, C_LO if dirn > 0 else A_LO)
@@ -241,13 +197,18 @@ class HotWindowGroups(PointGroups):
         return self.d.memory_bytes() + self.scattered.memory_bytes()
 
 
-class WindowStrategy(Strategy):
-    """A window-join strategy (§3.3): index window subscriptions, track w_max, match one tuple."""
+class WindowStrategy(KindIndex):
+    """A window-join strategy (§3.3): an index over window subscriptions (the kind interface,
+    ``joins/interface.py``) that tracks w_max and matches a tuple against the partners of its
+    key by value and by time, looked up once per tuple (``OneEvent.partners``) or once per run
+    (``EventRun.keyed``). A strategy writes ``_match`` (one tuple with partners) and
+    ``_match_keyed`` (the tuples of a run that have partners, in one ``*_many`` kernel call)."""
+
+    kind = "window"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
-                 tables: dict[Side, BaseTable]) -> None:
-        super().__init__(cols, options)
-        self.tables = tables
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
         self._w_count: dict[int, int] = {}
         self.wmax = 0
         #: smallest w of the indexed subscriptions (``wj_own_scan``'s uniform-window test)
@@ -277,47 +238,40 @@ class WindowStrategy(Strategy):
         self.wmax = max(self._w_count) if self._w_count else 0
         self.wmin = min(self._w_count) if self._w_count else 0
 
-    def match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-              table: BaseTable, mode: int, now: int) -> None:
-        """Output for the incoming tuple (key b, value v, time t); ``now`` is the watermark.
-        The key's partners are looked up once here (none: no output) and handed down."""
-        p = partners_of(table, b)
+    def match(self, ev: OneEvent) -> None:
+        """Output for the tuple ``ev`` (its time ``ev.time``, the watermark ``ev.now``); the
+        key's partners are looked up once (none: no output) and handed down."""
+        p = ev.partners()
         if p is not None:
-            self._match(buf, dirn, b, v, t, xseq, table, mode, now, p)
+            self._match(ev, p)
 
-    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-               table: BaseTable, mode: int, now: int, p: Partners) -> None:
+    def _match(self, ev: OneEvent, p: Partners) -> None:
+        """The tuple ``ev``, whose key has the partners ``p``."""
         raise NotImplementedError
 
-    def match_many(self, buf: MatchBuffer, rows: BatchRows, dirn: int, bs: np.ndarray,
-                   vs: np.ndarray, ts: np.ndarray, xseqs: np.ndarray, table: BaseTable,
-                   mode: int, nows: np.ndarray) -> None:
-        """:meth:`match` for each incoming tuple of a run (times ``ts``, watermarks ``nows``)
-        against the same ``table``, output appended to ``rows`` (event positions in the run)
-        in event order; the key groups of the run looked up in one compiled call
-        (``SelectStrategy.match_many``), the tuples with partners handed to
-        :meth:`match_events`."""
-        ix = table.key_index
-        assert ix is not None, "the engine enables the key index before matching equi-joins"
-        assert ix.by_time is not None, "the engine keeps the by-time order for window joins"
-        gs = ix.lookup_many(bs)
-        keep = np.flatnonzero(gs >= 0)
-        if keep.shape[0] == 0:
+    def match_many(self, run: EventRun) -> None:
+        """:meth:`match` for each tuple of ``run``, rows in event order: the tuples with
+        partners (``run.keyed()``, one compiled lookup for the run) go to
+        :meth:`_match_keyed`, then the rows are ordered by event, stably."""
+        ev = run.keyed()
+        if ev is None:
             return
-        g = gs[keep]
-        bv, bt = ix.by_value, ix.by_time
-        ev = WindowEvents(keep, bs[keep], g, bv.start[g], bv.size[g], bt.start[g], bt.size[g],
-                          vs[keep], ts[keep], xseqs[keep], nows[keep])
-        n0 = rows.n
-        self.match_events(buf, rows, dirn, ev, table, mode)
-        rows.sort_by_event(n0)
+        n0 = run.rows.n
+        self._match_keyed(run, ev)
+        run.rows.sort_by_event(n0)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
-                     table: BaseTable, mode: int) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
         """Rows of the events ``ev`` (each with partners), each event's rows together and in
         one-at-a-time order; the caller orders events. Each strategy runs its ``*_many``
         kernel once."""
         raise NotImplementedError
+
+    def snapshot(self, ev: OneEvent, qids: np.ndarray) -> None:
+        """WJ-SelectFirst over the subscriptions ``qids`` (``Engine.result``)."""
+        p = ev.partners()
+        if p is not None:
+            run_window_select_first(qids, self.cols, ev.buf, ev.dirn, ev.key, ev.value, ev.time,
+                                    ev.seq, ev.table, ev.mode, p=p)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "w_max": self.wmax}
@@ -329,7 +283,7 @@ class JoinFirst(WindowStrategy):
     name = "WJ-JoinFirst"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
-                 tables: dict[Side, BaseTable]) -> None:
+                 tables: Tables) -> None:
         super().__init__(cols, options, tables)
         self.coords = box_coords(cols, 0, window=True)
         self.d = BoxForest(3)
@@ -347,23 +301,23 @@ class JoinFirst(WindowStrategy):
     def _remove(self, q: int) -> None:
         self.d.remove(0, q)
 
-    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-               table: BaseTable, mode: int, now: int, p: Partners) -> None:
-        c, d = self.cols, self.d
+    def _match(self, ev: OneEvent, p: Partners) -> None:
+        c, d, buf, dirn = self.cols, self.d, ev.buf, ev.dirn
         buf.out_q, buf.out_s, buf.n, d.hits = K.wj_join_first(
-            forest_arrays(d), p.arrays(), table_arrays(table), sub_arrays(c, dirn), v, t,
-            self.wmax, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
+            forest_arrays(d), p.arrays(), table_arrays(ev.table), sub_arrays(c, dirn), ev.value,
+            ev.time, self.wmax, dirn, ev.seq, ev.mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
+            d.stack, d.hits)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
-                     table: BaseTable, mode: int) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
+        table, dirn = run.table, run.dirn
         ix = table.key_index
         assert ix is not None and ix.by_time is not None
         d = self.d
         (d.hits,) = run_window_many(
             K.wj_join_first_many, (forest_arrays(d), ix.by_value.keys, ix.by_value.ids,
                                    ix.by_time.keys, ix.by_time.ids, table_arrays(table),
-                                   sub_arrays(self.cols, dirn), self.wmax, ev.kernel_tuple(),
-                                   dirn, mode), (d.stack, d.hits), buf, rows)
+                                   sub_arrays(self.cols, dirn), self.wmax, ev.window_tuple(),
+                                   dirn, run.mode), (d.stack, d.hits), run.buf, run.rows)
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.d.memory_bytes()
@@ -379,27 +333,28 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
     own: OwnRangeIndex
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
-                 tables: dict[Side, BaseTable]) -> None:
+                 tables: Tables) -> None:
         super().__init__(cols, options, tables)  # type: ignore[call-arg]
         self.own = OwnRangeIndex(cols, float(options.get("epsilon", 1.0)))
         self.scratch = OwnScanScratch()
 
-    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-               table: BaseTable, mode: int, now: int, p: Partners) -> None:
+    def _match(self, ev: OneEvent, p: Partners) -> None:
+        dirn = ev.dirn
         groups = self.own.of(dirn)
         if not groups.local:
             return
         r = groups.runs
         r.ensure_scratch()
+        buf = ev.buf
         buf.out_q, buf.out_s, buf.n = K.wj_own_scan(
             (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
              self.scratch.side_for(r.n_members), self.scratch.buckets),
-            p.arrays(), table_arrays(table), sub_arrays(self.cols, dirn),
-            v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
-            (self.wmin, self.wmax, self.reg_max))
+            p.arrays(), table_arrays(ev.table), sub_arrays(self.cols, dirn),
+            ev.value, ev.time, own_col(dirn), ev.seq, ev.mode, buf.stamp, buf.out_q, buf.out_s,
+            buf.n, (self.wmin, self.wmax, self.reg_max))
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
-                     table: BaseTable, mode: int) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
+        dirn, table = run.dirn, run.table
         groups = self.own.of(dirn)
         if not groups.local:
             return
@@ -412,8 +367,8 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
                                   self.scratch.side_for(r.n_members), self.scratch.buckets),
                                  ix.by_value.keys, ix.by_value.ids, ix.by_time.keys,
                                  ix.by_time.ids, table_arrays(table), sub_arrays(self.cols, dirn),
-                                 (self.wmin, self.wmax, self.reg_max), ev.kernel_tuple(),
-                                 own_col(dirn), mode), (), buf, rows)
+                                 (self.wmin, self.wmax, self.reg_max), ev.window_tuple(),
+                                 own_col(dirn), run.mode), (), run.buf, run.rows)
 
     def tau(self, d: int) -> int:
         """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""
@@ -456,7 +411,7 @@ _NO_POINTS = np.empty(0, dtype=np.float64)
 
 def run_window_ssi_many(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
                         tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
-                        rows: BatchRows, dirn: int, ev: WindowEvents, table: BaseTable,
+                        rows: BatchRows, dirn: int, ev: KeyedEvents, table: BaseTable,
                         mode: int) -> None:
     """:func:`run_window_ssi` and then WJ-SelectFirst over ``tree`` (WJ-Hotspot's scattered
     ranges; empty for WJ-SSI) for every event of ``ev``, in one compiled call that also keeps
@@ -472,7 +427,7 @@ def run_window_ssi_many(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wm
     d.hits, sky.pool = run_window_many(
         K.wj_ssi_many, (sky.store(), sky.pool, points, forest_arrays(d), tree.arrays(),
                         ix.by_value.keys, ix.by_value.ids, ix.by_time.keys, ix.by_time.ids,
-                        table_arrays(table), sub_arrays(cols, dirn), wmax, ev.kernel_tuple(),
+                        table_arrays(table), sub_arrays(cols, dirn), wmax, ev.window_tuple(),
                         ev.g, ev.keys, ev.nows, dirn, own_col(dirn), mode),
         (d.stack, d.hits), buf, rows)
 
@@ -483,7 +438,7 @@ class SSI(WindowStrategy):
     name = "WJ-SSI"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
-                 tables: dict[Side, BaseTable]) -> None:
+                 tables: Tables) -> None:
         super().__init__(cols, options, tables)
         self.coords = box_coords(cols, 0, window=True)
         self.d = BoxForest(3)
@@ -515,18 +470,19 @@ class SSI(WindowStrategy):
         for part in self.parts.values():
             part.delete(q)
 
-    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-               table: BaseTable, mode: int, now: int, p: Partners) -> None:
+    def _match(self, ev: OneEvent, p: Partners) -> None:
+        dirn = ev.dirn
         d = 1 if dirn > 0 else -1
         sky = self.skies[d]
-        sky.count_probe(run_window_ssi(sky, self.groups[d], self.d, self.wmax, self.cols, buf,
-                                       dirn, b, v, t, xseq, table, mode, now, p))
+        sky.count_probe(run_window_ssi(sky, self.groups[d], self.d, self.wmax, self.cols,
+                                       ev.buf, dirn, ev.key, ev.value, ev.time, ev.seq, ev.table,
+                                       ev.mode, ev.now, p))
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
-                     table: BaseTable, mode: int) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
+        dirn = run.dirn
         d = 1 if dirn > 0 else -1
         run_window_ssi_many(self.skies[d], self.groups[d], self.d, self.wmax, _NO_SCATTERED,
-                            self.cols, buf, rows, dirn, ev, table, mode)
+                            self.cols, run.buf, run.rows, dirn, ev, run.table, run.mode)
 
     def probes(self) -> dict[str, int]:
         """Matches through the stored skylines, a one-pass skyline, or none (both directions)."""
@@ -562,7 +518,7 @@ class Hotspot(WindowStrategy):
     name = "WJ-Hotspot"
 
     def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
-                 tables: dict[Side, BaseTable]) -> None:
+                 tables: Tables) -> None:
         super().__init__(cols, options, tables)
         self.groups = {d: HotWindowGroups(cols, d) for d in (1, -1)}
         self.trackers = {d: HotspotTracker(alpha=float(options.get("alpha", 0.001)),
@@ -590,8 +546,9 @@ class Hotspot(WindowStrategy):
         for sky in self.skies.values():
             sky.check_invariants()
 
-    def _match(self, buf: MatchBuffer, dirn: int, b: float, v: float, t: int, xseq: int,
-               table: BaseTable, mode: int, now: int, p: Partners) -> None:
+    def _match(self, ev: OneEvent, p: Partners) -> None:
+        buf, dirn, b, v, t, xseq, table, mode, now = (ev.buf, ev.dirn, ev.key, ev.value, ev.time,
+                                                      ev.seq, ev.table, ev.mode, ev.now)
         d = 1 if dirn > 0 else -1
         g = self.groups[d]
         sky = self.skies[d]
@@ -600,12 +557,12 @@ class Hotspot(WindowStrategy):
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 g.scattered, p)
 
-    def match_events(self, buf: MatchBuffer, rows: BatchRows, dirn: int, ev: WindowEvents,
-                     table: BaseTable, mode: int) -> None:
+    def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
+        dirn = run.dirn
         d = 1 if dirn > 0 else -1
         g = self.groups[d]
-        run_window_ssi_many(self.skies[d], g, g.d, self.wmax, g.scattered, self.cols, buf, rows,
-                            dirn, ev, table, mode)
+        run_window_ssi_many(self.skies[d], g, g.d, self.wmax, g.scattered, self.cols, run.buf,
+                            run.rows, dirn, ev, run.table, run.mode)
 
     def tau(self, d: int) -> int:
         """The number of direction ``d``'s hotspots (the cost model's input)."""
@@ -625,13 +582,8 @@ class Hotspot(WindowStrategy):
                 + sum(s.memory_bytes() for s in self.skies.values()))
 
 
-def make_window_strategy(name: str, cols: SubscriptionColumns, options: dict[str, Any],
-                         tables: dict[Side, BaseTable]) -> WindowStrategy:
-    """The window strategy called ``name`` (paper names, SPEC §7)."""
-    classes: dict[str, type[WindowStrategy]] = {
-        "WJ-JoinFirst": JoinFirst, "WJ-SelectFirst": SelectFirst, "WJ-SSI": SSI,
-        "WJ-Hotspot": Hotspot,
-    }
-    if name not in classes:
-        raise ValueError(f"unknown window-join strategy {name!r}; choose one of {', '.join(classes)}")
-    return classes[name](cols, options, tables)
+WINDOW_CLASSES: dict[str, type[WindowStrategy]] = {
+    "WJ-JoinFirst": JoinFirst, "WJ-SelectFirst": SelectFirst, "WJ-SSI": SSI,
+    "WJ-Hotspot": Hotspot,
+}
+"""The window strategies by paper name (``WINDOW_STRATEGIES`` order)."""

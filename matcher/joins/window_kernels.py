@@ -2,10 +2,12 @@
 
 A window join q holds pair (r, s) iff the select-join condition holds and
 ``|r.time − s.time| ≤ w_q``. Kernels read the partners of the incoming tuple's key from the
-other side's :class:`~matcher.key_index.KeyIndex` twice: sorted by value and sorted by time
-(float times, exact int64 times re-read from the table). Conventions (modes, ``owed``,
-``mark``/``stamp``/``acc``, own/other ranges) are those of :mod:`matcher.band_kernels` and
-:mod:`matcher.select_kernels`.
+other side's :class:`~matcher.structures.key_index.KeyIndex` twice: sorted by value and sorted
+by time (float times, exact int64 times re-read from the table). Conventions (modes, ``owed``,
+``mark``/``stamp``/``acc``, own/other ranges) are those of :mod:`matcher.joins.band_kernels`
+and :mod:`matcher.joins.select_kernels`, with the shared helpers of :mod:`matcher.core`. The window
+kernels grow their output buffers and return them (``core.push``/``core.record``), as their
+Python callers expect.
 
 Bundles (``matcher.joins.protocol``): every window kernel takes the same three plain tuples,
 unpacked once at its top —
@@ -19,32 +21,34 @@ unpacked once at its top —
   from the same row (``window.sub_arrays``).
 
 𝒟, the index of §3.3.1 on the boxes ``rangeA × rangeC × [0, w]``, is a
-:class:`~matcher.rect_index.BoxForest` with one group (0) and dimensions (A, C, W) in that order
-for both directions; a join result point is ``(r.value, s.value, |r.time − s.time|)``.
+:class:`~matcher.structures.rect_index.BoxForest` with one group (0) and dimensions (A, C, W) in
+that order for both directions; a join result point is ``(r.value, s.value, |r.time − s.time|)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from hotjoin.matcher.joins.band_kernels import owed_rec, push, rows_of_event
-from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS
-from hotjoin.matcher.joins.select_kernels import (
+from hotjoin.matcher.config import INLINE, kernel
+from hotjoin.matcher.core import (
     emit_marked,
     lower_bound,
+    owed_rec,
+    push,
     record,
     rows_grown,
-    sj_own_scan,
+    rows_of_event,
     upper_bound,
+    with_room,
 )
+from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS
+from hotjoin.matcher.joins.select_kernels import sj_own_scan
 from hotjoin.matcher.joins.skyline import NONE, ONE_PASS, STORED, sky_refresh, skyline_pass
-from hotjoin.matcher.structures.group_pool import PoolArrays
-from hotjoin.matcher.structures.interval_tree import TreeArrays
+from hotjoin.matcher.structures.interval_tree import stab, stab_bound
 from hotjoin.matcher.structures.rect_index import stab_group
 
 
-@njit(cache=True)
+@kernel
 def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: int,
                 out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """q's owed pairs: partners with value in q's other range and |t − time| ≤ w_q (the
@@ -59,13 +63,13 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
     dtimes, dvals, dseqs = T
     rec, oth = Q[0], Q[3]
     lo, hi = rec[q, oth], rec[q, oth + 1]
-    a = lower_bound(pv, base, size, lo)
-    b = upper_bound(pv, base, size, hi)
+    a = lower_bound(pv, base, base + size, lo)
+    b = upper_bound(pv, base, base + size, hi)
     if a >= b:
         return 0, out_q, out_s, n_out
     w = int(rec[q, B_HI])
-    ta = lower_bound(tv, tbase, tsize, float(t - w))
-    tb = upper_bound(tv, tbase, tsize, float(t + w))
+    ta = lower_bound(tv, tbase, tbase + tsize, float(t - w))
+    tb = upper_bound(tv, tbase, tbase + tsize, float(t + w))
     cnt = 0
     by_value = b - a <= tb - ta
     n = b - a if by_value else tb - ta
@@ -86,18 +90,7 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
     return cnt, out_q, out_s, n_out
 
 
-@njit(cache=True)
-def _grown(out_q: np.ndarray, out_s: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
-    """Output buffers with room for ``need`` rows (contents kept)."""
-    cap = max(need + 16, 2 * out_q.shape[0])
-    q = np.empty(cap, dtype=np.int64)
-    s = np.empty(cap, dtype=np.int64)
-    q[: out_q.shape[0]] = out_q
-    s[: out_s.shape[0]] = out_s
-    return q, s
-
-
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def window_count(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, tv: np.ndarray,
                  ts: np.ndarray, tbase: int, tsize: int, dtimes: np.ndarray, dvals: np.ndarray,
                  dseqs: np.ndarray, rec: np.ndarray, oth: int, t: int, xseq: int,
@@ -109,16 +102,16 @@ def window_count(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, t
     plain loops, no early return, no bundle unpacked or array returned per call — because
     numba pays reference counting for each: on the load-test window workload (~1,000
     candidates per tuple) the :func:`enum_window` call cost ~185 ns per candidate, this ~9
-    (IDENTIFY) to ~26 ns (COUNT), measured side by side in one script (session 13).
+    (IDENTIFY) to ~26 ns (COUNT), measured side by side in one script.
     """
     lo, hi = rec[q, oth], rec[q, oth + 1]
-    a = lower_bound(pv, base, size, lo)
-    b = upper_bound(pv, base, size, hi)
+    a = lower_bound(pv, base, base + size, lo)
+    b = upper_bound(pv, base, base + size, hi)
     if a >= b:
         return 0
     w = int(rec[q, B_HI])
-    ta = lower_bound(tv, tbase, tsize, float(t - w))
-    tb = upper_bound(tv, tbase, tsize, float(t + w))
+    ta = lower_bound(tv, tbase, tbase + tsize, float(t - w))
+    tb = upper_bound(tv, tbase, tbase + tsize, float(t + w))
     cnt = 0
     if b - a <= tb - ta:
         for k in range(a, b):
@@ -134,7 +127,7 @@ def window_count(q: int, pv: np.ndarray, ps: np.ndarray, base: int, size: int, t
     return cnt
 
 
-@njit(cache=True)
+@kernel
 def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tuple, v: float,
                     t: int, own: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
                     out_s: np.ndarray, n_out: int):
@@ -143,60 +136,44 @@ def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tup
     the subscriptions are ``qfilter`` instead, own range tested on ``rec[q, own : own + 2]``
     (a plain list: ``Engine.result``).
 
-    ``tree``: ``TreeArrays`` over ``PoolArrays`` (``IntervalTree.arrays()``, named back here);
-    ``P``, ``T``, ``Q``: the module's bundles.
+    ``tree``: ``TreeArrays`` over ``PoolArrays`` (``IntervalTree.arrays()``), stabbed by the
+    tree's own query (``interval_tree.stab``); ``P``, ``T``, ``Q``: the module's bundles.
+    Returns ``(out_q, out_s, n_out)`` (the buffers grow).
     """
-    tr = TreeArrays(*tree)
-    center, left, right, root = tr.center, tr.left, tr.right, tr.root
-    lp, rp = PoolArrays(*tr.lpool), PoolArrays(*tr.rpool)
-    lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
-    rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
+    if tree[3] < 0:
+        return _window_each(qfilter, qfilter.shape[0], True, P, T, Q, v, t, own, xseq, mode,
+                            stamp, out_q, out_s, n_out)
+    hits = np.empty(stab_bound(tree, v), dtype=np.int64)
+    nh = stab(tree, v, hits)
+    return _window_each(hits, nh, False, P, T, Q, v, t, own, xseq, mode, stamp, out_q, out_s,
+                        n_out)
+
+
+@kernel
+def _window_each(qs: np.ndarray, n: int, check_own: bool, P: tuple, T: tuple, Q: tuple,
+                 v: float, t: int, own: int, xseq: int, mode: int, stamp: int,
+                 out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+    """WJ-SelectFirst's second step for the subscriptions ``qs[:n]`` (with ``check_own``,
+    only those whose own range holds ``v``): each one's two-level lookup, output as
+    :func:`~matcher.core.record` (buffers grow). Returns ``(out_q, out_s, n_out)``."""
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
     rec, mark, acc, oth = Q
-    if root < 0:
-        for i in range(qfilter.shape[0]):
-            q = qfilter[i]
-            if not (rec[q, own] <= v <= rec[q, own + 1]):
-                continue
-            if mode == PAIRS:
-                cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q,
-                                                       out_s, n_out)
-            else:
-                cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
-                                   dseqs, rec, oth, t, xseq, mode == IDENTIFY)
-            out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
-        return out_q, out_s, n_out
-    u = root
-    while u >= 0:
-        c = center[u]
-        if v < c:
-            bs, sz, use_left, nxt = lstart[u], lsize[u], True, left[u]
-        elif v > c:
-            bs, sz, use_left, nxt = rstart[u], rsize[u], False, right[u]
+    for i in range(n):
+        q = qs[i]
+        if check_own and not (rec[q, own] <= v <= rec[q, own + 1]):
+            continue
+        if mode == PAIRS:
+            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
+                                                   n_out)
         else:
-            bs, sz, use_left, nxt = lstart[u], lsize[u], True, -1
-        for k in range(bs, bs + sz):
-            if use_left:
-                if lkeys[k] > v:
-                    break
-                q = lids[k]
-            else:
-                if -rkeys[k] < v:
-                    break
-                q = rids[k]
-            if mode == PAIRS:
-                cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q,
-                                                       out_s, n_out)
-            else:
-                cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
-                                   dseqs, rec, oth, t, xseq, mode == IDENTIFY)
-            out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
-        u = nxt
+            cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
+                               dseqs, rec, oth, t, xseq, mode == IDENTIFY)
+        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
     return out_q, out_s, n_out
 
 
-@njit(cache=True)
+@kernel
 def _sure_partners(P: tuple, T: tuple, t: int, wmin: int, wmax: int) -> tuple:
     """The key's partners within ``wmin`` of ``t`` as a by-value run ``(values, slots, 0, m)``
     — or the key's whole run when every partner is — and whether none lies between ``wmin``
@@ -206,8 +183,8 @@ def _sure_partners(P: tuple, T: tuple, t: int, wmin: int, wmax: int) -> tuple:
     """
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes = T[0]
-    oa = lower_bound(tv, tbase, tsize, float(t - wmax))
-    ob = upper_bound(tv, tbase, tsize, float(t + wmax))
+    oa = lower_bound(tv, tbase, tbase + tsize, float(t - wmax))
+    ob = upper_bound(tv, tbase, tbase + tsize, float(t + wmax))
     m = 0
     for k in range(oa, ob):
         dt = abs(t - dtimes[ts[k]])
@@ -230,7 +207,7 @@ def _sure_partners(P: tuple, T: tuple, t: int, wmin: int, wmax: int) -> tuple:
     return (vals[o], slots[o], 0, m), True
 
 
-@njit(cache=True)
+@kernel
 def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: int, xseq: int,
                 mode: int, stamp: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int,
                 W: tuple):
@@ -260,14 +237,14 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
         if sure[3] == 0:
             return out_q, out_s, n_out
         if mode != PAIRS and out_q.shape[0] < n_out + cand.shape[0] + 16:
-            out_q, out_s = _grown(out_q, out_s, n_out + cand.shape[0] + 16)
+            out_q, out_s = with_room(out_q, out_s, n_out + cand.shape[0] + 16)
         while True:
             k = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, reg_max, sure,
                             (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, mode, out_q,
                             out_s, n_out)
             if k != OVERFLOW:
                 return out_q, out_s, k
-            out_q, out_s = _grown(out_q, out_s, 2 * out_q.shape[0])
+            out_q, out_s = with_room(out_q, out_s, 2 * out_q.shape[0])
     n = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, -np.inf, (pv, ps, base, size),
                     (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, IDENTIFY, cand, out_s,
                     0)
@@ -281,7 +258,7 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     dtimes, dvals = T[0], T[1]
     ident = mode == IDENTIFY
     if out_q.shape[0] < n_out + n:
-        out_q, out_s = _grown(out_q, out_s, n_out + n)
+        out_q, out_s = with_room(out_q, out_s, n_out + n)
     for i in range(n):
         q = cand[i]
         cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals, dseqs,
@@ -293,7 +270,7 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     return out_q, out_s, n_out
 
 
-@njit(cache=True)
+@kernel
 def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax: int,
                   dirn: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
                   out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
@@ -306,8 +283,8 @@ def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax
     dtimes, dvals, dseqs = T
     rec, mark, acc = Q[0], Q[1], Q[2]
     pt = np.empty(3, dtype=np.float64)
-    a = lower_bound(tv, tbase, tsize, float(t - wmax))
-    b = upper_bound(tv, tbase, tsize, float(t + wmax))
+    a = lower_bound(tv, tbase, tbase + tsize, float(t - wmax))
+    b = upper_bound(tv, tbase, tbase + tsize, float(t + wmax))
     for i in range(a, b):
         s = ts[i]
         dt = abs(t - dtimes[s])
@@ -332,7 +309,7 @@ def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax
     return out_q, out_s, n_out, hits
 
 
-@njit(cache=True)
+@kernel
 def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int,
            wmax: int, dirn: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
            out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
@@ -375,11 +352,11 @@ def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t
     return out_q, out_s, n_out, hits
 
 
-@njit(cache=True)
+@kernel
 def count_within(tv: np.ndarray, base: int, size: int, lo: float, hi: float) -> int:
     """#{i ∈ [base, base+size): lo ≤ tv[i] ≤ hi} for a sorted run: a key's m_b (§4.2), without
     a Python-side slice (the router asks it per tuple)."""
-    return upper_bound(tv, base, size, hi) - lower_bound(tv, base, size, lo)
+    return upper_bound(tv, base, base + size, hi) - lower_bound(tv, base, base + size, lo)
 
 
 # -- the batch path: one call per member and run of events ----------------------------------------
@@ -391,7 +368,7 @@ def count_within(tv: np.ndarray, base: int, size: int, lo: float, hi: float) -> 
 # tuple ``(pos, base, size, tbase, tsize, values, times, seqs)`` of ``window.WindowEvents``.
 
 
-@njit(cache=True)
+@kernel
 def wj_own_scan_many(G: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray,
                      T: tuple, Q: tuple, W: tuple, ev: tuple, own: int, mode: int, stamp: int,
                      out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
@@ -409,7 +386,7 @@ def wj_own_scan_many(G: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, t
     return out_e, out_q, out_x, n_out, stamp
 
 
-@njit(cache=True)
+@kernel
 def wj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray,
                        ts: np.ndarray, T: tuple, Q: tuple, wmax: int, ev: tuple, dirn: int,
                        mode: int, stamp: int, out_e: np.ndarray, out_q: np.ndarray,
@@ -428,10 +405,8 @@ def wj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray,
     return out_e, out_q, out_x, n_out, stamp, hits
 
 
-_NO_FILTER = np.empty(0, dtype=np.int64)
 
-
-@njit(cache=True)
+@kernel
 def wj_ssi_many(S: tuple, pool: tuple, points: np.ndarray, F: tuple, tree: tuple,
                 pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray, T: tuple,
                 Q: tuple, wmax: int, ev: tuple, gs: np.ndarray, keys: np.ndarray,
@@ -449,6 +424,7 @@ def wj_ssi_many(S: tuple, pool: tuple, points: np.ndarray, F: tuple, tree: tuple
     dtimes = T[0]
     acc = Q[2]
     start, n, meta = S[3], S[5], S[6]
+    thits = np.empty(0, dtype=np.int64)  # the tree's answer, reused from event to event
     for k in range(pos.shape[0]):
         stamp += 1
         t = times[k]
@@ -472,8 +448,14 @@ def wj_ssi_many(S: tuple, pool: tuple, points: np.ndarray, F: tuple, tree: tuple
             out_q, out_x, n_out, hits = wj_ssi(cand, F, P, T, Q, values[k], t, wmax, dirn,
                                                seqs[k], mode, stamp, out_q, out_x, n_out,
                                                stack, hits)
-        out_q, out_x, n_out = wj_select_first(tree, _NO_FILTER, P, T, Q, values[k], t, own,
-                                              seqs[k], mode, stamp, out_q, out_x, n_out)
+        if tree[3] >= 0:  # WJ-SelectFirst over the scattered ranges (wj_select_first)
+            v = values[k]
+            nh = stab(tree, v, thits)
+            if nh == OVERFLOW:  # the out-of-room protocol: grow to the bound and ask again
+                thits = np.empty(2 * stab_bound(tree, v) + 64, dtype=np.int64)
+                nh = stab(tree, v, thits)
+            out_q, out_x, n_out = _window_each(thits, nh, False, P, T, Q, v, t, own, seqs[k],
+                                               mode, stamp, out_q, out_x, n_out)
         out_e = rows_grown(out_e, out_q, n0)
         rows_of_event(pos[k], n0, n_out, mode, acc, out_e, out_q, out_x)
     return out_e, out_q, out_x, n_out, stamp, hits, pool

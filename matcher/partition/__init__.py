@@ -5,5 +5,8 @@
 - :mod:`~hotjoin.matcher.partition.hotspot`: the hotspot tracker: α-hotspots of a stream of
   intervals and the scattered rest (§2.2, Theorem 1).
 - :mod:`~hotjoin.matcher.partition.histogram`: HIST-EQW and HIST-SSI interval histograms that
-  feed the router's cost models (App. B).
+  feed the router's cost models (App. B), one module each (``hist_eqw``, ``hist_ssi``), with
+  HIST-SSI's fitting (``hist_fit``), the chooser the router uses (``hist_chooser``), exact
+  counts (``exact_counter``), the compiled estimates (``hist_lookup``) and what they share
+  (``hist_common``); ``histogram`` re-exports them all.
 """

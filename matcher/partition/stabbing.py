@@ -28,9 +28,9 @@ from collections.abc import Iterable, Iterator
 from typing import Literal, Protocol
 
 import numpy as np
-from numba import njit
 from sortedcontainers import SortedList
 
+from hotjoin.matcher.config import kernel
 from hotjoin.matcher.structures.member_lists import link, listed, push_front, unlink, walk_column
 
 __all__ = [
@@ -53,7 +53,7 @@ _WITNESS = 2  # flag: one of the last reconstruction's witnesses
 # ---- Lemma 1: the canonical (greedy) partition -------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _greedy_scan(
     los: np.ndarray, his: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled

@@ -1,4 +1,4 @@
-"""The router's per-tuple decision in compiled code (paper 004 §4.1; issue 14 item 3).
+"""The router's per-tuple decision in compiled code (paper 004 §4.1).
 
 SJ-Dynamic folds each member's cost model into one row of a small float64 array (its *plan*,
 ``cost_model.SelectPlan`` laid out flat, see ``PLAN_COLUMNS``) whenever the slowly moving
@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
-from hotjoin.matcher.joins.window_kernels import count_within
-from hotjoin.matcher.partition.histogram import bucket_at, estimate_at, estimate_of_bucket
+from hotjoin.matcher.config import kernel
+from hotjoin.matcher.core import count_between
+from hotjoin.matcher.partition.hist_lookup import bucket_at, estimate_at, estimate_of_bucket
 
 PLAN_COLUMNS = ("code", "a", "k", "extra", "tau_s", "f", "c3", "c4", "correction")
 """One row per member: the cost is ``correction · cost(code)`` with, by ``code`` (as
@@ -43,17 +43,17 @@ refolded or the corrections move some ratio of two members' costs by the margin.
 BUCKET_SETTLED = 1 << 21
 """Added to the member :func:`select_for` answers when it wins for the key's partner count at
 the tuple's n′ estimate (not at every n′) by a factor above ``SETTLED_MARGIN``: every value in
-the same bucket of the estimator (``histogram.bucket_at``, written to the state row's
+the same bucket of the estimator (``hist_lookup.bucket_at``, written to the state row's
 ``BUCKET``) has that estimate, so the caller may reuse the choice for (m′, bucket) as for a
-``SETTLED`` one. Found in session 14 at Fig. 15's first point, where SJ-JoinFirst wins at the
-estimates the tuples have but not at the estimator's least one: every tuple paid a kernel call
-(~0.8 µs of a ~9 µs probe)."""
+``SETTLED`` one. At Fig. 15's first point SJ-JoinFirst wins at the estimates the tuples have
+but not at the estimator's least one: without this every tuple paid a kernel call (~0.8 µs of
+a ~9 µs probe)."""
 SETTLED_MARGIN = 1.0 + 1e-6
 """A member settles when it undercuts every other by more than this factor at both ends (a
 win by rounding noise does not count). The router keeps each settled choice exactly as long
-as its own margin allows (``SelectDynamic._moved``): until session 11 every choice needed
-a 1.1× margin and all were dropped together once any correction moved by √1.1, which left
-two thirds of the tuples of Fig. 12's first point paying a kernel call."""
+as its own margin allows (``SelectDynamic._moved``): a common 1.1× margin, with all choices
+dropped together once any correction moved by √1.1, left two thirds of the tuples of Fig. 12's
+first point paying a kernel call."""
 MARGIN_CAP = 1e9
 """The largest margin reported (a cost near 0 next to a finite one would overflow)."""
 
@@ -78,7 +78,7 @@ def fill_row(plan: np.ndarray, j: int, code: int, a: float, k: float, extra: obj
         row[TAU_S], row[F], row[C3], row[C4] = extra  # type: ignore[misc]
 
 
-@njit(cache=True)
+@kernel
 def _member_cost(plan: np.ndarray, j: int, size: int, lgm: float, n1: float) -> float:
     """Member ``j``'s corrected modelled cost at (m′, n′)."""
     code = plan[j, CODE]
@@ -103,7 +103,7 @@ def member_cost(plan: np.ndarray, j: int, size: int, n1: float) -> float:
     return float(_member_cost(plan, j, size, math.log2(size + 2.0), n1))
 
 
-@njit(cache=True)
+@kernel
 def _cheapest(plan: np.ndarray, size: int, lgm: float, n1: float) -> tuple[int, float, float]:
     """The member of least corrected cost at (m′, n′) (ties: the first), that cost and the
     next least (inf with one member)."""
@@ -119,7 +119,7 @@ def _cheapest(plan: np.ndarray, size: int, lgm: float, n1: float) -> tuple[int, 
     return chosen, best, second
 
 
-@njit(cache=True)
+@kernel
 def choice_at_bounds(plan: np.ndarray, size: int) -> int:
     """The member whose corrected modelled cost is least for a tuple whose key has ``size``
     partners at every n′ the estimator can answer, or ``NEEDS_N1``.
@@ -163,11 +163,11 @@ def choice_at_bounds(plan: np.ndarray, size: int) -> int:
     return lo
 
 
-@njit(cache=True)
+@kernel
 def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     """The member for a tuple whose key has ``size`` partners and whose own value is ``v``:
     one call for the whole decision. n′ is estimated here, from the histogram's ``lookup()``
-    array (``histogram.estimate_at``), and the chosen member's cost written to the state
+    array (``hist_lookup.estimate_at``), and the chosen member's cost written to the state
     row (the timed runs read it); plus ``SETTLED`` (margin written) when that member wins at
     every n′ the estimator can answer, so the caller may keep it for ``size``, else plus
     ``BUCKET_SETTLED`` (margin and bucket written) when it wins at this n′ by a margin, so the
@@ -175,7 +175,7 @@ def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
 
     One compiled call per tuple matters more than its arithmetic: after a member's probe has
     run through megabytes, each further Python step of the decision runs with cold caches
-    (Fig. 15's largest join rate, session 12: ~2 µs per tuple for the decision as a chain of
+    (Fig. 15's largest join rate: ~2 µs per tuple for the decision as a chain of
     Python steps and three kernel calls, ~0.9 µs of it with the members stubbed out).
     """
     state = plan.shape[0] - 1
@@ -195,7 +195,7 @@ def select_for(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
     return chosen
 
 
-@njit(cache=True)
+@kernel
 def select_run(plan: np.ndarray, sizes: np.ndarray, values: np.ndarray, hist: np.ndarray,
                due: int, suspect: np.ndarray, out: np.ndarray) -> int:
     """:func:`select_for` over a run of tuples (the batch path): the member of least corrected
@@ -234,7 +234,7 @@ def select_run(plan: np.ndarray, sizes: np.ndarray, values: np.ndarray, hist: np
     return sizes.shape[0]
 
 
-@njit(cache=True)
+@kernel
 def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarray,
                tbase: np.ndarray, tsize: np.ndarray, times: np.ndarray, wmax: int,
                values: np.ndarray, hist: np.ndarray, due: int, suspect: np.ndarray,
@@ -270,7 +270,8 @@ def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarr
                 break
             if code == 0.0:
                 if mb < 0.0:
-                    mb = float(count_within(tv, tbase[k], tsize[k], t - wmax, t + wmax))
+                    mb = float(count_between(tv, tbase[k], tbase[k] + tsize[k], t - wmax,
+                                             t + wmax))
                 c = a + kk * mb
             elif code == 1.0:
                 if kk != 0.0 and n1 < 0.0:
@@ -284,7 +285,8 @@ def window_run(plan: np.ndarray, fresh: np.ndarray, mp: np.ndarray, tv: np.ndarr
                     mbar, mpb = fr, 2.0 * fr
                 else:
                     if mb < 0.0:
-                        mb = float(count_within(tv, tbase[k], tsize[k], t - wmax, t + wmax))
+                        mb = float(count_between(tv, tbase[k], tbase[k] + tsize[k], t - wmax,
+                                             t + wmax))
                     mbar, mpb = min(mb, 2.0 * plan[r, 5]), size
                 c = a + kk * mpb + plan[r, 3] * mbar
                 if plan[r, 4] != 0.0:

@@ -3,8 +3,8 @@
 The key index maps each join key to its group (``KeyIndex.group``). A Python dict answers one
 key in ~50 ns, but the batch path asks for a whole column at once, and there a dict costs a
 C-level loop of boxed floats: ~150 ns per key with ``np.fromiter(map(dict.get, ...))``
-(measured in session 12: 0.31 of the select batch path's 1.35 µs per event went to the two
-group lookups of each event). This map answers a column in one compiled call.
+(measured: 0.31 of the select batch path's 1.35 µs per event went to the two group lookups
+of each event). This map answers a column in one compiled call.
 
 Open addressing with linear probing at a load factor of at most 1/2, and backward-shift
 deletion (no tombstones), so a probe stops at the first empty slot. Keys must be finite;
@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from hotjoin.matcher.config import kernel
 
 MISSING = -1
 """What :meth:`FloatIntMap.get_many` answers for an absent key (values are ≥ 0)."""
 
 
-@njit(cache=True)
+@kernel
 def _home(key: float, mask: int) -> int:
     """The first slot to probe for ``key`` (splitmix64 of its mantissa and exponent, so
     −0.0 and 0.0 agree)."""
@@ -41,7 +42,7 @@ def _home(key: float, mask: int) -> int:
     return np.int64(x & np.uint64(mask))
 
 
-@njit(cache=True)
+@kernel
 def _find(keys: np.ndarray, used: np.ndarray, key: float) -> int:
     """The slot holding ``key``, or the empty slot where it would go (as −1 − slot)."""
     mask = keys.shape[0] - 1
@@ -53,7 +54,7 @@ def _find(keys: np.ndarray, used: np.ndarray, key: float) -> int:
     return -1 - i
 
 
-@njit(cache=True)
+@kernel
 def _get_many(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, qs: np.ndarray,
               out: np.ndarray) -> None:
     for j in range(qs.shape[0]):
@@ -61,7 +62,7 @@ def _get_many(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, qs: np.ndarr
         out[j] = vals[i] if i >= 0 else MISSING
 
 
-@njit(cache=True)
+@kernel
 def _put_many(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, ks: np.ndarray,
               vs: np.ndarray) -> int:
     """Insert or overwrite each (ks[j], vs[j]) in order; the number of new keys."""
@@ -78,7 +79,7 @@ def _put_many(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, ks: np.ndarr
     return new
 
 
-@njit(cache=True)
+@kernel
 def _remove(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, key: float) -> int:
     """Remove ``key``; its value, or ``MISSING``. Backward-shift deletion: later entries of
     the probe chain move into the hole when their home lies at or before it."""
@@ -101,7 +102,7 @@ def _remove(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, key: float) ->
     return val
 
 
-@njit(cache=True)
+@kernel
 def _apply_log(keys: np.ndarray, vals: np.ndarray, used: np.ndarray, ks: np.ndarray,
                vs: np.ndarray) -> int:
     """Apply logged writes in order: ``vs[j] >= 0`` sets ``ks[j]``, ``MISSING`` removes it;

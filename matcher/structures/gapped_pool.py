@@ -1,8 +1,8 @@
 """Many sorted sequences of ``(key, id, aux)`` in flat arrays, each with a small delta run.
 
-The band-join indexes' variant of :mod:`matcher.group_pool` (whose groups are single contiguous
-runs, as the equi-join kernels read them): groups of thousands of ranges must take updates
-without shifting the whole group.
+The band-join indexes' variant of :mod:`matcher.structures.group_pool` (whose groups are single
+contiguous runs, as the equi-join kernels read them): groups of thousands of ranges must take
+updates without shifting the whole group.
 
 This is how the SSI stores each stabbing group's sequences I_j^l (ranges by increasing left
 end) and I_j^r (by decreasing right end, stored as ascending ``-hi``) of paper 004 §3.1.2, and
@@ -36,8 +36,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import NO_NRT, kernel
+from hotjoin.matcher.core import find_entry, insert_at, remove_at, upper_bound
 from hotjoin.matcher.structures.growth import grown
 
 DELTA = 32
@@ -59,69 +60,43 @@ class GappedPoolArrays(NamedTuple):
     aux: np.ndarray
 
 
-@njit(cache=True)
-def _ins(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
-         cap: np.ndarray, dsize: np.ndarray, g: int, key: float, ident: int,
-         extra: float) -> bool:
+# The kernels take the pool as its bundle (``GappedGroupPool.arrays()``, a plain tuple named back
+# here) plus the ``dead`` counts where they change them: they run once per subscription change,
+# where the bundle costs what the seven attribute reads of positional arrays did.
+
+
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _ins(p: tuple, g: int, key: float, ident: int, extra: float) -> bool:
     """Insert into g's delta run after equal keys; False (nothing done) if it has no room."""
+    start, _, cap, dsize, keys, ids, aux = GappedPoolArrays(*p)
     n = dsize[g]
     if cap[g] == 0 or n == DELTA:
         return False
     s = start[g] + cap[g] - DELTA
-    lo, hi = s, s + n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] <= key:
-            lo = mid + 1
-        else:
-            hi = mid
-    for j in range(s + n, lo, -1):
-        keys[j] = keys[j - 1]
-        ids[j] = ids[j - 1]
-        aux[j] = aux[j - 1]
-    keys[lo] = key
-    ids[lo] = ident
-    aux[lo] = extra
+    pos = upper_bound(keys, s, s + n, key)
+    insert_at(keys, pos, s + n, key)
+    insert_at(ids, pos, s + n, ident)
+    insert_at(aux, pos, s + n, extra)
     dsize[g] = n + 1
     return True
 
 
-@njit(cache=True)
-def _find(keys: np.ndarray, ids: np.ndarray, s: int, n: int, key: float, ident: int) -> int:
-    """Position of ``(key, ident)`` in the sorted run ``[s, s+n)``, or -1."""
-    lo, hi = s, s + n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    j = lo
-    while j < s + n and keys[j] == key:
-        if ids[j] == ident:
-            return j
-        j += 1
-    return -1
-
-
-@njit(cache=True)
-def _rem(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
-         size: np.ndarray, cap: np.ndarray, dsize: np.ndarray, dead: np.ndarray, g: int,
-         key: float, ident: int) -> int:
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _rem(p: tuple, dead: np.ndarray, g: int, key: float, ident: int) -> int:
     """Remove ``(key, ident)`` from g: 0 absent, 1 removed, 2 removed and g wants a flush."""
+    start, size, cap, dsize, keys, ids, aux = GappedPoolArrays(*p)
     if cap[g] == 0:
         return 0
     ds = start[g] + cap[g] - DELTA
     n = dsize[g]
-    j = _find(keys, ids, ds, n, key, ident)
+    j = find_entry(keys, ids, ds, ds + n, key, ident)
     if j >= 0:
-        for t in range(j, ds + n - 1):
-            keys[t] = keys[t + 1]
-            ids[t] = ids[t + 1]
-            aux[t] = aux[t + 1]
+        remove_at(keys, j, ds + n)
+        remove_at(ids, j, ds + n)
+        remove_at(aux, j, ds + n)
         dsize[g] = n - 1
         return 1
-    j = _find(keys, ids, start[g], size[g], key, ident)
+    j = find_entry(keys, ids, start[g], start[g] + size[g], key, ident)
     if j < 0:
         return 0
     ids[j] = -1
@@ -129,11 +104,12 @@ def _rem(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
     return 2 if dead[g] > max(DELTA, size[g] // 4) else 1
 
 
-@njit(cache=True)
-def _merge(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
-           size: np.ndarray, cap: np.ndarray, dsize: np.ndarray, dead: np.ndarray, g: int,
-           tk: np.ndarray, ti: np.ndarray, ta: np.ndarray) -> None:
-    """Flush g: merge live main entries and the delta run into the main run (room checked)."""
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _merge(p: tuple, dead: np.ndarray, g: int, tk: np.ndarray, ti: np.ndarray,
+           ta: np.ndarray) -> None:
+    """Flush g: merge live main entries and the delta run into the main run (room checked),
+    through the scratch ``tk``/``ti``/``ta``."""
+    start, size, cap, dsize, keys, ids, aux = GappedPoolArrays(*p)
     s, n = start[g], size[g]
     ds, dn = s + cap[g] - DELTA, dsize[g]
     i, j, t = s, ds, 0
@@ -157,35 +133,33 @@ def _merge(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray
     dead[g] = 0
 
 
-@njit(cache=True)
-def _ins_pair(lk: np.ndarray, li: np.ndarray, la: np.ndarray, ls: np.ndarray, lc: np.ndarray,
-              ld: np.ndarray, rk: np.ndarray, ri: np.ndarray, ra: np.ndarray, rs: np.ndarray,
-              rc: np.ndarray, rd: np.ndarray, g: int, lkey: float, rkey: float, ident: int,
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _ins_pair(lp: tuple, rp: tuple, g: int, lkey: float, rkey: float, ident: int,
               lextra: float, rextra: float) -> int:
-    """Insert into g of two pools in one call; bit 1/2 set when the left/right one is done."""
+    """Insert into g of two pools (bundles) in one call; bit 1/2 set when the left/right one
+    is done."""
     done = 0
-    if _ins(lk, li, la, ls, lc, ld, g, lkey, ident, lextra):
+    if _ins(lp, g, lkey, ident, lextra):
         done |= 1
-    if _ins(rk, ri, ra, rs, rc, rd, g, rkey, ident, rextra):
+    if _ins(rp, g, rkey, ident, rextra):
         done |= 2
     return done
 
 
-@njit(cache=True)
-def _rem_pair(lk: np.ndarray, li: np.ndarray, la: np.ndarray, ls: np.ndarray, lz: np.ndarray,
-              lc: np.ndarray, ld: np.ndarray, lx: np.ndarray, rk: np.ndarray, ri: np.ndarray,
-              ra: np.ndarray, rs: np.ndarray, rz: np.ndarray, rc: np.ndarray, rd: np.ndarray,
-              rx: np.ndarray, g: int, lkey: float, rkey: float, ident: int) -> int:
-    """Remove from g of two pools in one call; returns 3 * left result + right result."""
-    a = _rem(lk, li, la, ls, lz, lc, ld, lx, g, lkey, ident)
-    b = _rem(rk, ri, ra, rs, rz, rc, rd, rx, g, rkey, ident)
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _rem_pair(lp: tuple, ldead: np.ndarray, rp: tuple, rdead: np.ndarray, g: int, lkey: float,
+              rkey: float, ident: int) -> int:
+    """Remove from g of two pools (bundles) in one call; returns 3 * left result + right
+    result."""
+    a = _rem(lp, ldead, g, lkey, ident)
+    b = _rem(rp, rdead, g, rkey, ident)
     return 3 * a + b
 
 
-@njit(cache=True)
-def _min_key(keys: np.ndarray, ids: np.ndarray, start: np.ndarray, size: np.ndarray,
-             cap: np.ndarray, dsize: np.ndarray, g: int) -> float:
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _min_key(p: tuple, g: int) -> float:
     """Smallest live key of group g (``inf`` when empty)."""
+    start, size, cap, dsize, keys, ids, _ = GappedPoolArrays(*p)
     best = np.inf
     s, n = start[g], size[g]
     for i in range(s, s + n):
@@ -221,7 +195,7 @@ class GappedGroupPool:
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The pool as a kernel bundle: :class:`GappedPoolArrays`' fields as a plain tuple (the
         kernel names it back, ``GappedPoolArrays(*t)``: numba types a plain tuple argument as
-        fast as positional arrays, a NamedTuple ~10× slower, ``matcher.joins.protocol``)."""
+        fast as positional arrays, a NamedTuple ~10× slower, ``matcher/joins/protocol.py``)."""
         return (self.start, self.size, self.cap, self.dsize, self.keys, self.ids, self.aux)
 
     def add_group(self, gid: int) -> int:
@@ -245,8 +219,7 @@ class GappedGroupPool:
 
     def min_key(self, gid: int) -> float:
         """Smallest live key of ``gid`` (``inf`` if empty); O(1) unless tombstones lead."""
-        return float(_min_key(self.keys, self.ids, self.start, self.size, self.cap, self.dsize,
-                              gid))
+        return float(_min_key(self.arrays(), gid))
 
     def live_count(self, gid: int) -> int:
         return int(self.size[gid] - self.dead[gid] + self.dsize[gid])
@@ -304,22 +277,18 @@ class GappedGroupPool:
         if tk.shape[0] < live:
             self._tmp = tk, ti, ta = (np.zeros(2 * live), np.zeros(2 * live, dtype=np.int64),
                                       np.zeros(2 * live))
-        _merge(self.keys, self.ids, self.aux, self.start, self.size, self.cap, self.dsize,
-               self.dead, gid, tk, ti, ta)
+        _merge(self.arrays(), self.dead, gid, tk, ti, ta)
 
     # -- entries ---------------------------------------------------------------------------
     def insert(self, gid: int, key: float, ident: int, extra: float = 0.0) -> None:
         """Insert ``(key, ident, extra)`` into group ``gid``; O(DELTA) amortised + flushes."""
-        if not _ins(self.keys, self.ids, self.aux, self.start, self.cap, self.dsize, gid, key,
-                    ident, extra):
+        if not _ins(self.arrays(), gid, key, ident, extra):
             self.flush(gid)
-            _ins(self.keys, self.ids, self.aux, self.start, self.cap, self.dsize, gid, key,
-                 ident, extra)
+            _ins(self.arrays(), gid, key, ident, extra)
 
     def remove(self, gid: int, key: float, ident: int) -> None:
         """Remove ``(key, ident)`` from group ``gid``; KeyError if absent."""
-        r = _rem(self.keys, self.ids, self.aux, self.start, self.size, self.cap, self.dsize,
-                 self.dead, gid, key, ident)
+        r = _rem(self.arrays(), self.dead, gid, key, ident)
         if r == 0:
             raise KeyError(f"({key}, {ident}) not in group {gid}")
         if r == 2:
@@ -361,8 +330,7 @@ class GappedGroupPool:
 def insert_pair(lp: GappedGroupPool, rp: GappedGroupPool, g: int, lkey: float,
                 rkey: float, ident: int, lextra: float = 0.0, rextra: float = 0.0) -> None:
     """``lp.insert(g, lkey, ident, lextra); rp.insert(g, rkey, ident, rextra)`` in one call."""
-    done = _ins_pair(lp.keys, lp.ids, lp.aux, lp.start, lp.cap, lp.dsize, rp.keys, rp.ids,
-                     rp.aux, rp.start, rp.cap, rp.dsize, g, lkey, rkey, ident, lextra, rextra)
+    done = _ins_pair(lp.arrays(), rp.arrays(), g, lkey, rkey, ident, lextra, rextra)
     if not done & 1:
         lp.insert(g, lkey, ident, lextra)
     if not done & 2:
@@ -372,9 +340,7 @@ def insert_pair(lp: GappedGroupPool, rp: GappedGroupPool, g: int, lkey: float,
 def remove_pair(lp: GappedGroupPool, rp: GappedGroupPool, g: int, lkey: float,
                 rkey: float, ident: int) -> None:
     """``lp.remove(g, lkey, ident); rp.remove(g, rkey, ident)`` in one kernel call."""
-    r = _rem_pair(lp.keys, lp.ids, lp.aux, lp.start, lp.size, lp.cap, lp.dsize, lp.dead,
-                  rp.keys, rp.ids, rp.aux, rp.start, rp.size, rp.cap, rp.dsize, rp.dead,
-                  g, lkey, rkey, ident)
+    r = _rem_pair(lp.arrays(), lp.dead, rp.arrays(), rp.dead, g, lkey, rkey, ident)
     a, b = divmod(r, 3)
     if a == 0 or b == 0:
         raise KeyError(f"({lkey}, {rkey}, {ident}) not in group {g} of both pools")

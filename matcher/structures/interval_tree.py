@@ -3,18 +3,28 @@
 Paper 004 §3.1.1 gives BJ-DOuter "an index on ranges {rangeB_i}" (a priority search tree or an
 interval tree). Node ``u`` has a finite ``center[u]`` and keeps exactly the ranges that contain it
 and did not fit a node above, in two sorted lists (ascending lo, descending hi) held in
-:class:`~matcher.group_pool.GroupedSortedPool`\\ s (or gapped ones) indexed by node id. Ranges entirely left/right of the centre live in
-the left/right subtree. A stabbing probe visits one root-to-leaf path: O(depth + output).
+:class:`~matcher.structures.group_pool.GroupedSortedPool`\\ s (or gapped ones) indexed by
+node id. Ranges entirely left/right of the centre live in the left/right subtree. A stabbing
+probe visits one root-to-leaf path: O(depth + output).
 
 Inserting descends to the first node whose centre the range contains, creating a leaf centred on
 the range's midpoint when it falls off the tree; when a path grows deeper than
 ``2·log2(n) + 8`` the tree is rebuilt balanced (centre = median endpoint) in O(n log n), so the
 depth stays logarithmic and updates cost O(log n + node list) amortised.
 
+The compiled stabbing query is :func:`stab` (one point, contiguous node lists): the equi-join
+kernels (SJ-SelectFirst, WJ-SelectFirst) call it and then work through the ids it wrote. The
+descent rule is :func:`descend`, which BJ-DOuter's probe inlines: it stabs the gapped tree once
+per partner of a tuple, at ~5–8 ns per partner on the batch load test, and writing the ids out
+to read them back cost it 20–45 % (``joins/band_kernels.douter``).
+
 >>> t = IntervalTree()
 >>> t.build([1, 2], [0.0, 5.0], [3.0, 9.0])
 >>> t.insert(3, 6.0, 7.0)
 >>> sorted(t.stab(6.5))
+[2, 3]
+>>> out = np.empty(stab_bound(t.arrays(), 6.5), dtype=np.int64)
+>>> sorted(out[:stab(t.arrays(), 6.5, out)].tolist())
 [2, 3]
 """
 
@@ -25,8 +35,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hotjoin.matcher.config import INLINE, NO_NRT, kernel
+from hotjoin.matcher.core import OVERFLOW
 from hotjoin.matcher.structures.gapped_pool import GappedGroupPool
-from hotjoin.matcher.structures.group_pool import GroupedSortedPool
+from hotjoin.matcher.structures.group_pool import GroupedSortedPool, PoolArrays
 
 
 def _mid(lo: float, hi: float) -> float:
@@ -59,6 +71,78 @@ class TreeArrays(NamedTuple):
     root: int
     lpool: tuple
     rpool: tuple
+
+
+@kernel(**INLINE)
+def descend(c: float, lchild: int, rchild: int, x: float) -> tuple[bool, int]:
+    """At a node of centre ``c`` and children ``lchild``/``rchild``, for the point ``x``:
+    whether the ranges containing ``x`` are a prefix of the node's lo-ascending list (else of
+    its −hi-ascending one), and the next node (−1: none; ``x`` at the centre: every range of
+    the node contains it, and no child's does). Scalars only: an inlined helper with array
+    arguments costs a reference count per array and call (``matcher/config.py``)."""
+    nxt = lchild if x < c else (rchild if x > c else -1)
+    return x <= c, nxt
+
+
+@kernel(**INLINE)
+def stab_bound(tree: tuple, x: float) -> int:
+    """The most ids :func:`stab` can write for ``x``: the sizes of the node lists on ``x``'s
+    path. O(depth), no list read; size the output with it and the query never runs out of
+    room.
+
+    >>> t = IntervalTree(); t.build([1, 2, 3], [0.0, 5.0, 6.0], [3.0, 9.0, 7.0])
+    >>> stab_bound(t.arrays(), 6.5) >= len(t.stab(6.5))
+    True
+    """
+    center, left, right, root, lpool, rpool = tree
+    lsize, rsize = lpool[1], rpool[1]
+    total = 0
+    u = root
+    while u >= 0:
+        use_left, nxt = descend(center[u], left[u], right[u], x)
+        total += lsize[u] if use_left else rsize[u]
+        u = nxt
+    return total
+
+
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def stab(tree: tuple, x: float, out: np.ndarray) -> int:
+    """The ranges of a tree with contiguous node lists (:class:`TreeArrays` over
+    ``PoolArrays``) that contain ``x``, written to ``out``: their number, or ``OVERFLOW``
+    when they do not fit (nothing else changed: grow ``out`` and ask again; or size it with
+    :func:`stab_bound` first). Ids in path order, each node's in its list order.
+
+    One root-to-leaf path; at each node a prefix of one sorted list (lo ≤ x ascending, or
+    hi ≥ x from the largest hi): O(depth + output).
+    """
+    t = TreeArrays(*tree)
+    center, left, right = t.center, t.left, t.right
+    lp, rp = PoolArrays(*t.lpool), PoolArrays(*t.rpool)
+    lstart, lsize, lkeys, lids = lp.start, lp.size, lp.keys, lp.ids
+    rstart, rsize, rkeys, rids = rp.start, rp.size, rp.keys, rp.ids
+    cap = out.shape[0]
+    n = 0
+    u = t.root
+    while u >= 0:
+        use_left, nxt = descend(center[u], left[u], right[u], x)
+        if use_left:
+            for k in range(lstart[u], lstart[u] + lsize[u]):
+                if lkeys[k] > x:
+                    break
+                if n == cap:
+                    return OVERFLOW
+                out[n] = lids[k]
+                n += 1
+        else:
+            for k in range(rstart[u], rstart[u] + rsize[u]):
+                if -rkeys[k] < x:
+                    break
+                if n == cap:
+                    return OVERFLOW
+                out[n] = rids[k]
+                n += 1
+        u = nxt
+    return n
 
 
 class IntervalTree:
@@ -186,7 +270,8 @@ class IntervalTree:
         return u
 
     def stab(self, x: float) -> list[int]:
-        """Ranges containing ``x`` (pure Python; the kernels do the same on the flat arrays)."""
+        """Ranges containing ``x`` (pure Python, the reference the compiled :func:`stab` is
+        tested against)."""
         out: list[int] = []
         u = self.root
         while u >= 0:

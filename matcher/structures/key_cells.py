@@ -21,7 +21,8 @@ declines to answer (returns True) for unbounded or wide intervals.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hotjoin.matcher.config import INLINE, kernel
 
 CELLS_PER_KEY = 8
 """Cells per key of the run: ~1/8 of the cells hold a key when keys are spread evenly."""
@@ -37,7 +38,7 @@ NO_CELLS = (np.zeros(0, dtype=np.uint64), np.zeros(4, dtype=np.float64))
 """The bitmap of a run that has none (empty, or with a non-finite or single key value)."""
 
 
-@njit(cache=True)
+@kernel
 def _fill(keys: np.ndarray, base: float, scale: float, n_cells: int,
           words: np.ndarray) -> None:
     for i in range(keys.shape[0]):
@@ -66,7 +67,7 @@ def build_key_cells(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return words, np.array([lo, scale, float(n_cells), hi])
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def may_hold(words: np.ndarray, params: np.ndarray, lo: float, hi: float, mag: float) -> bool:
     """Whether some key of the run may lie in ``[lo, hi]``: False only when none does.
 

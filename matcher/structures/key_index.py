@@ -3,12 +3,12 @@
 Paper 004 §3.2 and §3.3 assume B-trees on ``S(B, C)`` (SJ-SelectFirst, SJ-Vanilla, SJ-SSI: "the
 substructure of the B-tree containing all joining S-tuples") and on ``S(B, T)`` (WJ-JoinFirst: the
 selection ``S.B = b ∧ S.T ≥ t − w_max``). Here both are one *group* per distinct key in two
-:class:`~matcher.group_pool.GroupedSortedPool`\\ s: ``by_value`` holds ``(value, slot)`` and
-``by_time`` holds ``(float(time), slot)``, each sorted ascending inside the group. A kernel gets
+:class:`~matcher.structures.group_pool.GroupedSortedPool`\\ s: ``by_value`` holds ``(value, slot)``
+and ``by_time`` holds ``(float(time), slot)``, each sorted ascending inside the group. A kernel gets
 the whole substructure of key b as ``keys[start[g] : start[g] + size[g]]`` after one dict lookup.
 ``by_time`` exists only for window joins (``KeyIndex(time_order=False)`` for select joins alone,
-``enable_time_order`` when the first window join arrives): it would double the index of every
-stored tuple.
+``enable_time_order`` when the first window join arrives): it would double the index of every stored
+tuple.
 
 Invariant: group ``g`` of ``by_value`` and of ``by_time`` hold exactly the stored (live) tuples
 with key ``b`` where ``group[b] == g``; empty groups are dropped and their ids reused. Because the
@@ -26,7 +26,7 @@ path writes the flat map only; the new keys of each ``add_many`` wait in a log a
 dict at the next single-key operation (``lookup``, ``add``, ``remove``). Once the log holds
 more keys than the dict it is dropped and the dict is rebuilt from the flat map when next
 needed: a batch-only workload never pays for the dict (0.09 of the select batch path's ~1.05
-µs per event, session 13), a mixed one pays what it paid before, amortised.
+µs per event), a mixed one pays what it paid before, amortised.
 
 >>> ix = KeyIndex()
 >>> ix.add(3.0, 5.0, 10, 0); ix.add(3.0, 1.0, 12, 1); ix.add(4.0, 2.0, 11, 2)
@@ -42,22 +42,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import NO_NRT, kernel
+from hotjoin.matcher.core import insert_at, upper_bound
 from hotjoin.matcher.structures.float_map import FloatIntMap
-from hotjoin.matcher.structures.group_pool import GroupedSortedPool
+from hotjoin.matcher.structures.group_pool import GroupedSortedPool, PoolArrays
 
 RemoveHook = Callable[[float, float, int, int], None]
 ManyHook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
 
-@njit(cache=True)
-def _insert_run(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.ndarray,
-                size: np.ndarray, cap: np.ndarray, groups: np.ndarray, ks: np.ndarray,
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
+def _insert_run(pool: tuple, cap: np.ndarray, groups: np.ndarray, ks: np.ndarray,
                 idents: np.ndarray, i0: int) -> int:
-    """Insert ``(ks[i], idents[i])`` into group ``groups[i]`` of a pool's flat arrays (after
-    equal keys, as ``GroupedSortedPool.insert``) for i = i0, i0 + 1, ...; stops at the first
-    full group and returns its i (``len(ks)`` when all are in)."""
+    """Insert ``(ks[i], idents[i])`` into group ``groups[i]`` of a pool (its bundle,
+    ``GroupedSortedPool.arrays()``, and its per-group capacities ``cap``), after equal keys as
+    ``GroupedSortedPool.insert``, for i = i0, i0 + 1, ...; stops at the first full group and
+    returns its i (``len(ks)`` when all are in): the caller makes room and calls again from
+    there (``matcher/core.py``'s out-of-room protocol)."""
+    start, size, keys, ids, aux = PoolArrays(*pool)
     for i in range(i0, ks.shape[0]):
         g = groups[i]
         n = size[g]
@@ -65,31 +68,21 @@ def _insert_run(keys: np.ndarray, ids: np.ndarray, aux: np.ndarray, start: np.nd
             return i
         s = start[g]
         key = ks[i]
-        lo, hi = s, s + n
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if keys[mid] <= key:
-                lo = mid + 1
-            else:
-                hi = mid
-        for j in range(s + n, lo, -1):
-            keys[j] = keys[j - 1]
-            ids[j] = ids[j - 1]
-            aux[j] = aux[j - 1]
-        keys[lo] = key
-        ids[lo] = idents[i]
-        aux[lo] = 0.0
+        pos = upper_bound(keys, s, s + n, key)
+        insert_at(keys, pos, s + n, key)
+        insert_at(ids, pos, s + n, idents[i])
+        insert_at(aux, pos, s + n, 0.0)
         size[g] = n + 1
     return ks.shape[0]
 
 
-@njit(cache=True)
+@kernel
 def _by_key_value(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                 np.ndarray]:
     """``(order, distinct keys, counts)``: positions sorted by key then value (stably, as
     ``np.lexsort((values, keys))``), the distinct keys ascending and each one's count. One
     compiled call in place of a lexsort and five small NumPy calls (~0.07 µs per new key of
-    the select batch path, session 13); ties of key are few, so a merge sort by key and an
+    the select batch path); ties of key are few, so a merge sort by key and an
     insertion sort by value inside each run of equal keys."""
     n = keys.shape[0]
     order = np.argsort(keys, kind="mergesort")
@@ -123,8 +116,7 @@ def _pool_insert_many(pool: GroupedSortedPool, groups: np.ndarray, ks: np.ndarra
     ``insert`` (which makes room) for an entry whose group is full."""
     i, n = 0, ks.shape[0]
     while i < n:
-        i = _insert_run(pool.keys, pool.ids, pool.aux, pool.start, pool.size, pool.cap, groups,
-                        ks, idents, i)
+        i = _insert_run(pool.arrays(), pool.cap, groups, ks, idents, i)
         if i < n:
             pool.insert(int(groups[i]), float(ks[i]), int(idents[i]))
             i += 1
@@ -204,8 +196,8 @@ class KeyIndex:
 
     def lookup_many(self, keys: np.ndarray) -> np.ndarray:
         """Group ids of ``keys`` (−1 where no stored tuple has the key), one compiled call
-        over ``FloatIntMap``'s arrays. (Until session 12 one C-level dict lookup each, ~150 ns
-        per key with the boxing: 0.31 of the select batch path's 1.35 µs per event. Binary
+        over ``FloatIntMap``'s arrays. (A C-level dict lookup each costs ~150 ns per key with the
+        boxing: 0.31 of the select batch path's 1.35 µs per event. Binary
         searches over a sorted copy of the keys were measured slower still.)
 
         >>> ix = KeyIndex()

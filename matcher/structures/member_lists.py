@@ -21,7 +21,8 @@ import operator
 from collections.abc import MutableSequence, Sequence
 
 import numpy as np
-from numba import njit
+
+from hotjoin.matcher.config import kernel
 
 
 def listed(col: Sequence[int], iid: object) -> bool:
@@ -55,7 +56,7 @@ def unlink(nx: MutableSequence[int], pv: MutableSequence[int], s: int) -> int | 
     return int(n)
 
 
-@njit(cache=True)
+@kernel
 def walk(nx: np.ndarray, head: int, count: int) -> np.ndarray:
     """The ``count`` members of the list starting at ``head``, in list order. O(count)."""
     out = np.empty(count, dtype=np.int64)
@@ -75,7 +76,7 @@ def walk_column(nx: Sequence[int], head: int, count: int) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel
 def link(nx: np.ndarray, pv: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> None:
     """Chain ``members[bounds[j] : bounds[j + 1]]`` into one list per group j (heads are
     ``members[bounds[j]]``). O(len(members))."""

@@ -5,7 +5,7 @@ key's substructure (the partners' values, sorted: the B-tree on ``S(B, C)``) hol
 the subscription's other range, and how many. A binary search answers that in O(log m′) but
 with a mispredicted branch per step (~15–20 ns for m′ ≈ 40); this table answers it with two
 loads and a conditional move (~3 ns), which is what makes a selected subscription cheaper than
-a stabbing-group candidate of SJ-SSI (``PERF-NOTES.md``).
+a stabbing-group candidate of SJ-SSI (``docs/benchmarks.md``).
 
 The partners ``pv[base : base + m]`` (sorted, finite) are cut into B = 2^j ≥ 8m equal-width
 buckets over ``[pv[base], pv[base + m − 1]]``; ``bucket(x)`` is monotone in x (one subtraction,
@@ -41,7 +41,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from hotjoin.matcher.config import INLINE, kernel
 
 MAX_BUCKETS = 1 << 14
 """Cap on B (a key with m′ > 2,048 partners gets coarser buckets: more mixed ones, still exact)."""
@@ -56,13 +57,27 @@ class PartnerBuckets(NamedTuple):
     mult: np.ndarray   # int64[cap]
 
 
+class BucketTable(NamedTuple):
+    """One probe's table as its exact lookups read it: the arrays of :class:`PartnerBuckets`
+    that :func:`lower`/:func:`upper` need and what :func:`build` returned (``n_buckets`` ≤
+    the arrays' capacity, ``scale``, ``pmin``). A bundle for the rare, non-inlined exact
+    paths; the hot loops take the arrays one by one (below)."""
+
+    low: np.ndarray    # float64[cap]
+    first: np.ndarray  # int64[cap]
+    mult: np.ndarray   # int64[cap]
+    n_buckets: int
+    scale: float
+    pmin: float
+
+
 def new_buckets(cap: int = MAX_BUCKETS) -> PartnerBuckets:
     """Scratch for tables of up to ``cap`` buckets (``cap`` a power of two)."""
     return PartnerBuckets(np.zeros(cap), np.zeros(cap), np.zeros(cap, dtype=np.int64),
                           np.zeros(cap, dtype=np.int64))
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def bucket(x: float, pmin: float, scale: float, n_buckets: int) -> int:
     """The bucket of x: ``(x − pmin)·scale`` clamped to ``[0, B − 1]`` before the conversion
     (±inf and NaN included, so the conversion is always defined). Monotone in x."""
@@ -72,7 +87,7 @@ def bucket(x: float, pmin: float, scale: float, n_buckets: int) -> int:
     return np.int64(t)
 
 
-@njit(cache=True)
+@kernel
 def build(pv: np.ndarray, base: int, size: int, bk: PartnerBuckets) -> tuple[int, float, float]:
     """Fill ``bk`` for the sorted finite values ``pv[base : base + size]`` (size ≥ 1); returns
     ``(B, scale, pmin)`` for the lookups. O(B + size)."""
@@ -120,7 +135,7 @@ def build(pv: np.ndarray, base: int, size: int, bk: PartnerBuckets) -> tuple[int
 # reading an array out of a tuple inside a hot loop costs numba a reference count each time
 # (measured: 6x slower scans).
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def next_partner(low: np.ndarray, nxt: np.ndarray, n_buckets: int, scale: float, pmin: float,
                  x: float) -> float:
     """The smallest partner value ≥ x (+inf when none), or NaN when x falls in a mixed bucket
@@ -131,7 +146,7 @@ def next_partner(low: np.ndarray, nxt: np.ndarray, n_buckets: int, scale: float,
     return lp if lp >= x else nx
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def lower(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray, mult: np.ndarray,
           n_buckets: int, scale: float, pmin: float, x: float) -> int:
     """First position before ``end`` with ``pv[pos] >= x`` (or ``end``, the key's run end). Exact."""
@@ -145,7 +160,7 @@ def lower(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray, mult: np
     return j
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def upper(pv: np.ndarray, end: int, low: np.ndarray, first: np.ndarray, mult: np.ndarray,
           n_buckets: int, scale: float, pmin: float, x: float) -> int:
     """First position before ``end`` with ``pv[pos] > x`` (or ``end``). Exact."""

@@ -35,25 +35,66 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import INLINE, kernel
+from hotjoin.matcher.core import OVERFLOW
 from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
 B = 16
 CoordFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-@njit(cache=True)
+class NodeArrays(NamedTuple):
+    """The nodes of a :class:`BoxForest` (room for every node, grown by the forest): node
+    ``u`` covers ``nlo[u, k]``–``nhi[u, k]`` in each dimension k (float64[cap, d]) and has
+    ``ncount[u]`` children from ``nfirst[u]`` (int64[cap]): nodes, or leaf positions when
+    ``nleaf[u]`` (bool[cap])."""
+
+    nlo: np.ndarray
+    nhi: np.ndarray
+    nfirst: np.ndarray
+    ncount: np.ndarray
+    nleaf: np.ndarray
+
+
+class ForestArrays(NamedTuple):
+    """A :class:`BoxForest` as a stabbing query reads it (:func:`forest_arrays`, a plain tuple
+    in this order). Per group ``g`` (int64[groups]): its tree's root ``root[g]`` (−1: none)
+    and its delta, the entries ``dids[dstart[g] : dstart[g] + dsize[g]]``. Nodes as
+    :class:`NodeArrays`. Per leaf position ``i``: a copy of its box ``lbox[i] = (lo_0 …
+    lo_{d−1}, hi_0 … hi_{d−1})`` (float64[leaves, 2d]) and its subscription ``lq[i]`` (−1:
+    removed). Per entry ``e``: its box ``elo[e]``/``ehi[e]`` (float64[entries, d]) and its
+    subscription ``eq[e]``."""
+
+    root: np.ndarray
+    dstart: np.ndarray
+    dsize: np.ndarray
+    dids: np.ndarray
+    nlo: np.ndarray
+    nhi: np.ndarray
+    nfirst: np.ndarray
+    ncount: np.ndarray
+    nleaf: np.ndarray
+    lbox: np.ndarray
+    lq: np.ndarray
+    elo: np.ndarray
+    ehi: np.ndarray
+    eq: np.ndarray
+
+
+@kernel
 def _pack(ents: np.ndarray, gstart: np.ndarray, leaf_base: int, elo: np.ndarray,
-          ehi: np.ndarray, nlo: np.ndarray, nhi: np.ndarray, nfirst: np.ndarray,
-          ncount: np.ndarray, nleaf: np.ndarray, n_nodes: int, roots: np.ndarray) -> int:
-    """Build one tree per group over ``ents[gstart[g] : gstart[g+1]]`` (already STR-ordered).
+          ehi: np.ndarray, nodes: tuple, n_nodes: int, roots: np.ndarray) -> int:
+    """Build one tree per group over ``ents[gstart[g] : gstart[g+1]]`` (already STR-ordered)
+    into ``nodes`` (a :class:`NodeArrays` bundle with room).
 
     ``ents`` sits at ``leaf_ent[leaf_base :]``. Appends nodes from ``n_nodes``; returns the new
     node count and writes each group's root (−1 for an empty group) into ``roots``.
     """
+    nlo, nhi, nfirst, ncount, nleaf = NodeArrays(*nodes)
     d = elo.shape[1]
     for g in range(gstart.shape[0] - 1):
         s, e = gstart[g], gstart[g + 1]
@@ -98,7 +139,7 @@ def _pack(ents: np.ndarray, gstart: np.ndarray, leaf_base: int, elo: np.ndarray,
     return n_nodes
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _box_has(lo: np.ndarray, hi: np.ndarray, i: int, pt: np.ndarray) -> bool:
     for k in range(pt.shape[0]):  # noqa: SIM110 - numba has no generator all()
         if pt[k] < lo[i, k] or pt[k] > hi[i, k]:
@@ -106,19 +147,24 @@ def _box_has(lo: np.ndarray, hi: np.ndarray, i: int, pt: np.ndarray) -> bool:
     return True
 
 
-@njit(cache=True)
-def stab(root: int, dstart: int, dsize: int, dids: np.ndarray, pt: np.ndarray,
-         nlo: np.ndarray, nhi: np.ndarray, nfirst: np.ndarray, ncount: np.ndarray,
-         nleaf: np.ndarray, lbox: np.ndarray, lq: np.ndarray, elo: np.ndarray, ehi: np.ndarray,
-         eq: np.ndarray, stack: np.ndarray, hits: np.ndarray):
-    """Subscriptions of one group whose box contains ``pt``: tree descent + delta scan.
+@kernel
+def stab(forest: tuple, g: int, pt: np.ndarray, stack: np.ndarray, hits: np.ndarray) -> int:
+    """The subscriptions of group ``g`` whose box contains the point ``pt`` (float64[d]),
+    written to ``hits``: their number, or ``OVERFLOW`` when they do not fit (nothing else
+    changed: grow ``hits`` and ask again, ``matcher/core.py``'s protocol; :func:`stab_group`
+    does). ``forest`` is a :class:`ForestArrays` bundle; ``stack`` holds the descent
+    (``B`` children per level: 1,024 slots serve any depth the packing builds).
 
-    Returns ``(hits, n_hits)`` (``hits`` grows when full). O(visited nodes + delta + output).
+    One tree descent plus a scan of the group's delta: O(visited nodes + delta + output).
     """
+    (root, dstart, dsize, dids, nlo, nhi, nfirst, ncount, nleaf, lbox, lq, elo, ehi,
+     eq) = ForestArrays(*forest)
+    cap = hits.shape[0]
     nh = 0
     d = pt.shape[0]
-    if root >= 0 and _box_has(nlo, nhi, root, pt):
-        stack[0] = root
+    r = root[g]
+    if r >= 0 and _box_has(nlo, nhi, r, pt):
+        stack[0] = r
         top = 1
         while top > 0:
             top -= 1
@@ -132,8 +178,8 @@ def stab(root: int, dstart: int, dsize: int, dids: np.ndarray, pt: np.ndarray,
                             inside = False
                             break
                     if inside and lq[i] >= 0:
-                        if nh == hits.shape[0]:
-                            hits = np.concatenate((hits, np.empty(nh + 16, np.int64)))
+                        if nh == cap:
+                            return OVERFLOW
                         hits[nh] = lq[i]
                         nh += 1
             else:
@@ -141,14 +187,15 @@ def stab(root: int, dstart: int, dsize: int, dids: np.ndarray, pt: np.ndarray,
                     if _box_has(nlo, nhi, ch, pt):
                         stack[top] = ch
                         top += 1
-    for i in range(dstart, dstart + dsize):
+    s = dstart[g]
+    for i in range(s, s + dsize[g]):
         x = dids[i]
         if _box_has(elo, ehi, x, pt):
-            if nh == hits.shape[0]:
-                hits = np.concatenate((hits, np.empty(nh + 16, np.int64)))
+            if nh == cap:
+                return OVERFLOW
             hits[nh] = eq[x]
             nh += 1
-    return hits, nh
+    return nh
 
 
 def _str_order(gg: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_groups: int) -> np.ndarray:
@@ -343,7 +390,7 @@ class BoxForest:
                 setattr(self, name, new)
         roots = np.empty(gids.shape[0], dtype=np.int64)
         self.n_nodes = _pack(self.leaf_ent[base: base + n], gstart, base, self.elo, self.ehi,
-                             self.nlo, self.nhi, self.nfirst, self.ncount, self.nleaf,
+                             (self.nlo, self.nhi, self.nfirst, self.ncount, self.nleaf),
                              self.n_nodes, roots)
         self.root[gids] = roots
         self.lstart[gids] = base + gstart[:-1]
@@ -476,12 +523,9 @@ class BoxForest:
     # -- queries (tests, debugging) ---------------------------------------------------------------
     def stab_py(self, g: int, pt: list[float]) -> list[int]:
         """Subscriptions of group ``g`` whose box contains ``pt`` (Python entry to the kernel)."""
-        hits, nh = stab(int(self.root[g]), int(self.delta.start[g]), int(self.delta.size[g]),
-                        self.delta.ids, np.asarray(pt, dtype=np.float64), self.nlo, self.nhi,
-                        self.nfirst, self.ncount, self.nleaf, self.lbox, self.lq, self.elo,
-                        self.ehi, self.eq, self.stack, self.hits)
-        self.hits = hits
-        return hits[:nh].tolist()
+        self.hits, nh = stab_group(forest_arrays(self), g, np.asarray(pt, dtype=np.float64),
+                                   self.stack, self.hits)
+        return self.hits[:nh].tolist()
 
     def memory_bytes(self) -> int:
         return sum(getattr(self, n).nbytes for n in (
@@ -490,22 +534,21 @@ class BoxForest:
             "n_dead")) + self.delta.memory_bytes()
 
 
-F_ROOT, F_DSTART, F_DSIZE, F_DIDS, F_NLO, F_NHI, F_NFIRST, F_NCOUNT, F_NLEAF = range(9)
-F_LBOX, F_LQ, F_ELO, F_EHI, F_EQ = range(9, 14)
-
-
 def forest_arrays(f: BoxForest) -> tuple[np.ndarray, ...]:
-    """The flat arrays a kernel needs to query ``f`` (pass to :func:`stab_group`).
-
-    ``(root, delta start, delta size, delta ids, nlo, nhi, nfirst, ncount, nleaf, lbox, lq,
-    elo, ehi, eq)``; indices 0–13 are :data:`F_ROOT` … :data:`F_EQ`.
-    """
+    """The forest as a kernel bundle: :class:`ForestArrays`' fields as a plain tuple (kernels
+    name it back; pass to :func:`stab` / :func:`stab_group`)."""
     return (f.root, f.delta.start, f.delta.size, f.delta.ids, f.nlo, f.nhi, f.nfirst, f.ncount,
             f.nleaf, f.lbox, f.lq, f.elo, f.ehi, f.eq)
 
 
-@njit(cache=True)
-def stab_group(F: tuple, g: int, pt: np.ndarray, stack: np.ndarray, hits: np.ndarray):
-    """:func:`stab` on group ``g`` of the forest whose :func:`forest_arrays` are ``F``."""
-    return stab(F[0][g], F[1][g], F[2][g], F[3], pt, F[4], F[5], F[6], F[7], F[8], F[9],
-                F[10], F[11], F[12], F[13], stack, hits)
+@kernel
+def stab_group(forest: tuple, g: int, pt: np.ndarray, stack: np.ndarray,
+               hits: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`stab`, growing ``hits`` (doubled) and asking again until the answer fits:
+    ``(hits, n_hits)``. For the one-tuple kernels that return their buffers to the caller
+    (``matcher/core.py``)."""
+    nh = stab(forest, g, pt, stack, hits)
+    while nh == OVERFLOW:
+        hits = np.empty(2 * hits.shape[0] + 16, dtype=np.int64)
+        nh = stab(forest, g, pt, stack, hits)
+    return hits, nh

@@ -25,51 +25,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from hotjoin.matcher.config import NO_NRT, kernel
+from hotjoin.matcher.core import sorted_insert, sorted_insert_many
 from hotjoin.matcher.structures.growth import grown
 from hotjoin.matcher.structures.key_cells import NO_CELLS, build_key_cells
 
 
-@njit(cache=True)
+@kernel(**NO_NRT)  # allocates nothing: no reference counting (matcher/config.py)
 def insert_sorted(keys: np.ndarray, pays: np.ndarray, n: int, key: float, pay: int) -> None:
-    """Insert ``(key, pay)`` into sorted ``keys[:n]`` after equal keys; arrays have room."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] <= key:
-            lo = mid + 1
-        else:
-            hi = mid
-    for j in range(n, lo, -1):
-        keys[j] = keys[j - 1]
-        pays[j] = pays[j - 1]
-    keys[lo] = key
-    pays[lo] = pay
+    """Insert ``(key, pay)`` into sorted ``keys[:n]`` after equal keys; arrays have room.
+    O(log n + n) (``core.sorted_insert``)."""
+    sorted_insert(keys, pays, 0, n, key, pay)
 
 
-@njit(cache=True)
-def remove_sorted(keys: np.ndarray, pays: np.ndarray, n: int, key: float, pay: int) -> bool:
-    """Remove the entry ``(key, pay)`` from sorted ``keys[:n]``; False if absent."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    j = lo
-    while j < n and keys[j] == key:
-        if pays[j] == pay:
-            for t in range(j, n - 1):
-                keys[t] = keys[t + 1]
-                pays[t] = pays[t + 1]
-            return True
-        j += 1
-    return False
-
-
-@njit(cache=True)
+@kernel
 def merge_runs(
     k1: np.ndarray, p1: np.ndarray, k2: np.ndarray, p2: np.ndarray, alive: np.ndarray,
     out_k: np.ndarray, out_p: np.ndarray,
@@ -91,27 +61,9 @@ def merge_runs(
     return n
 
 
-@njit(cache=True)
-def insert_sorted_many(keys: np.ndarray, pays: np.ndarray, n: int, new_keys: np.ndarray,
-                       new_pays: np.ndarray) -> None:
-    """Merge ``new_keys`` (sorted, stable) into sorted ``keys[:n]`` in place, each new entry after
-    the equal keys already there, as ``insert_sorted`` one at a time would; arrays have room."""
-    i, j, w = n - 1, new_keys.shape[0] - 1, n + new_keys.shape[0] - 1
-    while j >= 0:
-        if i >= 0 and keys[i] > new_keys[j]:
-            keys[w] = keys[i]
-            pays[w] = pays[i]
-            i -= 1
-        else:
-            keys[w] = new_keys[j]
-            pays[w] = new_pays[j]
-            j -= 1
-        w -= 1
-
-
 SAMPLE_EVERY = 16
 """Every 16th key of the main run is copied into ``main_sample``: a binary search there stays
-in cache and leaves one 512-byte block of the main run to search (see band_kernels)."""
+in cache and leaves one 512-byte block of the main run to search (``joins/band_kernels.py``)."""
 
 _EMPTY = np.empty(0, dtype=np.float64)
 
@@ -172,7 +124,7 @@ class SortedRuns:
             cap = max(need, 2 * self.delta_keys.shape[0])
             self.delta_keys = grown(self.delta_keys, cap, self.n_delta)
             self.delta_pays = grown(self.delta_pays, cap, self.n_delta)
-        insert_sorted_many(self.delta_keys, self.delta_pays, self.n_delta, nk, np_)
+        sorted_insert_many(self.delta_keys, self.delta_pays, self.n_delta, nk, np_)
         self.n_delta = need
         if self.n_delta > limit:
             self.merge(alive)

@@ -87,7 +87,7 @@ def measure(n_subs: int, n_unbounded: int, stored: int, rate: float, batch: int,
                         try:
                             for m in stream:
                                 got["messages"] += 1
-                                got["gaps"] += int(m.WhichOneof("message") == "gap")
+                                got["gaps"] += int(m.kind == "gap")
                                 time.sleep(0.01)
                                 if stop.is_set():
                                     break

@@ -1,4 +1,4 @@
-"""``hotjoin replay``: replay an exported log on Spark with the same engine (SPEC §5, ops/replay)."""
+"""``hotjoin replay``: replay an exported log on Spark with the same engine (ops/replay/README.md)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,17 @@ def check_inputs(args: argparse.Namespace) -> None:
         raise CliError(f"--out {out} is not empty (use --overwrite to replace it)")
 
 
+def require_pyspark() -> None:
+    """Spark is an optional extra: without pyspark, one line says what to install."""
+    from hotjoin.cli.main import CliError
+
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise CliError("hotjoin replay needs pyspark, which is not installed: pip install "
+                       "'hotjoin[replay]' (or --in-process to replay without Spark)") from None
+
+
 def _spark_message(e: BaseException) -> str:
     """The useful line of an exception that crossed Py4J from a Spark task."""
     text = str(e)
@@ -93,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
     t_start = time.monotonic()
     check_inputs(args)
+    if not args.in_process:
+        require_pyspark()
     from hotjoin.ops.replay.job import (
         JavaMissingError,
         no_progress,

@@ -1,4 +1,6 @@
-"""``ShardedEngine``: the ``Engine`` interface of one topic, matched by N Ray actors (docs/scale-out.md).
+"""``ShardedEngine``: the engine contract of one topic, matched by N Ray actors (docs/scale-out.md).
+
+It implements ``hotjoin.matcher.contract.TopicEngine`` with the results of one ``Engine``.
 
 Scheme: *subscription-partitioned*. Every operation that changes the tuples (publish, delete,
 restore) goes to every shard; each subscription lives on one shard, and subscribe / unsubscribe go
@@ -39,6 +41,11 @@ from typing import Any
 import numpy as np
 
 from hotjoin.matcher.batch import BatchOutput, BatchResult
+from hotjoin.matcher.contract import (
+    SUBSCRIPTION_COLUMNS,
+    subscription_columns,
+    subscriptions_from_columns,
+)
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import (
     BatchError,
@@ -77,6 +84,54 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
         else:
             ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
     return ray
+
+
+class StoredCount:
+    """One side's number of stored tuples, as ``TopicEngine.tables`` promises it (``len`` only):
+    a scale-out engine's tuples live in its workers, so it answers with counts, not tables."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"StoredCount({self.n})"
+
+
+def empty_state(seq: int = 0, max_time: int | None = None, next_sid: int = 0) -> dict[str, Any]:
+    """The ``export_state`` of an engine without subscriptions or tuples."""
+    def no_tuples() -> tuple[Any, ...]:
+        return ([], np.zeros(0, np.float64), np.zeros(0, np.float64), np.zeros(0, np.int64),
+                np.zeros(0, np.int64), [])
+
+    return {"seq": int(seq), "max_time": max_time, "next_sid": int(next_sid),
+            "subs": subscription_columns([], [], [], []),
+            "tuples": {"R": no_tuples(), "S": no_tuples()}}
+
+
+def checked_subscriptions(state: Mapping[str, Any]) -> tuple[dict[str, np.ndarray],
+                                                             list[Subscription], int]:
+    """The subscription columns of a ``load_state`` input, their ``Subscription`` objects and
+    the next subscription id, checked before any worker moves: ``ValueError`` for a missing
+    column, columns of different lengths, ids not increasing or negative, a bad kind or range."""
+    try:
+        cols = {k: np.asarray(state["subs"][k]) for k in SUBSCRIPTION_COLUMNS}
+    except KeyError as x:
+        raise ValueError(f"load_state: the state has no subscription column {x.args[0]!r}") from None
+    sids = cols["sid"].astype(np.int64)
+    n = sids.shape[0]
+    if any(c.shape != (n,) for c in cols.values()):
+        raise ValueError("load_state: subscription columns of different lengths")
+    if n and (int(sids[0]) < 0 or bool((np.diff(sids) <= 0).any())):
+        raise ValueError("restore_subscription_columns: ids must increase and be new")
+    cols["sid"] = sids
+    subs = subscriptions_from_columns(cols)
+    next_sid = max(int(state["next_sid"]), int(sids[-1]) + 1 if n else 0)
+    return cols, subs, next_sid
 
 
 @dataclass
@@ -504,10 +559,17 @@ class ShardedEngine:
                 batches[order[j]] = [(W.SUBSCRIBE, self._seq + 1 + lo, subs[lo:hi], bool(snapshot))]
                 runs[order[j]] = (lo, hi)
         res = self.apply_many(batches)
-        errors = [r[0] for r in res.values() if isinstance(r[0], W.OpError)]
-        if errors:  # validated above; a shard refusing now would leave the shards diverged
-            log.error("scale-out: a shard refused a subscription batch the facade accepted")
-            raise errors[0].error
+        failed = sorted((runs[i][0], i) for i in runs if isinstance(res[i][0], W.OpError))
+        if failed:  # an index refused one: all or nothing, as the engine's own subscribe_many
+            # (a refusing shard undid its run but kept the seq it was aligned to; both go back)
+            undo = self.apply_many({i: [(W.UNDO_SUB, 0, [] if isinstance(res[i][0], W.OpError)
+                                         else list(res[i][0]), self._seq)] for i in runs})
+            for i in runs:
+                if isinstance(undo[i][0], W.OpError):
+                    self._broken = (f"scale-out shard {i} could not roll back a refused "
+                                    f"subscription batch ({undo[i][0].error})")
+                    log.error("%s", self._broken)
+            raise res[failed[0][1]][0].error
         g0 = self._next_gid
         for i, (lo, hi) in runs.items():
             self._place(i, res[i][0], range(g0 + lo, g0 + hi))
@@ -517,6 +579,29 @@ class ShardedEngine:
         self._next_gid += n
         self._seq += n
         return gids
+
+    def undo_subscribe(self, sids: np.ndarray, seq0: int) -> None:
+        """``Engine.undo_subscribe`` over the shards: each shard rolls back its share of ``sids``
+        (its newest local ids) and every shard's sequence goes back to ``seq0``; the facade
+        forgets the ids and hands them out again."""
+        sids = np.asarray(sids, dtype=np.int64).reshape(-1)
+        gids = [g for g in sids.tolist() if g in self.subs]
+        if self._shards:
+            mine: dict[int, list[int]] = {i: [] for i in range(self.n_workers)}
+            for g in gids:
+                mine[int(self._g2s[g])].append(int(self._g2l[g]))
+            res = self.apply_many({i: [(W.UNDO_SUB, 0, sorted(ls), int(seq0))]
+                                   for i, ls in mine.items()})
+            for i, ls in mine.items():
+                self._checked(res[i][0])
+                if ls:
+                    self._shards[i].n_local = min(ls)
+                    self._shards[i].live -= len(ls)
+        for g in gids:
+            del self.subs[g]
+        if sids.shape[0]:
+            self._next_gid = int(sids[0])
+        self._seq = int(seq0)
 
     def unsubscribe(self, sid: int) -> None:
         shard, local = self._where(sid)
@@ -563,7 +648,7 @@ class ShardedEngine:
 
     def restore_subscription(self, sid: int, sub: Subscription, reg_seq: int,
                              snapshot: bool = False) -> None:
-        """Re-create topic subscription ``sid`` (compacted logs) on the least loaded shard."""
+        """``Engine.restore_subscription``: topic subscription ``sid`` on the least loaded shard."""
         if sid < self._next_gid:
             raise ValueError(f"subscription id {sid} is not above the last id {self._next_gid - 1}")
         shards = self._started()
@@ -576,15 +661,88 @@ class ShardedEngine:
         self.subs[sid] = sub
         self._next_gid = sid + 1
 
-    @property
-    def next_subscription_id(self) -> int:
-        return self._next_gid
+    # -- state as columns (server checkpoints; TopicEngine.export_state / load_state) ----------
+    def export_state(self) -> dict[str, Any]:
+        """``Engine.export_state`` of the topic: the tuples of shard 0 (every shard stores
+        all), the subscriptions of every shard under their topic ids, the facade's clock and
+        next id. One round trip to every shard; an engine that never started its workers
+        answers from the facade alone."""
+        if not self._shards:
+            return empty_state(self._seq, self._max_time, self._next_gid)
+        res = self.apply_many({i: [(W.EXPORT if i == 0 else W.EXPORT_SUBS, 0)]
+                               for i in range(self.n_workers)})
+        first = self._checked(res[0][0])
+        parts = [first["subs"], *(self._checked(res[i][0]) for i in range(1, self.n_workers))]
+        subs = {k: np.concatenate([p[k] for p in parts]) for k in SUBSCRIPTION_COLUMNS}
+        subs["sid"] = np.concatenate([self._shards[i].l2g[p["sid"]] for i, p in enumerate(parts)])
+        order = np.argsort(subs["sid"], kind="stable")
+        return {"seq": self._seq, "max_time": self._max_time, "next_sid": self._next_gid,
+                "subs": {k: v[order] for k, v in subs.items()},
+                "tuples": {side: first["tuples"][side] for side in ("R", "S")}}
 
-    def set_next_subscription_id(self, n: int) -> None:
-        self._next_gid = max(self._next_gid, int(n))
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """``Engine.load_state``: the subscriptions are dealt to the shards in contiguous runs
+        of ids (balanced), every shard gets every tuple; one round trip. ``ValueError``,
+        changing nothing, when this engine is not empty or the subscription columns are
+        malformed; when a shard refuses its part (malformed tuples) every worker is dropped,
+        so the engine is empty again, and the shard's ``ValueError`` is raised."""
+        self._check_empty()
+        cols, subs, next_sid = checked_subscriptions(state)
+        seq, mt = int(state["seq"]), state["max_time"]
+        n, k = len(subs), self.n_workers
+        bounds = [n * j // k for j in range(k + 1)]
+        self._started()
+        batches: dict[int, list[W.Op]] = {}
+        for i in range(k):
+            lo, hi = bounds[i], bounds[i + 1]
+            part = {c: v[lo:hi] for c, v in cols.items()}
+            part["sid"] = np.arange(hi - lo, dtype=np.int64)  # shard-local ids
+            batches[i] = [(W.LOAD_STATE, 0, {"seq": seq, "max_time": mt, "next_sid": hi - lo,
+                                             "subs": part, "tuples": state["tuples"]})]
+        self._load(batches)
+        sids = cols["sid"].tolist()
+        for i in range(k):
+            lo, hi = bounds[i], bounds[i + 1]
+            if hi > lo:
+                self._place(i, range(hi - lo), sids[lo:hi])
+        self.subs = dict(zip(sids, subs, strict=True))
+        self._next_gid = next_sid
+        self._seq = seq
+        self._max_time = None if mt is None else int(mt)
+
+    def _check_empty(self) -> None:
+        """``ValueError`` unless no subscription id was handed out and no tuple is stored."""
+        if self._next_gid or self.subs or (self._shards and sum(self._stored_counts().values())):
+            raise ValueError("load_state needs an empty engine")
+
+    def _load(self, batches: Mapping[int, Sequence[W.Op]]) -> None:
+        """Send every worker its ``LOAD_STATE``; if one refuses, drop them all (the engine is
+        empty again) and raise its error."""
+        res = self.apply_many(batches)
+        bad = [res[i][0] for i in sorted(res) if isinstance(res[i][0], W.OpError)]
+        if bad:
+            self.close()
+            raise bad[0].error
+
+    @property
+    def tables(self) -> dict[str, StoredCount]:
+        """The stored tuples per side as counts (``TopicEngine.tables``: only ``len`` is
+        promised); one round trip, none before the workers start."""
+        counts = self._stored_counts() if self._shards else {}
+        return {side: StoredCount(counts.get(side, 0)) for side in ("R", "S")}
+
+    def _stored_counts(self) -> dict[str, int]:
+        """Stored tuples per side: shard 0's (every shard stores every tuple)."""
+        return dict(self._checked(self.apply_many({0: [(W.COUNT, 0)]})[0][0]))
+
+    def _checked(self, res: Any) -> Any:
+        """A worker's result, or its engine error raised."""
+        if isinstance(res, W.OpError):
+            raise res.error
+        return res
 
     def stored_tuples(self) -> list[tuple[Event, int]]:
-        """Every stored tuple with its seq (from shard 0: every shard stores all; compaction)."""
+        """Every stored tuple with its seq (from shard 0: every shard stores all)."""
         res = self.apply_many({0: [(W.STORED, 0)]})[0][0]
         if isinstance(res, W.OpError):
             raise res.error
@@ -663,7 +821,7 @@ class ShardedEngine:
         return sum(int(s.get("memory_bytes", 0)) for s in self.refresh_status())
 
     def __getstate__(self) -> dict[str, Any]:
-        # a topic checkpoint pickles its engine; the shards' state lives in the actors
+        # the shards' state lives in the actors: a checkpoint takes export_state() instead
         raise TypeError("a ShardedEngine is not picklable: its state lives in its Ray actors")
 
 
@@ -701,4 +859,7 @@ def _weight(op: W.Op) -> int:
         return max(len(op[2]), 1)
     if op[0] in (W.RESTORE_COLUMNS, W.PUBLISH_ADMITTED, W.PUBLISH_BATCH):
         return max(len(op[3]), 1)
+    if op[0] == W.LOAD_STATE:
+        st = op[2]
+        return max(len(st["subs"]["sid"]) + sum(len(t[0]) for t in st["tuples"].values()), 1)
     return 1

@@ -17,7 +17,8 @@ spread round robin: hot keys split)."""
 
 
 class ShardedEngineFactory:
-    """``engine_factory`` for the server: each topic gets a scale-out engine of ``workers``."""
+    """``engine_factory`` for the server (an ``EngineFactory`` of ``hotjoin.matcher.contract``):
+    each topic gets a scale-out engine of ``workers``, a ``TopicEngine`` like ``Engine``."""
 
     def __init__(self, workers: int, ray_address: str | None = None, worker_cpus: float = 0,
                  scheme: str = "subscription") -> None:

@@ -14,7 +14,8 @@ replay's border replication, with the border at infinity since the widest band i
 advance). R's round robin also splits hot keys; ``replicate=True`` (``--scale-out-scheme
 key-replicated``) starts a topic that way.
 
-What must be single per topic is decided once, here, before anything is routed (SPEC §3):
+What must be single per topic is decided once, here, before anything is routed (README, "Design
+choices"; docs/scale-out.md):
 
 * **Admission.** The front end keeps every stored (side, id) with its time and worker
   (:class:`StoredIds`), so duplicates are found across keys and workers, and it runs the
@@ -71,9 +72,16 @@ from hotjoin.matcher.model import (
     check_side,
     empty_matches,
 )
+from hotjoin.matcher.subscriptions import KIND_CODE
 from hotjoin.server.errors import Unavailable
 from hotjoin.server.scaleout import worker as W
-from hotjoin.server.scaleout.engine import SNAPSHOT_EVERY, ShardedEngine, merge_rows
+from hotjoin.server.scaleout.engine import (
+    SNAPSHOT_EVERY,
+    ShardedEngine,
+    checked_subscriptions,
+    empty_state,
+    merge_rows,
+)
 
 log = logging.getLogger("hotjoin.scaleout")
 
@@ -238,11 +246,6 @@ class KeyShardedEngine(ShardedEngine):
         """Mask of the tuples worker ``w`` stores."""
         return (own == w) | (own == ALL)
 
-    def _checked(self, res: Any) -> Any:
-        if isinstance(res, W.OpError):
-            raise res.error
-        return res
-
     def _diverged(self, worker: int, err: BaseException) -> None:
         """A worker refused what the front end admitted: its state can no longer be trusted."""
         self._broken = f"scale-out worker {worker} refused an admitted operation ({err})"
@@ -345,7 +348,8 @@ class KeyShardedEngine(ShardedEngine):
         return BatchOutput(ev[first], sub[first], sign[first], np.add.reduceat(count, first))
 
     def _admit_events(self, events: Sequence[Any]) -> list[Any]:
-        """SPEC §3 admission of events one at a time, changing nothing: per event an ``OpError``
+        """The engine's admission of events one at a time (duplicate before late, then
+        ``max_advance``), changing nothing: per event an ``OpError``
         (the engine's exception) or ``(worker, seq, clock before it)``."""
         seq, mt = self._seq, self._max_time
         added: dict[tuple[int, str], int] = {}
@@ -511,8 +515,13 @@ class KeyShardedEngine(ShardedEngine):
         self._started()
         res = self._to_all((W.SUBSCRIBE, self._seq + 1, subs, bool(snapshot)))
         errors = [r for r in res if isinstance(r, W.OpError)]
-        if errors:
-            self._diverged(0, errors[0].error)
+        if errors:  # an index refused one: all or nothing, as the engine's own subscribe_many
+            undo = self.apply_many({w: [(W.UNDO_SUB, 0, [] if isinstance(r, W.OpError)
+                                         else list(r), self._seq)] for w, r in enumerate(res)})
+            for w in undo:
+                if isinstance(undo[w][0], W.OpError):
+                    self._diverged(w, undo[w][0].error)
+            raise errors[0].error
         g0 = self._next_gid
         gids = list(range(g0, g0 + len(subs)))
         for i, locals_ in enumerate(res):
@@ -524,6 +533,28 @@ class KeyShardedEngine(ShardedEngine):
         self._next_gid += len(subs)
         self._seq += len(subs)
         return gids
+
+    def undo_subscribe(self, sids: np.ndarray, seq0: int) -> None:
+        """``Engine.undo_subscribe`` on every worker (each holds every subscription under the
+        same local id); the sequence goes back to ``seq0`` and the ids are handed out again."""
+        sids = np.asarray(sids, dtype=np.int64).reshape(-1)
+        gids = [g for g in sids.tolist() if g in self.subs]
+        locals_ = sorted(int(self._g2l[g]) for g in gids)
+        if self._shards:
+            for w, r in enumerate(self._to_all((W.UNDO_SUB, 0, locals_, int(seq0)),
+                                               advance=False)):
+                if isinstance(r, W.OpError):
+                    self._diverged(w, r.error)
+        if locals_:
+            self._n_local = locals_[0]
+            for sh in self._shards:
+                sh.n_local = locals_[0]
+                sh.live -= len(locals_)
+        for g in gids:
+            del self.subs[g]
+        if sids.shape[0]:
+            self._next_gid = int(sids[0])
+        self._seq = int(seq0)
 
     def unsubscribe(self, sid: int) -> None:
         if not isinstance(sid, (int, np.integer)) or sid not in self.subs:
@@ -550,11 +581,31 @@ class KeyShardedEngine(ShardedEngine):
     def restore_event_columns(self, side: str, ids: list[str], keys: np.ndarray, values: np.ndarray,
                               times: np.ndarray, seqs: np.ndarray,
                               payloads: list[bytes] | None = None) -> None:
+        """``Engine.restore_event_columns``: checked here first exactly as the engine checks
+        (each worker sees only its keys, so a duplicate of an id stored under another key is
+        found only here), then each worker stores the tuples it holds. All or nothing."""
         ids = list(ids)
         keys, values = np.asarray(keys, np.float64), np.asarray(values, np.float64)
         times, seqs = np.asarray(times, np.int64), np.asarray(seqs, np.int64)
         sd = 0 if check_side(side) == "R" else 1
-        own = self._owners(np.full(len(ids), sd), keys, seqs)
+        n = len(ids)
+        if not (keys.shape == values.shape == times.shape == seqs.shape == (n,)):
+            raise ValueError("restore_event_columns: columns of different lengths")
+        if payloads is not None and len(payloads) != n:
+            raise ValueError("restore_event_columns: payloads of a different length")
+        if n == 0:
+            return
+        if not (np.isfinite(keys).all() and np.isfinite(values).all()):
+            raise ValueError("event keys and values must be finite")
+        if not all(isinstance(i, str) and i for i in ids):
+            raise ValueError("event ids must be non-empty strings")
+        if len(set(ids)) != n:
+            raise ValueError(f"duplicate ids among the restored {side} events")
+        limit = self._limit()
+        for i in ids:
+            if self._ids[sd].find(i, limit) != -1:
+                raise DuplicateEventError(side, i)
+        own = self._owners(np.full(n, sd), keys, seqs)
         batches: dict[int, list[W.Op]] = {}
         for w in range(self.n_workers):
             sel = np.flatnonzero(self._on(own, w))
@@ -564,7 +615,8 @@ class KeyShardedEngine(ShardedEngine):
                            None if payloads is None else [payloads[i] for i in sl])]
         res = self.apply_many(batches)
         for w in batches:
-            self._checked(res[w][0])
+            if isinstance(res[w][0], W.OpError):
+                self._diverged(w, res[w][0].error)
         self._ids[sd].add(ids, times, own)
 
     def restore_events(self, events: list[Event], seqs: list[int]) -> None:
@@ -587,7 +639,7 @@ class KeyShardedEngine(ShardedEngine):
 
     def restore_subscription(self, sid: int, sub: Subscription, reg_seq: int,
                              snapshot: bool = False) -> None:
-        """Re-create topic subscription ``sid`` (compacted logs) on every worker."""
+        """``Engine.restore_subscription``: topic subscription ``sid`` on every worker."""
         if sid < self._next_gid:
             raise ValueError(f"subscription id {sid} is not above the last id {self._next_gid - 1}")
         self._admit_subscriptions([sub])
@@ -605,12 +657,101 @@ class KeyShardedEngine(ShardedEngine):
         self._next_gid = sid + 1
 
     def stored_tuples(self) -> list[tuple[Event, int]]:
-        """Every stored tuple with its seq, from all workers, in sequence order (compaction)."""
+        """Every stored tuple with its seq, from all workers, in sequence order."""
         rep_side = None if self._replicated is None else "RS"[self._replicated]
         got = [p for w, r in enumerate(self._to_all((W.STORED, 0))) for p in self._checked(r)
                if w == 0 or p[0].side != rep_side]  # a replicated tuple: worker 0's copy
         got.sort(key=lambda p: p[1])
         return got
+
+    # -- state as columns (server checkpoints; TopicEngine.export_state / load_state) ----------
+    def export_state(self) -> dict[str, Any]:
+        """``Engine.export_state`` of the topic: every worker brought to the topic's clock, the
+        subscriptions from worker 0 (each holds all) under their topic ids, each worker's
+        tuples (a replicated side's from worker 0 only), rows in sequence order. One round
+        trip to every worker; none before they start."""
+        if not self._shards:
+            return empty_state(self._seq, self._max_time, self._next_gid)
+        adv = self._advance_op()
+        res = self.apply_many({w: [adv, (W.EXPORT if w == 0 else W.EXPORT_TUPLES, 0)]
+                               for w in range(self.n_workers)})
+        got = [self._checked(res[w][1]) for w in range(self.n_workers)]
+        subs = dict(got[0]["subs"])
+        subs["sid"] = self._shards[0].l2g[subs["sid"]]
+        rep = None if self._replicated is None else "RS"[self._replicated]
+        tuples: dict[str, tuple[Any, ...]] = {}
+        for side in ("R", "S"):
+            parts = [(got[0]["tuples"] if w == 0 else got[w])[side]
+                     for w in range(self.n_workers) if w == 0 or side != rep]
+            seqs = np.concatenate([p[4] for p in parts])
+            order = np.argsort(seqs, kind="stable")
+            ids = [i for p in parts for i in p[0]]
+            payloads = [x for p in parts for x in p[5]]
+            tuples[side] = ([ids[i] for i in order.tolist()],
+                            *(np.concatenate([p[c] for p in parts])[order] for c in (1, 2, 3)),
+                            seqs[order], [payloads[i] for i in order.tolist()])
+        return {"seq": self._seq, "max_time": self._max_time, "next_sid": self._next_gid,
+                "subs": subs, "tuples": tuples}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """``Engine.load_state``: every worker gets every subscription under its topic id and
+        the tuples of its keys (S on every worker once a band join is among the
+        subscriptions); one round trip. ``ValueError``, changing nothing, when this engine is
+        not empty or the subscription columns are malformed; when a worker refuses its part
+        (malformed tuples) every worker is dropped, so the engine is empty again, and the
+        worker's ``ValueError`` is raised."""
+        self._check_empty()
+        cols, subs, next_sid = checked_subscriptions(state)
+        seq, mt = int(state["seq"]), state["max_time"]
+        replicated = self._replicated
+        if replicated is None and bool((cols["kind"] == KIND_CODE["band"]).any()):
+            replicated = REPLICATED_SIDE
+        placed: dict[int, tuple[list[str], np.ndarray, np.ndarray]] = {}
+        per_worker: list[dict[str, tuple[Any, ...]]] = [{} for _ in range(self.n_workers)]
+        saved, self._replicated = self._replicated, replicated  # _owners reads the placement
+        try:
+            for sd, side in enumerate("RS"):
+                ids, keys, values, times, seqs, payloads = state["tuples"][side]
+                ids, keys = list(ids), np.asarray(keys, np.float64)
+                times, seqs = np.asarray(times, np.int64), np.asarray(seqs, np.int64)
+                values = np.asarray(values, np.float64)
+                own = self._owners(np.full(len(ids), sd), keys, seqs)
+                placed[sd] = (ids, times, own)
+                for w in range(self.n_workers):
+                    sel = np.flatnonzero(self._on(own, w))
+                    sl = sel.tolist()
+                    per_worker[w][side] = ([ids[i] for i in sl], keys[sel], values[sel],
+                                           times[sel], seqs[sel], [payloads[i] for i in sl])
+            self._started()
+            self._load({w: [(W.LOAD_STATE, 0, {"seq": seq, "max_time": mt, "next_sid": next_sid,
+                                               "subs": cols, "tuples": per_worker[w]})]
+                        for w in range(self.n_workers)})
+        except BaseException:
+            self._replicated = saved
+            raise
+        sids = cols["sid"].tolist()
+        for w in range(self.n_workers):
+            if sids:
+                self._place(w, sids, sids)  # local id = topic id on every worker
+            self._shards[w].n_local = next_sid
+        self._n_local = next_sid
+        for sd, (ids, times, own) in placed.items():
+            self._ids[sd].add(ids, times, own)
+        self.subs = dict(zip(sids, subs, strict=True))
+        self._next_gid = next_sid
+        self._seq = seq
+        self._max_time = None if mt is None else int(mt)
+
+    def _stored_counts(self) -> dict[str, int]:
+        """Stored tuples per side at the topic's clock: summed over the workers, a replicated
+        side counted once (worker 0's copy)."""
+        rep = None if self._replicated is None else "RS"[self._replicated]
+        counts = {"R": 0, "S": 0}
+        for w, r in enumerate(self._to_all((W.COUNT, 0))):
+            for side, n in self._checked(r).items():
+                if side != rep or w == 0:
+                    counts[side] += int(n)
+        return counts
 
     # -- introspection ----------------------------------------------------------------------
     def _merge_counts(self, sts: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:

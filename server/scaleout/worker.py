@@ -7,7 +7,7 @@ sequence as every other shard with the same sequence numbers. An operation carri
 sequence number it takes; operations the shard does not see (another shard's subscribe or
 unsubscribe) are skipped over with ``Engine.advance_clock``, so a pair forms at the same sequence
 number, and the same lateness and retention decisions are taken, on every shard as in the single
-engine (SPEC §3). Under the key-partitioned scheme (``key_engine``) a worker instead holds every
+engine (docs/scale-out.md). Under the key-partitioned scheme (``key_engine``) a worker instead holds every
 subscription and the tuples of its keys; it gets its events already admitted by the front end,
 each with its topic sequence number and clock (``PUBLISH_ADMITTED``), and an ``ADVANCE`` to the
 topic's clock before other operations. The matching itself is the unchanged engine: no second
@@ -24,6 +24,8 @@ import pickle
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import HotjoinError
@@ -49,11 +51,18 @@ RESTORE_SUB = "rsub"     # (RESTORE_SUB, 0, local id, sub, reg_seq, snapshot)
 RESULT = "result"        # (RESULT, 0, local id) -> Matches (read only)
 GET_EVENT = "get"        # (GET_EVENT, 0, side, id) -> Event | None (read only)
 STORED = "stored"        # (STORED, 0) -> [(Event, seq)] of every stored tuple (read only)
+UNDO_SUB = "undosub"     # (UNDO_SUB, 0, local ids, seq0): roll back the newest subscriptions
+LOAD_STATE = "load"      # (LOAD_STATE, 0, state): Engine.load_state into the empty engine
+EXPORT = "export"        # (EXPORT, 0) -> Engine.export_state() (read only)
+EXPORT_SUBS = "exportsubs"  # (EXPORT_SUBS, 0) -> Engine.subscription_columns() (read only)
+EXPORT_TUPLES = "exporttuples"  # (EXPORT_TUPLES, 0) -> {side: (ids, keys, values, times, seqs,
+#                                  payloads)} of the stored tuples (read only)
+COUNT = "count"          # (COUNT, 0) -> {side: stored tuples} (read only)
 
 # operations that change the state (kept in the facade's tail for recovery); reads are not
 MUTATING = frozenset({PUBLISH, PUBLISH_BATCH, PUBLISH_ADMITTED, PUBLISH_MANY, ADVANCE, DELETE,
                       SUBSCRIBE, UNSUBSCRIBE, RESTORE_CLOCK, RESTORE_COLUMNS, RESTORE_EVENTS,
-                      RESTORE_SUB})
+                      RESTORE_SUB, UNDO_SUB, LOAD_STATE})
 
 
 class OpError:
@@ -136,7 +145,7 @@ class ShardWorker:
             if mode == "affected":
                 return e.delete_affected(side, eid)
             return e.delete(side, eid, match=mode != "none")
-        if kind == PUBLISH_BATCH:  # the compiled batch path (SPEC §7), one call per batch
+        if kind == PUBLISH_BATCH:  # the compiled batch path, one call per batch
             self._align(seq)
             return e.publish_batch(*op[2:8], output=op[8])
         if kind == PUBLISH_ADMITTED:  # key-partitioned: admitted topic-wide by the front end
@@ -168,6 +177,18 @@ class ShardWorker:
             return e.get_event(op[2], op[3])
         if kind == STORED:
             return [pair for t in e.tables.values() for pair in t.events()]
+        if kind == UNDO_SUB:
+            return e.undo_subscribe(np.asarray(op[2], dtype=np.int64), int(op[3]))
+        if kind == LOAD_STATE:
+            return e.load_state(op[2])
+        if kind == EXPORT:
+            return e.export_state()
+        if kind == EXPORT_SUBS:
+            return e.subscription_columns()
+        if kind == EXPORT_TUPLES:
+            return {side: t.live_columns() for side, t in e.tables.items()}
+        if kind == COUNT:
+            return {side: len(t) for side, t in e.tables.items()}
         raise ValueError(f"unknown operation kind {kind!r}")
 
     def snapshot(self) -> bytes:

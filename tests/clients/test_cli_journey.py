@@ -1,8 +1,10 @@
-"""A newcomer's journey through the command line (issue 18): the README's walk-through, run as
-written (free ports, a temporary directory), then every user error the issue lists.
+"""A newcomer's journey through the command line: the README's walk-through, run as written (free
+ports, a temporary directory), then the user errors a newcomer runs into.
 
 Every command runs as a real ``hotjoin`` process, so what is checked is what a user sees: the
-exit code, one line on stderr for an error, and never a Python traceback.
+exit code, one line on stderr for an error, and never a Python traceback. The module's fixture
+runs the walk-through and restarts its server on the same data, so every test finds the
+walk-through's state and runs alone too (``pytest -k NAME``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Journey:
         self.env.pop("HOTJOIN_TOKEN", None)
         self.server: subprocess.Popen[str] | None = None
         self.outputs: dict[str, subprocess.CompletedProcess[str]] = {}
+        self.serve_line = ""
+        self.stopped: int | None = None
 
     def argv(self, line: str) -> list[str]:
         argv = shlex.split(line)
@@ -81,9 +85,9 @@ class Journey:
         argv += ["--port", str(self.port), "--metrics-port", str(self.metrics_port)]
         self.server = subprocess.Popen(argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
-        from hotjoin.clients.client import HotjoinClient
+        from hotjoin.clients import Client
 
-        with HotjoinClient(self.env["HOTJOIN_TARGET"]) as hj:
+        with Client(self.env["HOTJOIN_TARGET"]) as hj:
             hj.wait_ready(120)
 
     def stop_server(self) -> int:
@@ -91,27 +95,38 @@ class Journey:
         self.server.send_signal(signal.SIGTERM)
         return self.server.wait(60)
 
+    def walk_through(self) -> None:
+        """Run the README's walk-through (its outputs in ``outputs``, the exit code of its
+        ``kill %1`` in ``stopped``), then restart the server on its data for the other tests."""
+        lines = walkthrough()
+        assert lines[0].startswith(".venv/bin/hotjoin serve") and lines[0].endswith("&")
+        assert lines[-1] == "kill %1"
+        self.serve_line = lines[0]
+        self.start_server(lines[0])
+        for line in lines[1:-1]:
+            p = run(self.argv(line), self.cwd, self.env)
+            assert p.returncode == 0 and "Traceback" not in p.stderr, (line, p.returncode, p.stderr)
+            self.outputs[line] = p
+        self.stopped = self.stop_server()  # `kill %1`: SIGTERM drains, the server exits
+        self.start_server(lines[0])  # restarted on the same data for the other tests
+
 
 @pytest.fixture(scope="module")
 def journey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journey]:
+    """The walk-through's server, after the walk-through ran (``Journey.walk_through``)."""
     tmp = tmp_path_factory.mktemp("journey")
     shutil.copytree(ROOT / "examples", tmp / "examples")
     j = Journey(tmp)
-    yield j
-    if j.server is not None and j.server.poll() is None:
-        j.server.kill()
-        j.server.wait(30)
+    try:
+        j.walk_through()
+        yield j
+    finally:
+        if j.server is not None and j.server.poll() is None:
+            j.server.kill()
+            j.server.wait(30)
 
 
 def test_readme_walkthrough_runs_as_written(journey: Journey) -> None:
-    lines = walkthrough()
-    assert lines[0].startswith(".venv/bin/hotjoin serve") and lines[0].endswith("&")
-    assert lines[-1] == "kill %1"
-    journey.start_server(lines[0])
-    for line in lines[1:-1]:
-        p = run(journey.argv(line), journey.cwd, journey.env)
-        assert p.returncode == 0 and "Traceback" not in p.stderr, (line, p.returncode, p.stderr)
-        journey.outputs[line] = p
     out = {" ".join(shlex.split(k)[1:3]): v.stdout for k, v in journey.outputs.items()}
     # what each step printed: the band join is id 0, the file's four subscriptions 1-4
     assert json.loads(out["subscribe trades"].splitlines()[0]) in ({"subscription_id": 0},
@@ -135,8 +150,7 @@ def test_readme_walkthrough_runs_as_written(journey: Journey) -> None:
     exported = json.loads(out["export trades"])
     assert exported["subscriptions"] == 5 and (journey.cwd / "export").is_dir()
     # `kill %1`: SIGTERM drains and the server exits cleanly
-    assert journey.stop_server() == 0
-    journey.start_server(lines[0])  # restarted on the same data for the error cases below
+    assert journey.stopped == 0
 
 
 def _write(journey: Journey, name: str, text: str) -> str:
@@ -193,7 +207,9 @@ USER_ERRORS: list[tuple[list[str], dict[str, str], int, tuple[str, ...]]] = [
     (["replay", "--events", "export/events.parquet", "--subscriptions",
       "export/subscriptions.parquet", "--out", "examples"], {}, 2, ("--out examples is not empty",)),
     (["stats", "trades", "--target", "127.0.0.1:1"], {}, 1, ("cannot connect to 127.0.0.1:1",)),
-    (["stats", "trades", "--tls"], {}, 1, ("UNAVAILABLE", "the client uses TLS: does the server?")),
+    (["stats", "trades", "--tls"], {}, 1, ("UNAVAILABLE", "the server does not speak TLS (plaintext)")),
+    (["topic", "get", "nosuchtopic"], {}, 1, ("NOT_FOUND",)),
+    (["listen", "trades", "--subscriber", "alice", "--after", "-1"], {}, 2, ("--after must be >= 0",)),
     (["nosuchcommand"], {}, 2, ("invalid choice",)),
     (["publish", "trades"], {}, 2, ("required: file",)),
 ]
@@ -203,8 +219,6 @@ USER_ERRORS: list[tuple[list[str], dict[str, str], int, tuple[str, ...]]] = [
                          ids=[" ".join(a[0]) for a in USER_ERRORS])
 def test_user_error_is_one_line(journey: Journey, argv: list[str], files: dict[str, str], code: int,
                                 needles: tuple[str, ...]) -> None:
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     for name, text in files.items():
         _write(journey, name, text)
     p = run([HOTJOIN, *argv], journey.cwd, journey.env)
@@ -214,8 +228,6 @@ def test_user_error_is_one_line(journey: Journey, argv: list[str], files: dict[s
 def test_a_bad_line_publishes_nothing(journey: Journey) -> None:
     """The file is checked before anything is sent: a bad line publishes neither the good line
     before it nor the one after it."""
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     name = _write(journey, "partly.jsonl",
                   '{"side": "S", "id": "p1", "key": 7, "value": 0, "time": 1500}\n'
                   '{"side": "S", "id": "p2", "key": "seven", "value": 0, "time": 1500}\n'
@@ -227,8 +239,6 @@ def test_a_bad_line_publishes_nothing(journey: Journey) -> None:
 
 
 def test_allow_rejections_exits_zero(journey: Journey) -> None:
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     p = run([HOTJOIN, "publish", "trades", "examples/events.jsonl", "--allow-rejections", "--quiet"],
             journey.cwd, journey.env)
     out = json.loads(p.stdout)
@@ -240,8 +250,6 @@ def test_allow_rejections_exits_zero(journey: Journey) -> None:
 
 def test_listen_into_head_ends_quietly(journey: Journey) -> None:
     """``hotjoin listen | head -1``: no BrokenPipe traceback, SIGPIPE's exit code."""
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     cmd = f"{shlex.quote(HOTJOIN)} listen trades --subscriber alice | head -1; echo rc=${{PIPESTATUS[0]}}"
     p = subprocess.run(["bash", "-c", cmd], cwd=journey.cwd, env=journey.env, capture_output=True,
                        text=True, timeout=120)
@@ -253,8 +261,6 @@ def test_listen_into_head_ends_quietly(journey: Journey) -> None:
 
 def test_listen_stdin_publish_and_stdin_subscribe(journey: Journey) -> None:
     """``-`` reads stdin; a JSON line from stdin that is bad names 'stdin' and the line."""
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     p = run([HOTJOIN, "publish", "trades", "-", "--quiet"], journey.cwd, journey.env,
             stdin='{"side": "S", "id": "in1", "key": 3, "value": 0, "time": 1600}\n')
     assert p.returncode == 0 and json.loads(p.stdout)["accepted"] == 1
@@ -266,8 +272,6 @@ def test_bulk_subscribe_shows_progress(journey: Journey) -> None:
     """More subscriptions than one streamed chunk: progress on stderr, ids in order, atomic."""
     from hotjoin.cli.commands.subscribe import CHUNK
 
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     n = CHUNK + 5
     line = '{"kind": "select", "a": [0, null], "c": [0, null]}\n'
     name = _write(journey, "bulk.jsonl", line * n)
@@ -287,8 +291,6 @@ def test_bulk_subscribe_shows_progress(journey: Journey) -> None:
 
 
 def test_serve_on_a_taken_port_or_bad_data_dir_is_one_line(journey: Journey) -> None:
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     p = run([HOTJOIN, "serve", "--data-dir", "d2", "--port", str(journey.port), "--metrics-port", "-1"],
             journey.cwd, journey.env, timeout=60)
     assert_one_error_line(p, 1, f"cannot listen on 127.0.0.1:{journey.port} for gRPC",
@@ -312,8 +314,6 @@ def test_version_and_defaults_in_help(journey: Journey) -> None:
 
 
 def test_export_topic_option_is_a_deprecated_alias(journey: Journey) -> None:
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
     p = run([HOTJOIN, "export", "--topic", "trades", "--data-dir", "data", "--out", "export2"],
             journey.cwd, journey.env)
     live = run([HOTJOIN, "subscriptions", "trades"], journey.cwd, journey.env).stdout.splitlines()
@@ -331,9 +331,9 @@ def test_bench_plots_without_matplotlib_is_one_line(journey: Journey) -> None:
     assert_one_error_line(p, 2, "--plots needs matplotlib", "hotjoin[plots]")
 
 
-def test_stop(journey: Journey) -> None:
-    """Last: the server started for the error cases drains on SIGTERM."""
-    if journey.server is None:
-        pytest.skip("needs the walk-through's server (run the whole module)")
+def test_restart_drains_and_keeps_the_data(journey: Journey) -> None:
+    """The walk-through's server drains on SIGTERM and serves its topic again after a restart."""
     assert journey.stop_server() == 0
-    journey.server = None
+    journey.start_server(journey.serve_line)
+    p = run([HOTJOIN, "topic", "show", "trades"], journey.cwd, journey.env)
+    assert p.returncode == 0 and json.loads(p.stdout)["name"] == "trades", p.stderr

@@ -7,33 +7,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import grpc
 import pytest
 
 from hotjoin.cli.commands import subscriptions
 from hotjoin.cli.main import main
-from hotjoin.clients.client import band, select
+from hotjoin.clients import (
+    BandJoin,
+    CommittedCursor,
+    Cursors,
+    Range,
+    SelectJoin,
+    SubscriptionInfo,
+    TopicStats,
+    Unimplemented,
+)
+from hotjoin.clients.convert import spec_to_wire, stats_of, subscription_of
 from hotjoin.proto import hotjoin_pb2 as pb
 
 
-class Cursor:
-    def __init__(self, sid: int, committed: int | None, lag: int = 0) -> None:
-        self.subscription_id, self.committed_seq, self.lag = sid, committed or 0, lag
-        self._has = committed is not None
-
-    def HasField(self, name: str) -> bool:  # noqa: N802 (the protobuf method's name)
-        return name == "committed_seq" and self._has
-
-
-class Unimplemented(grpc.RpcError):
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNIMPLEMENTED
+def Cursor(sid: int, committed: int | None, lag: int = 0) -> CommittedCursor:  # noqa: N802
+    return CommittedCursor(sid, committed_seq=committed, lag=None if committed is None else lag)
 
 
 class FakeClient:
     def __init__(self, cursors: Any = None) -> None:
-        self._subs = [pb.Subscription(subscription_id=0, spec=band((-1, 1), subscriber="a"), registered_seq=1),
-                      pb.Subscription(subscription_id=1, spec=select(subscriber="b"), registered_seq=2)]
+        self._subs = [subscription_of(pb.Subscription(
+            subscription_id=0, spec=spec_to_wire(BandJoin(b=Range(-1, 1)), subscriber="a"),
+            registered_seq=1)), subscription_of(pb.Subscription(
+                subscription_id=1, spec=spec_to_wire(SelectJoin(), subscriber="b"), registered_seq=2))]
         if cursors is not None:
             self.get_cursors = cursors
 
@@ -43,11 +44,11 @@ class FakeClient:
     def __exit__(self, *exc: object) -> None:
         pass
 
-    def stats(self, topic: str) -> pb.TopicStats:
-        return pb.TopicStats(topic=topic, seq=10)
+    def stats(self, topic: str) -> TopicStats:
+        return stats_of(pb.TopicStats(topic=topic, seq=10))
 
-    def list_subscriptions(self, topic: str, subscriber: str = "") -> list[pb.Subscription]:
-        return [s for s in self._subs if not subscriber or s.spec.subscriber == subscriber]
+    def list_subscriptions(self, topic: str, subscriber: str = "") -> list[SubscriptionInfo]:
+        return [s for s in self._subs if not subscriber or s.subscriber == subscriber]
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fake: FakeClient,
@@ -58,7 +59,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fa
 
 
 def test_lag_from_committed_cursors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    resp = type("R", (), {"seq": 12, "cursors": [Cursor(0, 9, 3), Cursor(1, None)]})()
+    resp = Cursors(seq=12, cursors=(Cursor(0, 9, 3), Cursor(1, None)))
     fake = FakeClient(lambda topic, subscriber="": resp)
     rows = [json.loads(x) for x in _run(monkeypatch, capsys, fake).splitlines()]
     assert [(r["subscription_id"], r["topic_seq"], r.get("committed_seq"), r.get("lag")) for r in rows] == [
@@ -74,7 +75,7 @@ def test_lag_from_committed_cursors(monkeypatch: pytest.MonkeyPatch, capsys: pyt
 def test_without_server_cursors(kind: str, monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     def unimplemented(topic: str, subscriber: str = "") -> Any:
-        raise Unimplemented()
+        raise Unimplemented("GetCursors")
 
     fake = FakeClient(None if kind == "no get_cursors" else unimplemented)
     rows = [json.loads(x) for x in _run(monkeypatch, capsys, fake, "--subscriber", "b").splitlines()]

@@ -1,4 +1,5 @@
-"""Engine API of SPEC §7: output forms agree, errors leave no trace, options are validated."""
+"""The Engine API (``matcher/engine.py``): output forms agree, errors leave no trace, options are
+validated."""
 
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ def test_restore_reproduces_state_with_original_sequence_numbers() -> None:
 
 @pytest.mark.parametrize("many", [False, True], ids=["subscribe", "subscribe_many"])
 def test_failed_index_build_is_rolled_back(many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A subscribe whose index build raises midway (issue 16: a histogram rebuild failed on some
+    """A subscribe whose index build raises midway (as a histogram rebuild that fails on some
     data) leaves nothing behind: same state, same next id, and the engine keeps matching exactly
     like one that never saw the request."""
     e, ref = _loaded({"band": "BJ-SSI"}), _loaded({"band": "BJ-SSI"})

@@ -1,4 +1,4 @@
-"""``Engine.publish_batch`` / ``delete_batch`` (SPEC §7, issue 14) against the same operations
+"""``Engine.publish_batch`` / ``delete_batch`` (``matcher/apply.py``) against the same operations
 applied one at a time (``publish``/``delete``, ``publish_affected``/``delete_affected``) and
 against the brute-force oracle, for every strategy of every kind and ``"auto"``.
 
@@ -239,7 +239,7 @@ def test_batch_equals_one_at_a_time_and_oracle(kind: str, strategy: Any) -> None
     check()
 
 
-# ---- the cases of issue 14, on purpose ----------------------------------------------------------
+# ---- the batch path's own cases, on purpose -----------------------------------------------------
 def _mixed_subs() -> list[Any]:
     return [SelectJoin(), BandJoin(Range(-1.0, 1.0)), WindowJoin(w=3),
             SelectJoin(Range(0.0, 2.0), Range(3.0, None))]
@@ -281,7 +281,7 @@ def test_lateness_and_retention_move_mid_batch() -> None:
                                       {"window": "WJ-SSI"}])
 def test_a_long_run_matches_while_retention_expires_its_partners(strategy: Any) -> None:
     """One run of 16 R events whose rising times expire the stored S tuples one after another
-    (retention 3, lateness 1): the run is matched in stretches between expiries (issue 14),
+    (retention 3, lateness 1): the run is matched in stretches between expiries,
     each event seeing exactly what it would one at a time; ids come back after expiring."""
     subs = [BandJoin(Range(-1.0, 1.0)), BandJoin(Range(0.0, 3.0), Range(1.0, 5.0)),
             BandJoin(Range(-2.0, 0.0)), SelectJoin(), SelectJoin(Range(0.0, 3.0)),

@@ -1,4 +1,5 @@
-"""Tests of the reference oracle (``matcher.oracle``) against hand-computed SPEC §2/§3 outcomes.
+"""Tests of the reference oracle (``matcher/oracle.py``) against hand-computed outcomes of the
+join predicates (paper 004 §2) and of insert, delete and registration.
 
 The oracle is what every real strategy is checked against (``tests/engine_harness.py``), so its
 own behaviour is pinned here case by case: predicate boundaries of each kind, the delete /
@@ -41,7 +42,7 @@ def snapshot_state(e: OracleEngine) -> tuple[object, ...]:
     return (e.seq, e.watermark, e.stored("R"), e.stored("S"), e.subscriptions())
 
 
-# ---- predicates at their boundaries (SPEC §2) ------------------------------------------------
+# ---- predicates at their boundaries (paper 004 §2) -------------------------------------------
 
 
 def test_select_equal_keys_and_closed_selection_ends() -> None:
@@ -139,7 +140,7 @@ def test_window_zero_and_key_and_selection() -> None:
     assert e.publish(ev("S", "s_c", 7, value=2, time=10)) == []
 
 
-# ---- insert / delete / registration rule (SPEC §3) --------------------------------------------
+# ---- insert / delete / registration rule ------------------------------------------------------
 
 
 def test_pair_delivered_once_by_later_tuple_either_side() -> None:
@@ -411,7 +412,7 @@ def test_subscribe_many_all_or_nothing() -> None:
     assert e.subscribe_many([]) == [] and e.seq == 3
 
 
-# ---- the SPEC §3 invariant, as a property of the oracle ---------------------------------------
+# ---- the result invariant, as a property of the oracle ----------------------------------------
 
 _keys = st.integers(0, 3).map(float)
 _events = st.tuples(st.sampled_from(["R", "S"]), st.integers(0, 5), _keys)

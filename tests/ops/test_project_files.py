@@ -1,4 +1,4 @@
-"""Packaging files (issue 18): license and metadata, the constraints file that pins every
+"""Packaging files: license and metadata, the constraints file that pins every
 dependency (and that this environment matches), build outputs ignored, deployment recipes that
 refer to files which exist."""
 
@@ -67,7 +67,8 @@ def test_matplotlib_is_an_optional_extra() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not any(r.startswith("matplotlib") for r in project["dependencies"])
     assert any(r.startswith("matplotlib") for r in project["optional-dependencies"]["plots"])
-    assert "hotjoin[plots]" in project["optional-dependencies"]["test"]
+    assert "plots" in project["optional-dependencies"]["all"][0]  # hotjoin[replay,ray,plots]
+    assert "hotjoin[all]" in project["optional-dependencies"]["test"]
 
 
 def test_build_outputs_are_ignored() -> None:
@@ -80,9 +81,16 @@ def test_deployment_recipes_refer_to_existing_files() -> None:
     assert re.search(r"^ExecStart=\S*hotjoin serve ", unit, re.M)
     assert "KillSignal=SIGTERM" in unit and "ExecReload=/bin/kill -HUP $MAINPID" in unit
     recipe = (ROOT / "ops" / "deploy" / "Containerfile").read_text()
+    copied = set()
     for src in re.findall(r"^COPY (?!--from)(.+) \S+$", recipe, re.M):
         for path in src.split():
             assert (ROOT / path).exists(), f"Containerfile copies {path}, which does not exist"
+            copied.add(path.rstrip("/"))
+    import tomllib
+
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    missing = set(dirs.values()) - copied
+    assert not missing, f"Containerfile misses the package folders {sorted(missing)}"
 
 
 def test_readme_stands_alone() -> None:

@@ -37,8 +37,8 @@ def _cursors(c: HotjoinClient) -> dict[str, tuple]:
     """subscriber -> (committed or None, lag or None, pending, pending bytes, newest seq)."""
     out = {}
     for x in c.get_cursors("t").cursors:
-        has = x.HasField("committed_seq")
-        out[x.subscriber] = (x.committed_seq if has else None, x.lag if x.HasField("lag") else None,
+        has = x.committed_seq is not None
+        out[x.subscriber] = (x.committed_seq if has else None, x.lag if x.lag is not None else None,
                              x.pending_messages, x.pending_bytes, x.newest_seq)
     return out
 
@@ -80,8 +80,8 @@ def test_lag_and_backlog_per_subscriber(served: tuple[HotjoinServer, HotjoinClie
     stream = c.listen("t", subscriber="alice")
     seen = []
     for resp in stream:
-        if resp.WhichOneof("message") == "match":
-            seen.append(resp.match.seq)
+        if resp.kind == "match":
+            seen.append(resp.seq)
         if len(seen) == 4:
             break
     stream.cancel()

@@ -6,26 +6,26 @@ import random
 import threading
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from server_harness import engine_factory
 
 from hotjoin.clients.client import HotjoinClient, band, batch_rows, event, ref, select
-from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.app import HotjoinServer
 
 
-def _collect(stream, batched: bool) -> tuple[dict[int, list[tuple]], list[pb.ListenResponse]]:
+def _collect(stream, batched: bool) -> tuple[dict[int, list[tuple]], list[Any]]:
     """Matches per subscription until caught up; also every non-match message."""
     per: dict[int, list[tuple]] = defaultdict(list)
-    other: list[pb.ListenResponse] = []
+    other: list[Any] = []
     for resp in stream:
-        kind = resp.WhichOneof("message")
+        kind = resp.kind
         if kind == "matches":
             assert batched
-            for m in batch_rows(resp.matches):
+            for m in batch_rows(resp):
                 per[m.subscription_id].append((m.seq, m.sign, m.count, m.op, m.event.id))
         elif kind == "match":
-            m = resp.match
+            m = resp
             per[m.subscription_id].append((m.seq, m.sign, m.count, m.op, m.event.id))
         else:
             other.append(resp)
@@ -60,8 +60,8 @@ def test_batched_listen_equals_single_messages(client: HotjoinClient) -> None:
     # the stream opened before publishing sees the same thing live
     per: dict[int, list[tuple]] = defaultdict(list)
     for resp in live_b:
-        if resp.WhichOneof("message") == "matches":
-            for m in batch_rows(resp.matches):
+        if resp.kind == "matches":
+            for m in batch_rows(resp):
                 per[m.subscription_id].append((m.seq, m.sign, m.count, m.op, m.event.id))
         if all(live_b.cursors.get(s, 0) >= max((x[0] for x in got_b.get(s, [(0,)])), default=0) for s in sids) \
                 and sum(map(len, per.values())) >= sum(map(len, got_b.values())):
@@ -81,7 +81,7 @@ def test_batched_listen_gap_after_eviction_and_resume(memory_client: HotjoinClie
     client.publish("t", [event("S", f"s{i}", 0.5, 0.0, time=i) for i in range(100)])
     first = client.get_topic("t").seq - 99
     per, rest = _collect(client.listen("t", subscriber="me", batch=True), True)
-    gaps = {g.gap.subscription_id: (g.gap.from_seq, g.gap.to_seq) for g in rest if g.WhichOneof("message") == "gap"}
+    gaps = {g.subscription_id: (g.from_seq, g.to_seq) for g in rest if g.kind == "gap"}
     assert gaps == {sid: (1, first + 35), other: (2, first + 35)}  # from the registration seq
     for q in (sid, other):
         assert [m[0] for m in per[q]] == list(range(first + 36, first + 100))
@@ -89,7 +89,7 @@ def test_batched_listen_gap_after_eviction_and_resume(memory_client: HotjoinClie
     s2 = client.listen("t", cursors={sid: first + 80}, subscription_ids=[sid], batch=True)
     per2, rest2 = _collect(s2, True)
     assert [m[0] for m in per2[sid]] == list(range(first + 81, first + 100))
-    assert [r.WhichOneof("message") for r in rest2] == ["caught_up"]
+    assert [r.kind for r in rest2] == ["caught_up"]
 
 
 def test_unsubscribed_after_its_batched_messages(client: HotjoinClient) -> None:
@@ -97,14 +97,14 @@ def test_unsubscribed_after_its_batched_messages(client: HotjoinClient) -> None:
     sid = client.subscribe("t", band((-1, 1), subscriber="me", delivery="affected"))
     stream = client.listen("t", subscriber="me", batch=True)
     it = iter(stream)
-    assert next(it).WhichOneof("message") == "caught_up"  # the stream is open
+    assert next(it).kind == "caught_up"  # the stream is open
     client.publish("t", [event("R", "r0", 0.0, 0.0, time=0), event("S", "s0", 0.5, 0.0, time=0)])
     useq = client.unsubscribe("t", sid)
     kinds = []
     for resp in it:
-        kinds.append(resp.WhichOneof("message"))
+        kinds.append(resp.kind)
         if kinds[-1] == "unsubscribed":
-            assert resp.unsubscribed.seq == useq
+            assert resp.seq == useq
             break
     stream.cancel()
     assert kinds.index("matches") < kinds.index("unsubscribed")
@@ -122,7 +122,7 @@ def test_concurrent_streams_share_syncs_and_stay_ordered(data_dir: Path) -> None
             c.publish("t", [event("S", "s0", 0.0, 0.0, time=0)])
             lis = c.listen("t", subscriber="me", batch=True)
             it = iter(lis)
-            assert next(it).WhichOneof("message") == "caught_up"
+            assert next(it).kind == "caught_up"
             errors: list[BaseException] = []
 
             def pub(k: int) -> None:
@@ -146,8 +146,8 @@ def test_concurrent_streams_share_syncs_and_stay_ordered(data_dir: Path) -> None
             assert log.syncs < 200 + 3
             seqs: list[int] = []
             for resp in it:
-                if resp.WhichOneof("message") == "matches":
-                    seqs.extend(resp.matches.seqs)
+                if resp.kind == "matches":
+                    seqs.extend(resp.seqs)
                 if len(seqs) >= 4000:
                     break
             lis.cancel()
@@ -212,7 +212,8 @@ def _replay_roundtrip(data_dir: Path, checkpoint_min_ops: int, damage: bool = Fa
 
     def probe(c: HotjoinClient) -> tuple:
         t, st = c.get_topic("t"), c.stats("t")
-        subs = [(s.subscription_id, s.registered_seq, s.spec.SerializeToString()) for s in c.list_subscriptions("t")]
+        subs = [(s.subscription_id, s.registered_seq, s.spec, s.subscriber, s.delivery)
+                for s in c.list_subscriptions("t")]
         resp = c.publish("t", [event("R", "probe", 2.0, 1.0, time=200), event("S", "probe", 2.0, 1.0, time=200)])
         lis = c.listen("t", subscriber="a", from_latest=False, cursors={s[0]: t.seq for s in subs})
         per, _ = _collect(lis, False)

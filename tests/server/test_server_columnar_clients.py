@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hotjoin.cli.main import main
+from hotjoin.clients import PublishResult
 from hotjoin.clients.aio import AsyncHotjoinClient
 from hotjoin.clients.client import (
     HotjoinClient,
@@ -27,7 +28,7 @@ from hotjoin.server.app import HotjoinServer
 
 
 def test_asyncio_client_publishes_and_listens(server: HotjoinServer) -> None:
-    async def go() -> tuple[list[pb.PublishResponse], list[tuple[int, int, int]], int]:
+    async def go() -> tuple[list[PublishResult], list[tuple[int, int, int]], int]:
         async with AsyncHotjoinClient(server.target, timeout=30) as hj:
             await hj.wait_ready(10)
             await hj.create_topic("a", lateness=0)
@@ -42,7 +43,7 @@ def test_asyncio_client_publishes_and_listens(server: HotjoinServer) -> None:
             rows: list[tuple[int, int, int]] = []
             async for m in hj.listen_columns("a", subscriber="me"):
                 if not isinstance(m, MatchColumns):
-                    assert m.WhichOneof("message") == "caught_up"
+                    assert m.kind == "caught_up"
                     break
                 rows += list(zip(m.subscription_id.tolist(), m.seq.tolist(), m.count.tolist(), strict=True))
             return acks, rows, int((await hj.stats("a")).seq)
@@ -50,7 +51,7 @@ def test_asyncio_client_publishes_and_listens(server: HotjoinServer) -> None:
     acks, rows, seq = asyncio.run(go())
     assert [(a.accepted, a.rejected) for a in acks] == [(2, 0), (2, 0), (1, 1)]
     assert (acks[0].first_seq, acks[0].last_seq, acks[1].first_seq, acks[1].last_seq) == (2, 3, 4, 5)
-    assert [s.code for s in acks[2].statuses] == [pb.OK, pb.DUPLICATE]  # the per-event form's answer
+    assert [s.code for s in acks[2].statuses] == ["OK", "DUPLICATE"]  # the per-event form's answer
     assert rows == [(0, 4, 1), (0, 6, 1)] and seq == 6
 
 
@@ -60,7 +61,7 @@ def test_arrow_in_and_out(client: HotjoinClient) -> None:
     table = pa.table({"side": ["S", "R", "R"], "id": ["s", None, "r2"], "key": [1.0, 1.5, 7.0],
                       "value": [0.0, 0.0, 0.0], "time": [1, 2, 3], "payload": ["x", None, "z"]})
     resp = client.publishing.Publish(pb.PublishRequest(topic="t", columns=columns_from_arrow(table)))
-    assert (resp.accepted, [(a.index, a.id) for a in resp.assigned]) == (3, [(1, "auto-3")])
+    assert (resp.accepted, [(a.index, a.id) for a in resp.assigned]) == (3, [(1, "auto-3")])  # raw stub
     for m in client.listen_columns("t", subscriber="me"):
         assert isinstance(m, MatchColumns)
         rb, pairs = m.to_arrow(), m.pairs_arrow()
@@ -126,12 +127,12 @@ def test_batch_pairs_listen(client: HotjoinClient, monkeypatch: pytest.MonkeyPat
     client.publish_columns("t", ["R", "R"], ["big", "small"], [1.0, 5.0], [0.0, 0.0], [2, 2])
     kinds, rows = [], []
     for resp in client.listen("t", subscriber="me", batch=True, batch_pairs=True):
-        kind = resp.WhichOneof("message")
+        kind = resp.kind
         kinds.append(kind)
         if kind == "caught_up":
             break
-        ms = batch_rows(resp.matches) if kind == "matches" else [resp.match]
-        rows += [(m.subscription_id, m.seq, m.count, sorted((p.r_id, p.s_id) for p in m.pairs)) for m in ms]
+        ms = batch_rows(resp) if kind == "matches" else [resp]
+        rows += [(m.subscription_id, m.seq, m.count, sorted(m.pairs)) for m in ms]
     # the 3-pair message came as Match parts (joined by the client), everything else in batches
     assert kinds.count("match") == 1 and kinds[-1] == "caught_up" and set(kinds[:-1]) == {"match", "matches"}
     assert sorted(rows) == [(0, 8, 3, [("big", "s0"), ("big", "s1"), ("big", "s2")]),

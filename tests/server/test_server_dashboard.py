@@ -89,7 +89,7 @@ def workload(tmp_path: Path) -> Iterator[HotjoinServer]:
             stream = c.listen(TOPIC, subscription_ids=[sid], cursors={sid: 0}, reconnect=False)
             try:
                 for msg in stream:
-                    if stop.is_set() or msg.WhichOneof("message") == "caught_up":
+                    if stop.is_set() or msg.kind == "caught_up":
                         break
             finally:
                 stream.cancel()

@@ -31,9 +31,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
+from hotjoin.clients import CallError, Gap, Match, MatchBatch
 from hotjoin.clients.client import (
     HotjoinClient,
     MatchStream,
@@ -46,7 +46,6 @@ from hotjoin.clients.client import (
 )
 from hotjoin.matcher.model import Event as MEvent
 from hotjoin.matcher.oracle import OracleEngine
-from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.convert import decode_side, decode_spec
 from hotjoin.server.log import read_batches
 
@@ -119,7 +118,7 @@ class Consumer:
         self.delay = delay
         self.commit_each = commit_each
         self.got: list[tuple[int, int, Msg]] = []
-        self.gaps: list[pb.Gap] = []
+        self.gaps: list[Gap] = []
         self.duplicates = 0
         self.stream: MatchStream | None = None
         self.uncertain: set[tuple[int, int]] = set()  # processed, but the commit may have failed
@@ -136,27 +135,26 @@ class Consumer:
     def _run(self, stream: MatchStream) -> None:
         try:
             for resp in stream:
-                kind = resp.WhichOneof("message")
-                rows: list[pb.Match] = []
-                if kind == "match":
-                    rows = [resp.match]
-                elif kind == "matches":
-                    rows = batch_rows(resp.matches)
-                elif kind == "gap":
-                    self.gaps.append(resp.gap)
+                rows: list[Match] = []
+                if isinstance(resp, Match):
+                    rows = [resp]
+                elif isinstance(resp, MatchBatch):
+                    rows = batch_rows(resp)
+                elif isinstance(resp, Gap):
+                    self.gaps.append(resp)
                 for m in rows:
-                    content = (m.count,) if not m.pairs else tuple(sorted((p.r_id, p.s_id) for p in m.pairs))
+                    content = (m.count,) if not m.pairs else tuple(sorted(m.pairs))
                     self.got.append((m.subscription_id, m.seq, (m.sign, content)))
                     if self.commit_each:
                         try:
                             self.client.commit_cursors("t", {m.subscription_id: m.seq})
-                        except grpc.RpcError:
+                        except CallError:
                             self.uncertain.add((m.subscription_id, m.seq))
                             stream.cancel()  # the application dies with the server
                             return
                     if self.delay:
                         time.sleep(self.delay)
-        except grpc.RpcError as e:
+        except CallError as e:
             if self.stream is stream and not stream._cancelled:
                 self.error = e
         finally:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from server_harness import engine_factory
 
+from hotjoin.clients import Match
 from hotjoin.clients.client import HotjoinClient, band, event, ref, select, window
 from hotjoin.matcher.model import BandJoin, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.model import Event as MEvent
@@ -48,9 +49,8 @@ def _expected(out: list, sign_of: int, affected: set[int], seq: int, exp: dict) 
             exp[(sid, seq)] = (sign_of, len(ds), Counter((d.r_id, d.s_id) for d in ds))
 
 
-def _got(resp: pb.ListenResponse) -> tuple[Key, tuple]:
-    m = resp.match
-    pairs = None if not m.pairs else Counter((p.r_id, p.s_id) for p in m.pairs)
+def _got(m: Match) -> tuple[Key, tuple]:
+    pairs = None if not m.pairs else Counter(m.pairs)
     return (m.subscription_id, m.seq), (m.sign, m.count, pairs)
 
 
@@ -84,7 +84,7 @@ def run_workload(client: HotjoinClient, kind: str, seed: int, n_ops: int = 300) 
 
                 def consume(s: Any = stream) -> None:
                     for resp in s:
-                        if resp.WhichOneof("message") == "match":
+                        if resp.kind == "match":
                             k, v = _got(resp)
                             assert k not in live, f"duplicate message {k}"
                             live[k] = v
@@ -103,10 +103,10 @@ def run_workload(client: HotjoinClient, kind: str, seed: int, n_ops: int = 300) 
                 try:
                     out = oracle.publish(MEvent(*b))
                 except Exception as e:  # late or duplicate
-                    want = pb.DUPLICATE if "exists" in str(e) else pb.LATE
+                    want = "DUPLICATE" if "exists" in str(e) else "LATE"
                     assert st.code == want, (b, st, e)
                     continue
-                assert st.code == pb.OK and st.seq == oracle.seq, (b, st)
+                assert st.code == "OK" and st.seq == oracle.seq, (b, st)
                 stored[b[0]].append(b[1])
                 _expected(out, 1, affected, oracle.seq, exp)
         elif r < 0.92:
@@ -117,7 +117,7 @@ def run_workload(client: HotjoinClient, kind: str, seed: int, n_ops: int = 300) 
             eid = rnd.choice(cands)
             st = client.delete_events("t", [ref(side, eid)]).statuses[0]
             out = oracle.delete(side, eid)
-            assert st.code == pb.OK and st.seq == oracle.seq
+            assert st.code == "OK" and st.seq == oracle.seq
             _expected(out, -1, affected, oracle.seq, exp)
         else:
             live_subs = list(oracle.subscriptions())
@@ -143,7 +143,7 @@ def run_workload(client: HotjoinClient, kind: str, seed: int, n_ops: int = 300) 
         got: dict[Key, tuple] = {}
         late = client.listen("t", subscription_ids=sorted(survivors))
         for resp in late:
-            kind_ = resp.WhichOneof("message")
+            kind_ = resp.kind
             if kind_ == "match":
                 k, v = _got(resp)
                 got[k] = v
@@ -181,7 +181,7 @@ def test_resume_after_drop_and_gap_after_eviction(memory_client: HotjoinClient) 
     stream = client.listen("t", subscriber="me")
     seen = []
     for resp in stream:
-        seen.append(resp.match.seq)
+        seen.append(resp.seq)
         if len(seen) == 3:
             break
     stream.cancel()  # the connection drops
@@ -190,10 +190,10 @@ def test_resume_after_drop_and_gap_after_eviction(memory_client: HotjoinClient) 
     resumed = client.listen("t", cursors={sid: cursor}, subscription_ids=[sid])
     rest = []
     for resp in resumed:
-        if resp.WhichOneof("message") == "caught_up":
+        if resp.kind == "caught_up":
             break
-        assert resp.WhichOneof("message") == "match"
-        rest.append(resp.match.seq)
+        assert resp.kind == "match"
+        rest.append(resp.seq)
     resumed.cancel()
     assert seen + rest == list(range(3, 13)), "every buffered message exactly once, in order"
     last = rest[-1]
@@ -201,14 +201,14 @@ def test_resume_after_drop_and_gap_after_eviction(memory_client: HotjoinClient) 
     again = client.listen("t", cursors={sid: last}, subscription_ids=[sid])
     msgs = []
     for resp in again:
-        if resp.WhichOneof("message") == "caught_up":
+        if resp.kind == "caught_up":
             break
         msgs.append(resp)
     again.cancel()
-    assert msgs[0].WhichOneof("message") == "gap"
-    gap = msgs[0].gap
+    assert msgs[0].kind == "gap"
+    gap = msgs[0]
     assert (gap.subscription_id, gap.from_seq, gap.to_seq) == (sid, last + 1, last + 36)
-    assert [m.match.seq for m in msgs[1:]] == list(range(last + 37, last + 101))
+    assert [m.seq for m in msgs[1:]] == list(range(last + 37, last + 101))
 
 
 def test_slow_listener_does_not_block_publishers(client: HotjoinClient) -> None:
@@ -227,7 +227,7 @@ def test_slow_listener_does_not_block_publishers(client: HotjoinClient) -> None:
     assert stats.tuples["S"] == 4000
     stalled.cancel()
     other = client.listen("t", subscription_ids=[sid], from_latest=True)
-    assert next(iter(other)).WhichOneof("message") == "caught_up"
+    assert next(iter(other)).kind == "caught_up"
     other.cancel()
 
 
@@ -241,7 +241,7 @@ def test_reconnect_after_server_restart(data_dir: Any) -> None:
     sid = c.subscribe("t", band((-1, 1), subscriber="me"))
     c.publish("t", [event("R", "r0", 0.0, 0.0, time=0), event("S", "s0", 0.5, 0.0, time=1)])
     stream = c.listen("t", subscriber="me", retry_delay=0.1)
-    got: list[pb.ListenResponse] = []
+    got: list[Any] = []
 
     def consume() -> None:
         for resp in stream:
@@ -250,7 +250,7 @@ def test_reconnect_after_server_restart(data_dir: Any) -> None:
     th = threading.Thread(target=consume, daemon=True)
     th.start()
     deadline = time.monotonic() + 10
-    while not any(r.WhichOneof("message") == "match" for r in got) and time.monotonic() < deadline:
+    while not any(r.kind == "match" for r in got) and time.monotonic() < deadline:
         time.sleep(0.02)
     srv.stop(0)
     c.publish  # noqa: B018 - the channel survives; the server comes back on the same port
@@ -258,9 +258,9 @@ def test_reconnect_after_server_restart(data_dir: Any) -> None:
     try:
         c.publish("t", [event("S", "s1", 0.2, 0.0, time=2)])
         deadline = time.monotonic() + 15
-        while not any(r.match.seq == 4 for r in got if r.WhichOneof("message") == "match") and time.monotonic() < deadline:
+        while not any(r.seq == 4 for r in got if r.kind == "match") and time.monotonic() < deadline:
             time.sleep(0.05)
-        matches = [(r.match.subscription_id, r.match.seq) for r in got if r.WhichOneof("message") == "match"]
+        matches = [(r.subscription_id, r.seq) for r in got if r.kind == "match"]
         assert matches == [(sid, 3), (sid, 4)]
         assert stream.reconnects >= 1
     finally:

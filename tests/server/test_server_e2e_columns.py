@@ -10,20 +10,25 @@ assigned ids), so the unchanged e2e assertions check the columnar path against t
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 import test_server_e2e as e2e
 import test_server_persistence as persistence
 
+from hotjoin.clients import EventResult, PublishResult
 from hotjoin.clients.client import HotjoinClient
+from hotjoin.clients.convert import event_to_wire
 from hotjoin.proto import hotjoin_pb2 as pb
 
 SENT = [0]  # columnar requests sent (each test publishes, so each must send some)
 
 
-def _publish_as_columns(self: HotjoinClient, topic: str, events: Sequence[pb.Event]) -> pb.PublishResponse:
-    out = pb.PublishResponse()
+def _publish_as_columns(self: HotjoinClient, topic: str, events: Sequence[Any]) -> PublishResult:
+    events = [event_to_wire(e) for e in events]
+    statuses: list[EventResult] = []
+    accepted = rejected = 0
     i = 0
     while i < len(events):
         timed = events[i].HasField("time")
@@ -37,19 +42,19 @@ def _publish_as_columns(self: HotjoinClient, topic: str, events: Sequence[pb.Eve
                                     [e.payload for e in run])
         SENT[0] += 1
         bad = {s.index: s for s in resp.statuses}
-        assigned = {a.index: a.id for a in resp.assigned}
         seq = resp.first_seq
         for k, e in enumerate(run):
             if k in bad:
-                out.statuses.append(pb.EventStatus(code=bad[k].code, id=bad[k].id, reason=bad[k].reason))
+                statuses.append(EventResult(bad[k].code, bad[k].id, reason=bad[k].reason,
+                                            identical=bad[k].identical))
             else:
-                out.statuses.append(pb.EventStatus(code=pb.OK, id=assigned.get(k, e.id), seq=seq))
+                statuses.append(EventResult("OK", resp.assigned.get(k, e.id), seq))
                 seq += 1
         assert resp.accepted == 0 or seq - 1 == resp.last_seq
-        out.accepted += resp.accepted
-        out.rejected += resp.rejected
+        accepted += resp.accepted
+        rejected += resp.rejected
         i = j
-    return out
+    return PublishResult(tuple(statuses), accepted, rejected)
 
 
 @pytest.fixture(autouse=True)

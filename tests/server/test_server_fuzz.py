@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_harness import engine_factory
 
+from hotjoin.clients import CallError
 from hotjoin.clients.client import HotjoinClient
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.app import HotjoinServer
@@ -191,8 +192,8 @@ def call(c: HotjoinClient, kind: str, req: Any, acks: list[Any]) -> tuple[C, Any
                 "DeleteTopic": c.topics, "GetTopicStats": c.stats_stub, "Publish": c.publishing,
                 "DeleteEvents": c.publishing}.get(kind, c.subscriptions)
         return C.OK, getattr(stub, kind)(req, timeout=10)
-    except grpc.RpcError as e:
-        return e.code(), e.details()
+    except CallError as e:  # the client's channel types every status
+        return C[e.code], e.message
 
 
 def _first(stream: Any) -> Any:

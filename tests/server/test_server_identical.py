@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from server_harness import engine_factory
 
 from hotjoin.clients.client import HotjoinClient, event
-from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import metrics
 from hotjoin.server.app import HotjoinServer
 
@@ -31,13 +30,13 @@ SAME = "event R/c1 already exists with the same content (a re-sent event)"
 CONFLICT = "event R/c1 already exists"
 
 
-def _per_event(c: HotjoinClient, topic: str, rows: list[Row]) -> list[tuple[int, bool, str]]:
+def _per_event(c: HotjoinClient, topic: str, rows: list[Row]) -> list[tuple[str, bool, str]]:
     """(code, identical, reason) per event, published one message per event."""
     resp = c.publish(topic, [event(s, i, k, v, t, p) for s, i, k, v, t, p in rows])
     return [(s.code, s.identical, s.reason) for s in resp.statuses]
 
 
-def _columnar(c: HotjoinClient, topic: str, rows: list[Row]) -> list[tuple[int, bool, str]]:
+def _columnar(c: HotjoinClient, topic: str, rows: list[Row]) -> list[tuple[str, bool, str]]:
     """The same through the columnar form (every row with a time, or none with one)."""
     timed = [r[4] is not None for r in rows]
     assert all(timed) or not any(timed), "a columnar batch has times for all events or none"
@@ -46,7 +45,7 @@ def _columnar(c: HotjoinClient, topic: str, rows: list[Row]) -> list[tuple[int, 
                              [r[2] for r in rows], [r[3] for r in rows], times,
                              [r[5] for r in rows])
     bad = {s.index: (s.code, s.identical, s.reason) for s in resp.statuses}
-    return [bad.get(i, (pb.OK, False, "")) for i in range(len(rows))]
+    return [bad.get(i, ("OK", False, "")) for i in range(len(rows))]
 
 
 FORMS = {"per_event": _per_event, "columnar": _columnar}
@@ -74,10 +73,10 @@ def test_identical_or_conflict(client: HotjoinClient, form: str, resent: Row,
                                identical: bool) -> None:
     publish = FORMS[form]
     t = _topic(client)
-    assert publish(client, t, [STORED])[0][0] == pb.OK
+    assert publish(client, t, [STORED])[0][0] == "OK"
     seq = client.get_topic(t).seq
     got = publish(client, t, [resent])
-    assert got == [(pb.DUPLICATE, identical, SAME if identical else CONFLICT)]
+    assert got == [("DUPLICATE", identical, SAME if identical else CONFLICT)]
     assert client.get_topic(t).seq == seq  # a rejected event changes nothing
     assert client.stats(t).tuples["R"] == 1
 
@@ -86,7 +85,7 @@ def test_identical_or_conflict(client: HotjoinClient, form: str, resent: Row,
 def test_the_other_side_is_another_event(client: HotjoinClient, form: str) -> None:
     t = _topic(client)
     FORMS[form](client, t, [STORED])
-    assert FORMS[form](client, t, [("S", "c1", 1.5, 2.0, 100, b"p")])[0][0] == pb.OK
+    assert FORMS[form](client, t, [("S", "c1", 1.5, 2.0, 100, b"p")])[0][0] == "OK"
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -98,8 +97,8 @@ def test_repeats_within_one_batch(client: HotjoinClient, form: str) -> None:
                        ("S", "b", 2.0, 0.0, 5, b"x"), ("S", "a", 1.0, 1.0, 5, b"")]
     got = FORMS[form](client, t, rows)
     assert [(code, same) for code, same, _ in got] == [
-        (pb.OK, False), (pb.DUPLICATE, True), (pb.DUPLICATE, False), (pb.OK, False),
-        (pb.DUPLICATE, True), (pb.DUPLICATE, True)]
+        ("OK", False), ("DUPLICATE", True), ("DUPLICATE", False), ("OK", False),
+        ("DUPLICATE", True), ("DUPLICATE", True)]
     assert got[2][2] == "event S/a already exists"
     assert client.get_topic(t).seq == 2
 
@@ -133,7 +132,7 @@ _row = st.tuples(
 )
 
 
-def _oracle(batches: list[list[Row]]) -> list[list[tuple[int, bool]]]:
+def _oracle(batches: list[list[Row]]) -> list[list[tuple[str, bool]]]:
     """(code, identical) of every event, by the definition: a stored (side, id) makes the event
     a duplicate, identical when key, value, payload and (if sent) time are equal."""
     stored: dict[tuple[str, str], Row] = {}
@@ -144,10 +143,10 @@ def _oracle(batches: list[list[Row]]) -> list[list[tuple[int, bool]]]:
             old = stored.get((r[0], r[1]))
             if old is None:
                 stored[(r[0], r[1])] = r
-                got.append((pb.OK, False))
+                got.append(("OK", False))
             else:
                 same = (old[2], old[3], old[5]) == (r[2], r[3], r[5]) and r[4] in (None, old[4])
-                got.append((pb.DUPLICATE, same))
+                got.append(("DUPLICATE", same))
         out.append(got)
     return out
 

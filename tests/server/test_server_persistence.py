@@ -18,7 +18,6 @@ from hotjoin.clients.client import HotjoinClient, band, event, ref
 from hotjoin.matcher.model import BandJoin, Range
 from hotjoin.matcher.model import Event as MEvent
 from hotjoin.matcher.oracle import OracleEngine
-from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.export import export_topic
 
@@ -59,17 +58,17 @@ def test_restart_rebuilds_state_exactly(data_dir: Path) -> None:
             out = oracle.publish(MEvent("S", "new", 17.0, 0.0, 60))
             assert resp.statuses[0].seq == oracle.seq
             late = c.publish("t", [event("S", "old", 0.0, 0.0, time=1)]).statuses[0]
-            assert late.code == pb.LATE
+            assert late.code == "LATE"
             expected = sorted((d.subscription_id, d.r_id, d.s_id) for d in out)
             got = []
             stream = c.listen("t", subscriber="a", from_latest=False)
             for m in stream:
-                if m.WhichOneof("message") == "caught_up":
+                if m.kind == "caught_up":
                     break
-                if m.WhichOneof("message") == "match" and m.match.seq == oracle.seq:
-                    got += [(m.match.subscription_id, p.r_id, p.s_id) for p in m.match.pairs]
-                    if not m.match.pairs:
-                        got += [(m.match.subscription_id, "?", "?")] * m.match.count
+                if m.kind == "match" and m.seq == oracle.seq:
+                    got += [(m.subscription_id, r, s) for r, s in m.pairs]
+                    if not m.pairs:
+                        got += [(m.subscription_id, "?", "?")] * m.count
             stream.cancel()
             assert sorted(x for x in got if x[1] != "?") == [x for x in expected if x[0] != 3]
     finally:
@@ -157,7 +156,7 @@ def test_kill9_during_streaming_publish(data_dir: Path) -> None:
             for i in range(0, len(ids), 5000):
                 chunk = [event("R" if int(x[1:]) % 2 else "S", x, 0.0, 0.0, time=10**6) for x in ids[i:i + 5000]]
                 codes = {s.code for s in c2.publish("t", chunk).statuses}
-                assert codes == {pb.DUPLICATE}
+                assert codes == {"DUPLICATE"}
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)

@@ -1,11 +1,11 @@
-"""Every band-join strategy gives the oracle's deliveries (SPEC §7: "every strategy yields the same
-deliveries (as a multiset) for the same operations"; paper 004 §3.1 BJ-QOuter/DOuter/MJ/SSI and
-the hotspot variant of §3.4).
+"""Every band-join strategy gives the oracle's deliveries (every strategy yields the same
+deliveries, as a multiset, for the same operations; paper 004 §3.1 BJ-QOuter/DOuter/MJ/SSI and
+the hotspot variant of §3.1.3).
 
 Random programs (``tests/engine_harness.py``) run the engine and ``OracleEngine`` in lockstep and
 compare errors, delivery multisets, ``seq``/``watermark`` and snapshot results after every
-operation; deterministic cases pin the boundaries.  Skipped while ``matcher.engine`` cannot be
-imported; ``HOTJOIN_TEST_ENGINE=oracle`` runs everything against a second oracle instead, and
+operation; deterministic cases pin the boundaries. ``HOTJOIN_TEST_ENGINE=oracle`` runs
+everything against a second oracle instead, and
 ``HOTJOIN_HYPOTHESIS_EXAMPLES`` scales the example counts.
 """
 
@@ -68,7 +68,8 @@ def test_many_subscriptions_match_oracle(factory: EngineFactory, program: Any) -
 @harness_settings(40)
 @given(program=programs(kinds=("band",), max_ops=30, keys=IEEE_KEYS, band_bounds=IEEE_BOUNDS))
 def test_ieee_difference_programs(factory: EngineFactory, program: Any) -> None:
-    """Keys and band ends where ``r.key + lo`` and ``s.key - r.key`` round differently (SPEC §2)."""
+    """Keys and band ends where ``r.key + lo`` and ``s.key - r.key`` round differently (the band
+    condition is the IEEE difference, ``BandJoin``)."""
     run_program(factory, program)
 
 

@@ -1,4 +1,4 @@
-"""Every window-join strategy gives the oracle's deliveries (SPEC §7; paper 004 §3.3).
+"""Every window-join strategy gives the oracle's deliveries (paper 004 §3.3).
 
 Random programs (``tests/engine_harness.py``: disorder up to the lateness L, retention, deletes,
 snapshots, subscription churn that moves stabbing points and w_max) run each strategy and
@@ -8,7 +8,6 @@ out-of-order arrivals (in-order result), deletes of skyline points and retention
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -30,14 +29,11 @@ from hypothesis import strategies as st
 
 from hotjoin.matcher.model import Range, WindowJoin
 
-HAS_HOTSPOT = importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None
-_needs_hotspot = pytest.mark.skipif(not HAS_HOTSPOT, reason="matcher.hotspot not landed yet")
 OTHERS = {"band": "BJ-SSI", "select": "SJ-SSI"}
 
 
 def _param(name: str, options: Any = None, id: str | None = None) -> Any:
-    return pytest.param(({**OTHERS, "window": name}, options), id=id or name,
-                        marks=[_needs_hotspot] if name == "WJ-Hotspot" else [])
+    return pytest.param(({**OTHERS, "window": name}, options), id=id or name)
 
 
 CONFIGS = [*[_param(n) for n in WINDOW_STRATEGY_NAMES],

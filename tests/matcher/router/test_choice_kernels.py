@@ -308,22 +308,23 @@ def test_settled_choices_follow_the_corrections() -> None:
     """Probes against a static table with online calibration (timed every tuple, a big step):
     the corrections move on every tuple, and each choice is still the argmin of the corrected
     models at that moment, whether it came from the per-m′ cache or the kernel."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.estimators as estimators
+    import hotjoin.matcher.router.learning as router
 
     rng = np.random.default_rng(3)
     # modelled far dearer than they run, so the first timed run moves every member's
     # correction (the members never timed follow the first one down)
     coef = {n: [float(x) for x in rng.choice([1e4, 1e5, 1e6], len(f))]
             for n, f in FEATURES.items()}
-    saved = (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY)
-    router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = 4, 10**9, 10**9
+    saved = (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, estimators.SAMPLE_EVERY)
+    router.FEEDBACK_EVERY, router.EXPLORE_EVERY, estimators.SAMPLE_EVERY = 4, 10**9, 10**9
     try:
         e = _routed_engine(rng, coef, subs=80, width=20, stored=300, keys=12)
         ix: Any = e.select
         assert _probe_and_check(e, rng, 2000, keys=14) > 1000
         assert ix.routing_stats()["corrections"]["R"] != dict.fromkeys(ix.member_names, 1.0)
     finally:
-        router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = saved
+        router.FEEDBACK_EVERY, router.EXPLORE_EVERY, estimators.SAMPLE_EVERY = saved
 
 
 def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
@@ -332,20 +333,22 @@ def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
     by sign steps and by far-off jumps. Every choice, settled or from the kernel, must still be
     the argmin of the corrected models, and the settled choices must still serve many tuples
     (each is kept by its own margin)."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.estimators as estimators
+    import hotjoin.matcher.router.learning as router
+    import hotjoin.matcher.router.select as select_router
 
     rng = np.random.default_rng(11)
     coef = {n: [float(x) for x in rng.uniform(1e4, 1.3e4, len(f))] for n, f in FEATURES.items()}
-    saved = (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY,
-             router.select_for)
+    saved = (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, estimators.SAMPLE_EVERY,
+             select_router.select_for)
     calls = [0]
 
     def counted(plan: np.ndarray, size: int, v: float, hist: np.ndarray) -> int:
         calls[0] += 1
         return int(saved[3](plan, size, v, hist))
 
-    router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY = 8, 3, 10**9
-    router.select_for = counted
+    router.FEEDBACK_EVERY, router.EXPLORE_EVERY, estimators.SAMPLE_EVERY = 8, 3, 10**9
+    select_router.select_for = counted
     try:
         e = _routed_engine(rng, coef, subs=60, width=30, stored=400, keys=40)
         ix: Any = e.select
@@ -360,10 +363,10 @@ def test_settled_choices_are_dropped_once_their_margin_is_spent() -> None:
         assert checked > 2000
         assert ix.explorations > 20
         # the settled choices served many tuples: 71 % of the tuples paid a kernel call under
-        # session 12's learning rule, 78 % since a far run repeated within ``CALM_RUNS`` timed
-        # runs moves a correction by up to ``FAR_REPEAT_CAP`` (this clock repeats far runs
-        # all the time); with no choice ever kept it would be ~100 %
+        # a plain sign-step learning rule, 78 % since a far run repeated within ``CALM_RUNS``
+        # timed runs moves a correction by up to ``FAR_REPEAT_CAP`` (this clock repeats far
+        # runs all the time); with no choice ever kept it would be ~100 %
         assert calls[0] < 0.85 * checked, calls
     finally:
-        (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, router.SAMPLE_EVERY,
-         router.select_for) = saved
+        (router.FEEDBACK_EVERY, router.EXPLORE_EVERY, estimators.SAMPLE_EVERY,
+         select_router.select_for) = saved

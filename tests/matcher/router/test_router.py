@@ -1,4 +1,4 @@
-"""The cost-based router never changes results (paper 004 §4; SPEC §7 ``strategy="auto"``).
+"""The cost-based router never changes results (paper 004 §4; ``strategy="auto"``).
 
 ``"auto"`` runs SJ-/BJ-/WJ-Dynamic: every member strategy's index is maintained and each tuple
 goes to the cheapest member by the cost model. These tests drive ``"auto"`` with the shipped
@@ -56,7 +56,7 @@ def test_auto_matches_oracle_while_learning_and_exploring(program: Any,
                                                          profile: CostProfile) -> None:
     """Online calibration on every tuple and an exploration on every timed run: corrections
     move and members switch constantly, results stay the oracle's."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.learning as router
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(router, "FEEDBACK_EVERY", 1)
@@ -232,10 +232,11 @@ def test_decisions_reach_engine_stats() -> None:
 def test_fast_path_picks_the_cheapest_by_the_full_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-tuple fast path (constants folded every PLAN_REFRESH tuples) chooses exactly the
     argmin of the full cost formulas when the fold is fresh (refresh every tuple here)."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.estimators as estimators
+    import hotjoin.matcher.router.learning as router
 
     monkeypatch.setattr(router, "PLAN_REFRESH", 0)
-    monkeypatch.setattr(router, "SAMPLE_EVERY", 10**9)
+    monkeypatch.setattr(estimators, "SAMPLE_EVERY", 10**9)
     rng = np.random.default_rng(5)
     prof = CostProfile({n: [float(x) for x in rng.choice([0.0, 1.0, 50.0, 2000.0], len(f))]
                         for n, f in FEATURES.items()})
@@ -336,7 +337,7 @@ def test_a_far_off_member_is_timed_on_every_use_until_corrected() -> None:
     never timed, or far off its model when last timed, is timed on every routed tuple, so
     its correction climbs (at most 2× per run) within a handful of tuples instead of one timed
     run per ``FEEDBACK_EVERY`` (~32 tuples each)."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.learning as router
 
     _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
                                    "SJ-Vanilla": [3000.0, 0.0, 0.0]},
@@ -353,9 +354,9 @@ def test_a_member_far_off_on_most_tuples_is_corrected_within_a_few_runs() -> Non
     (per-tuple costs scatter: WJ-SSI on the load-test window workload). A near run between two
     far ones no longer clears the far memory (``CALM_RUNS``), so the second far run is a
     repeat and moves the correction by up to ``FAR_REPEAT_CAP``: JoinFirst is left within a
-    few tuples. (Under session 12's rule each far run after a near one was a sign step of
-    ≤ 4 %, and JoinFirst was left only after 195 tuples.)"""
-    import hotjoin.matcher.router.dynamic as router
+    few tuples. (When each far run after a near one was a sign step of ≤ 4 %, JoinFirst was
+    left only after 195 tuples.)"""
+    import hotjoin.matcher.router.learning as router
 
     _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
                                    "SJ-Vanilla": [3000.0, 0.0, 0.0]},
@@ -371,8 +372,8 @@ def test_a_far_run_the_other_way_undoes_an_outlier() -> None:
     """JoinFirst's first run lands 2.1× its model (a cold cache), its next run 0.3× and the
     rest 0.75×; it stays the choice (Vanilla: 2 µs), so these are routed runs, not
     explorations. The far run the other way moves the correction half-way down at once; with a
-    sign step (until session 17, after the first run had moved it half-way up to ~1.45) it came
-    down ~4 % per timed run, and after 100 tuples still stood near 1.3."""
+    sign step (after a first run that had moved it half-way up to ~1.45) it came down ~4 % per
+    timed run, and after 100 tuples still stood near 1.3."""
     _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
                                    "SJ-Vanilla": [2000.0, 0.0, 0.0]},
                                   {"SJ-JoinFirst": (2100.0, 300.0, *[750.0] * 500),
@@ -386,8 +387,8 @@ def test_a_first_run_far_above_its_model_waits_for_a_repeat() -> None:
     """JoinFirst (modelled 1 µs) takes 0.75 µs, but its first timed run lands 2.1× its model
     (its index cold after the other members' runs); Vanilla is modelled and takes 1.2 µs. One
     far run above the model takes a sign step, so JoinFirst stays the choice and its
-    correction settles below 1. (Until session 17 a member's first timed run moved half-way at
-    once, to ~1.45: Vanilla took over, and JoinFirst came back only by 4 % sign steps at its
+    correction settles below 1. (Were a member's first timed run to move half-way at once, to
+    ~1.45, Vanilla would take over, and JoinFirst would come back only by 4 % sign steps at its
     explorations, about one per 512 tuples.)"""
     _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
                                    "SJ-Vanilla": [1200.0, 0.0, 0.0]},
@@ -469,10 +470,9 @@ def test_band_router_inside_the_batch_learns_per_run() -> None:
         cost = {"BJ-SSI": 9000.0, "BJ-MJ": 2000.0}[m.name]
         inner = m.match_many
 
-        def run(buf: Any, rows: Any, dirn: int, bs: np.ndarray, *a: Any,
-                _inner: Any = inner, _cost: float = cost) -> None:
-            _inner(buf, rows, dirn, bs, *a)
-            clock["now"] += _cost * bs.shape[0]
+        def run(events: Any, _inner: Any = inner, _cost: float = cost) -> None:
+            _inner(events)
+            clock["now"] += _cost * len(events)
 
         m.match_many = run
     e.band.clock = lambda: clock["now"]  # type: ignore[attr-defined]
@@ -497,7 +497,7 @@ def test_band_router_inside_the_batch_learns_per_run() -> None:
 def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Times leave out the engine's own work, so measured ratios sit below 1; a member never
     timed follows such a ratio (not one above 1, which is the chosen member's own error)."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.learning as router
 
     monkeypatch.setattr(router, "EXPLORE_EVERY", 10**9)
     _, ix, _ = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0], "SJ-Vanilla": [1100.0, 0.0, 0.0]},
@@ -513,9 +513,8 @@ def test_members_never_timed_follow_a_ratio_below_one(monkeypatch: pytest.Monkey
 def test_a_far_off_member_is_explored_only_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
     """Vanilla's model says 1.5 µs but it takes 45 µs: its first exploration takes a sign step
     (one far run above may be a cold cache or a preemption), the second is a repeat and moves
-    its correction ~5×, beyond EXPLORE_WITHIN of the choice — no more 30× runs. (Until
-    session 17 the first exploration doubled it.)"""
-    import hotjoin.matcher.router.dynamic as router
+    its correction ~5×, beyond EXPLORE_WITHIN of the choice — no more 30× runs."""
+    import hotjoin.matcher.router.learning as router
 
     monkeypatch.setattr(router, "EXPLORE_EVERY", 2)
     _, ix, choices = _select_pair({"SJ-JoinFirst": [1000.0, 0.0, 0.0],
@@ -549,7 +548,8 @@ def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
     WJ-JoinFirst, about one tuple in RUN_LENGTH + 1 is decided in full; at 1.5× every tuple
     is; with every second tuple timed, at least those are. Every delivery equals a static
     strategy's."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.learning as router
+    import hotjoin.matcher.router.window as window_router
 
     e = Engine(strategy="auto", options={
         "cost_profile": CostProfile({"WJ-SSI": [1000.0, 0.0, 0.0, 0.0],
@@ -562,7 +562,7 @@ def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
     e.subscribe_many(subs)
     ref.subscribe_many(subs)
     full = [0]
-    inner = router.fresh_skyline
+    inner = window_router.fresh_skyline
 
     def counted(sky: Any, b: float) -> float:
         full[0] += 1  # WJ-SSI's cost reads its skyline state on every full decision
@@ -577,7 +577,7 @@ def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
     e.window.clock = clock  # type: ignore[attr-defined]
     routed = 0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(router, "fresh_skyline", counted)
+        mp.setattr(window_router, "fresh_skyline", counted)
         mp.setattr(router, "FEEDBACK_EVERY", 2)
         mp.setattr(router, "FEEDBACK_QUIET", 1)  # every second tuple, also once converged
         mp.setattr(router, "EXPLORE_EVERY", 10**9)
@@ -589,8 +589,8 @@ def test_window_router_decides_once_per_run_of_clear_choices(margin: float,
     assert routed > 1000
     if feedback:  # the timed half decides in full (and is timed only then)
         assert full[0] >= routed // 2 - 2, (full, routed)
-    elif margin >= router.RUN_MARGIN:
-        assert full[0] < 2 * routed / (router.RUN_LENGTH + 1), (full, routed)
+    elif margin >= window_router.RUN_MARGIN:
+        assert full[0] < 2 * routed / (window_router.RUN_LENGTH + 1), (full, routed)
     else:
         assert full[0] == routed, (full, routed)
 
@@ -603,7 +603,7 @@ def test_timing_backs_off_while_converged_and_returns_on_a_change(batch: bool) -
     tuples come at most ``FEEDBACK_EVERY`` routed tuples apart again. One at a time and on
     the batch path alike, where every interval is ``BATCH_SPREAD`` times as many tuples
     (patched to 8 and 2 here: the mechanism, in few tuples)."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.learning as router
 
     e = Engine(strategy={"select": "SJ-Dynamic"},
                options={"router_members": {"select": ("SJ-SelectFirst", "SJ-Vanilla")}})
@@ -627,10 +627,9 @@ def test_timing_backs_off_while_converged_and_returns_on_a_change(batch: bool) -
         at.append(current[0])
         learn(d, i, predicted, elapsed, explored)
 
-    def timed_in_batch(buf: Any, rows: Any, dirn: int, d: int, ev: Any, k: int,
-                       *rest: Any) -> None:
+    def timed_in_batch(run: Any, d: int, ev: Any, k: int, *rest: Any) -> None:
         current[0] = n[0] + int(ev.pos[k])  # the batch path times this one inside its run
-        timed_event(buf, rows, dirn, d, ev, k, *rest)
+        timed_event(run, d, ev, k, *rest)
 
     ix._learn, ix._timed_event = logged, timed_in_batch
     n = [0]  # tuples published before the current call
@@ -675,10 +674,9 @@ def test_band_router_explores_one_tuple_in_explore_interval(run: int) -> None:
     the tuples it may explore (an exploration due, run when the runner-up is close enough)
     stay near one in ``FEEDBACK_EVERY × EXPLORE_EVERY`` whether the stream comes one tuple
     at a time or in runs of 500 (an exploration of a 500-tuple run counts for 500), and one
-    at a time explorations do come due. (Until session 16 a band timed
-    run counted the SJ quiet factor, up to ``FEEDBACK_QUIET``, and explored every timed run
-    once converged.)"""
-    import hotjoin.matcher.router.dynamic as router
+    at a time explorations do come due. (Counting a band timed run as the SJ quiet factor, up
+    to ``FEEDBACK_QUIET``, explored every timed run once converged.)"""
+    import hotjoin.matcher.router.learning as router
 
     e = Engine(strategy={"band": "BJ-Dynamic"},
                options={"router_members": {"band": ("BJ-SSI", "BJ-Hotspot")}})
@@ -715,7 +713,7 @@ def test_band_router_keeps_its_member_until_another_is_clearly_cheaper() -> None
     """BJ-Dynamic swaps member only for one modelled ``BAND_SWITCH`` times cheaper: a tie
     within the corrections' noise keeps the member whose index is warm; a clear win swaps,
     one at a time and on the batch path."""
-    import hotjoin.matcher.router.dynamic as router
+    import hotjoin.matcher.router.band as router
 
     e = Engine(strategy={"band": "BJ-Dynamic"},
                options={"router_feedback": False,
