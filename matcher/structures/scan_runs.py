@@ -46,6 +46,8 @@ import numpy as np
 
 from hotjoin.matcher.structures.group_pool import GroupedSortedPool
 
+MAX_FINITE = float(np.finfo(np.float64).max)
+
 # own_lo, own_hi, oth_lo, oth_hi of subscriptions qs
 CoordFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 
@@ -173,6 +175,10 @@ class ScanRuns:
         n = qs.shape[0]
         self._ensure_cap(self.used + n)
         wlo, whi, olo, ohi = (np.asarray(x, dtype=np.float64) for x in self.coords(qs))
+        # the copied upper bound of an unbounded range is the largest finite double: every
+        # value (finite) compares as against +inf, and a scan's "next partner <= whi" is false
+        # when there is no next partner (+inf), with no extra test in the scan's loop
+        whi = np.minimum(whi, MAX_FINITE)
         base = self.used
         ol = np.lexsort((olo, gg))
         orr = np.lexsort((-ohi, gg))
