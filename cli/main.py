@@ -6,7 +6,7 @@ the sub-command being run is imported to build the parser (all of them for ``hot
 an unknown command), so a sub-command's heavy imports (numba, pyspark) are paid only by the
 command that needs them: ``hotjoin stats`` loads the client, not the engine.
 
-Conventions every sub-command follows (README "Command line"): results go to stdout as JSON,
+Conventions every sub-command follows (docs/how-to/cli.md): results go to stdout as JSON,
 progress and errors to stderr; a user error is one line ``hotjoin CMD: error: ...`` and exit
 code 2, a failed operation (a server error, rejected events) exit code 1, and a reader that
 goes away (``hotjoin listen | head``) ends the command quietly with 141 (128 + SIGPIPE), as
@@ -88,7 +88,7 @@ class Parser(argparse.ArgumentParser):
         """Options without help text still show their default in ``--help``."""
         if (args and str(args[0]).startswith("-") and "help" not in kwargs
                 and kwargs.get("action") not in ("store_true", "store_false", "help", "version")
-                and kwargs.get("default") is not None):
+                and kwargs.get("default") not in (None, "", [], ())):
             kwargs["help"] = "(default: %(default)s)"
         return super().add_argument(*args, **kwargs)  # type: ignore[arg-type]
 
@@ -200,5 +200,7 @@ class CliError(Exception):
         self.code = code
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # ``python -m hotjoin.cli.main``: the commands raise the imported
+    from hotjoin.cli.main import main as _main  # module's CliError, not this copy's
+
+    sys.exit(_main())

@@ -1,8 +1,9 @@
 """The Python client library of hotjoin: ``Client`` (blocking) and ``AsyncClient`` (asyncio).
 
-One vocabulary with the engine: subscriptions are ``SelectJoin``, ``BandJoin`` and
-``WindowJoin`` over ``Range`` (their options ``subscriber``, ``delivery`` and ``snapshot`` are
-keyword arguments), events are ``Event``; all of them import from ``hotjoin`` without loading
+One vocabulary with the engine: subscriptions are ``SelectJoin``, ``BandJoin``,
+``WindowJoin`` and ``IntervalJoin`` (with its ``allen``/``iseql`` presets) over ``Range`` (their
+options ``subscriber``, ``delivery`` and ``snapshot`` are keyword arguments), events are
+``Event`` (an interval event with ``end``); all of them import from ``hotjoin`` without loading
 the engine's compiled kernels. Results are small frozen dataclasses (``hotjoin.clients.results``),
 errors one hierarchy (``hotjoin.clients.errors``: ``NotFound``, ``AlreadyExists``,
 ``Unavailable``, ... each with ``.code`` and ``.message``, rooted in ``HotjoinError``).
@@ -92,13 +93,13 @@ from hotjoin.clients.results import (
     WorkerStats,
 )
 from hotjoin.clients.streams import MatchStream, Publisher
-from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Event, IntervalJoin, Range, SelectJoin, WindowJoin
 
 __all__ = [
     # clients
     "AsyncClient", "AsyncHotjoinClient", "Client", "HotjoinClient", "MatchStream", "Publisher",
     # the engine's value types the client speaks
-    "BandJoin", "Event", "Range", "SelectJoin", "WindowJoin",
+    "BandJoin", "Event", "IntervalJoin", "Range", "SelectJoin", "WindowJoin",
     # results and listen items
     "CaughtUp", "CommittedCursor", "Cursors", "DeleteResult", "DeliveryStats", "EventRef",
     "EventResult", "Gap", "ListenItem", "Match", "MatchBatch", "MatchColumns", "Operation",

@@ -91,7 +91,7 @@ class AsyncClient:
     """Asyncio client of one hotjoin server (one ``grpc.aio`` channel); use ``async with``.
 
     Arguments as ``Client``'s: ``target`` (None: ``$HOTJOIN_TARGET``, else 127.0.0.1:50051),
-    ``timeout`` per unary call, and the security options of ``server/SECURITY.md``.
+    ``timeout`` per unary call, and the security options of ``docs/how-to/security.md``.
     """
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, *,
@@ -218,9 +218,11 @@ class AsyncClient:
         return publish_result_of(await _typed(self.publishing.Publish(req, **self._kw())))
 
     async def publish_columns(self, topic: str, sides: Any, ids: Any, keys: Any, values: Any,
-                              times: Any = None, payloads: Any = None) -> PublishResult:
+                              times: Any = None, payloads: Any = None,
+                              ends: Any = None) -> PublishResult:
         """Publish one batch as columns; once durable (``Client.publish_columns``)."""
-        req = pb.PublishRequest(topic=topic, columns=columns(sides, ids, keys, values, times, payloads))
+        req = pb.PublishRequest(topic=topic, columns=columns(sides, ids, keys, values, times,
+                                                             payloads, ends))
         return publish_result_of(await _typed(self.publishing.Publish(req, **self._kw())))
 
     async def delete_events(self, topic: str, refs: Iterable[RefLike]) -> DeleteResult:
@@ -278,11 +280,23 @@ class AsyncClient:
                              cursors: Mapping[int, int] | None = None, from_latest: bool = False,
                              after_seq: int | None = None,
                              ) -> AsyncIterator[MatchColumns | Gap | CaughtUp | Unsubscribed]:
-        """Matches as ``MatchColumns`` (numpy; ``.to_arrow()``), the other items as they come
-        (``Client.listen_columns``)."""
-        async for item in self.listen(topic, subscriber, subscription_ids, cursors, from_latest,
-                                      batch=True, batch_pairs=True, after_seq=after_seq):
-            yield columns_item(item)
+        """Matches as ``MatchColumns`` decoded from columnar messages (numpy views and Arrow
+        arrays of the message bytes; ``.to_arrow()``), the other items as they come
+        (``Client.listen_columns``, without reconnects)."""
+        req = listen_request(topic, subscriber, subscription_ids, cursors, from_latest, True, True,
+                             False, after_seq)
+        req.columnar = True
+        call = self.listening.Listen(req, metadata=self._md)
+        try:
+            async for resp in call:
+                if resp.WhichOneof("message") == "matches":
+                    yield MatchColumns.of_batch(resp.matches)
+                else:
+                    yield columns_item(listen_item_of(resp))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        finally:
+            call.cancel()
 
     async def commit_cursors(self, topic: str, cursors: Mapping[int, int] | None = None,
                              subscriber: str = "", after_seq: int | None = None) -> int:

@@ -1,6 +1,6 @@
 """The gRPC channel of a client: TLS, the bearer token, and typed errors on every call.
 
-``make_channel`` opens a channel to a server (``server/SECURITY.md``): TLS when ``tls`` or any
+``make_channel`` opens a channel to a server (``docs/how-to/security.md``): TLS when ``tls`` or any
 ``tls_*`` file is given (``tls_cert`` + ``tls_key`` for mutual TLS), the bearer ``token`` on
 every call when set. Every channel it returns translates a failed call's ``grpc.RpcError``
 into the typed errors of ``hotjoin.clients.errors`` (``TypedErrors``): unary calls, client

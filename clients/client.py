@@ -17,7 +17,7 @@ server at ``$HOTJOIN_TARGET`` (else 127.0.0.1:50051):
 2 ['OK', 'OK']
 (('r1', 's1'),)
 
-A server with security turned on (``server/SECURITY.md``) takes ``token=`` (sent as
+A server with security turned on (``docs/how-to/security.md``) takes ``token=`` (sent as
 ``authorization: Bearer <token>`` on every call) and ``tls_ca=`` (the CA that signed the
 server's certificate; ``tls=True`` alone uses the system's roots), plus ``tls_cert=`` and
 ``tls_key=`` for mutual TLS and ``server_name=`` when the certificate's name differs from the
@@ -46,7 +46,6 @@ from hotjoin.clients.convert import (
     SpecLike,
     band,
     batch_rows,
-    columns_item,
     commit_request,
     create_topic_request,
     cursors_of,
@@ -77,7 +76,7 @@ from hotjoin.clients.results import (
     TopicStats,
     Unsubscribed,
 )
-from hotjoin.clients.streams import BatchingPublisher, MatchStream, Publisher
+from hotjoin.clients.streams import BatchingPublisher, ColumnStream, MatchStream, Publisher
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.proto import hotjoin_pb2_grpc as rpc
 
@@ -147,7 +146,7 @@ class Client:
         ``lateness``: allowed disorder in event-time units; ``retention``: drop tuples older
         than the watermark minus it (None: keep until deleted); ``strategy``: engine strategy per
         join kind (e.g. ``{"band": "BJ-SSI"}``; default ``"auto"``); the delivery retention of
-        its match log (``server/PERSISTENCE.md``); ``max_advance``: how far (event-time units)
+        its match log (``docs/reference/persistence.md``); ``max_advance``: how far (event-time units)
         one event may move the topic's clock beyond the largest event time seen, an event
         further ahead being rejected INVALID. Options left None take the server's defaults
         (``max_advance``: 86400000, one day in milliseconds; 0: no bound).
@@ -175,7 +174,7 @@ class Client:
                   delivery: str | None = None, snapshot: bool | None = None) -> int:
         """Register one subscription and return its id.
 
-        ``spec``: a ``SelectJoin``, ``BandJoin`` or ``WindowJoin``; ``subscriber``: the name
+        ``spec``: a ``SelectJoin``, ``BandJoin``, ``WindowJoin`` or ``IntervalJoin``; ``subscriber``: the name
         ``listen(subscriber=...)`` receives its matches under; ``delivery``: ``"pairs"`` (one
         message per operation listing the pairs) or ``"affected"`` (the pair count only);
         ``snapshot``: deliver the pairs already in the result first. Left None: no subscriber,
@@ -237,15 +236,17 @@ class Client:
         return publish_result_of(self.publishing.Publish(req, timeout=self.timeout))
 
     def publish_columns(self, topic: str, sides: Any, ids: Any, keys: Any, values: Any,
-                        times: Any = None, payloads: Any = None) -> PublishResult:
+                        times: Any = None, payloads: Any = None, ends: Any = None) -> PublishResult:
         """Publish one batch given as columns (numpy, lists or Arrow; ``columns``); returns once
         durable.
 
         The result lists only the rejected events (``statuses``, each with its ``index``); the
         accepted ones took the consecutive seqs ``first_seq..last_seq`` in batch order, and
-        ``assigned`` maps the index of an event sent with an empty id to its new id.
+        ``assigned`` maps the index of an event sent with an empty id to its new id. ``ends``:
+        interval ends (``Event.end``; None: every event a point).
         """
-        req = pb.PublishRequest(topic=topic, columns=columns(sides, ids, keys, values, times, payloads))
+        req = pb.PublishRequest(topic=topic, columns=columns(sides, ids, keys, values, times,
+                                                             payloads, ends))
         return publish_result_of(self.publishing.Publish(req, timeout=self.timeout))
 
     def delete_events(self, topic: str, refs: Iterable[RefLike]) -> DeleteResult:
@@ -296,14 +297,14 @@ class Client:
                        reconnect: bool = True, retry_delay: float = 0.2,
                        after_seq: int | None = None,
                        ) -> Iterator[MatchColumns | Gap | CaughtUp | Unsubscribed]:
-        """``listen(batch=True, batch_pairs=True)`` as columns: each batch (and each single
-        match) as a ``MatchColumns`` of numpy arrays (``.to_arrow()`` for an Arrow record
-        batch); ``Gap``, ``CaughtUp`` and ``Unsubscribed`` as they come. Resume and reconnect as
-        ``listen``."""
-        stream = self.listen(topic, subscriber, subscription_ids, cursors, from_latest, reconnect,
-                             retry_delay, batch=True, batch_pairs=True, after_seq=after_seq)
-        for item in stream:
-            yield columns_item(item)
+        """The matches as columns (``ListenRequest.columnar``): each batch (and each large PAIRS
+        match) as a ``MatchColumns`` of numpy views and Arrow arrays of the message's bytes
+        (``.to_arrow()`` for an Arrow record batch), no object per match or pair; ``Gap``,
+        ``CaughtUp`` and ``Unsubscribed`` as they come. Resume and reconnect as ``listen``
+        (``ColumnStream``; ``cancel()`` ends it from another thread)."""
+        req = listen_request(topic, subscriber, subscription_ids, None, from_latest, True, True,
+                             False, after_seq)
+        return ColumnStream(self, req, dict(cursors or {}), reconnect, retry_delay)
 
     def commit_cursors(self, topic: str, cursors: Mapping[int, int] | None = None,
                        subscriber: str = "", after_seq: int | None = None) -> int:

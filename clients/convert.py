@@ -1,10 +1,17 @@
 """Between the engine's value types and the wire: specs and events out, typed results in.
 
-Out: ``spec_to_wire`` turns the engine's ``SelectJoin``, ``BandJoin`` and ``WindowJoin`` (with
-the subscription options ``subscriber``, ``delivery``, ``snapshot``) into a
-``SubscriptionSpec``, and back with ``spec_of``; ``event_to_wire`` an ``Event``. Each join kind
-is one row of ``JOIN_KINDS`` (its class, the ``SubscriptionSpec`` field, its range and integer
-parameters), read the same way in both directions, so a new kind is one more row.
+Out: ``spec_to_wire`` turns the engine's ``SelectJoin``, ``BandJoin``, ``WindowJoin`` and
+``IntervalJoin`` (with the subscription options ``subscriber``, ``delivery``, ``snapshot``) into
+a ``SubscriptionSpec``, and back with ``spec_of``; ``event_to_wire`` an ``Event`` (an interval
+event with its ``end``; a point has none on the wire). Each join kind is one row of
+``JOIN_KINDS`` (its class, the ``SubscriptionSpec`` field, its range, integer, integer-range and
+text parameters), read the same way in both directions, so a new kind is one more row.
+
+>>> from hotjoin.matcher.model import IntervalJoin
+>>> j = IntervalJoin.iseql("left_overlap", delta=5, eps=3, b=Range(0, 0))
+>>> w = spec_to_wire(j)
+>>> w.interval.ss.hi, w.interval.preset, spec_of(w) == j, spec_of(w).preset
+(5, 'iseql:left_overlap(5,3)', True, 'iseql:left_overlap(5,3)')
 
 >>> from hotjoin.matcher.model import BandJoin, Range
 >>> wire = spec_to_wire(BandJoin(b=Range(-1, 1)), subscriber="me", delivery="affected")
@@ -49,7 +56,7 @@ from hotjoin.clients.results import (
     Unsubscribed,
     WorkerStats,
 )
-from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, Event, IntervalJoin, Range, SelectJoin, WindowJoin
 from hotjoin.proto import hotjoin_pb2 as pb
 
 RangeLike = tuple[float | None, float | None] | Range | pb.Range | None
@@ -70,17 +77,20 @@ class JoinKind:
     field: str
     ranges: tuple[str, ...]
     ints: tuple[str, ...] = ()
+    int_ranges: tuple[str, ...] = ()  # ``IntRange`` fields (integer bounds)
+    texts: tuple[str, ...] = ()  # string fields; "" on the wire is None in the engine's type
 
 
 JOIN_KINDS: tuple[JoinKind, ...] = (
     JoinKind(SelectJoin, "select", ("a", "c")),
     JoinKind(BandJoin, "band", ("b", "a", "c")),
     JoinKind(WindowJoin, "window", ("a", "c"), ("w",)),
+    JoinKind(IntervalJoin, "interval", ("b", "a", "c"), (), ("ss", "se", "es", "ee"), ("preset",)),
 )
 _BY_CLASS = {k.cls: k for k in JOIN_KINDS}
 _BY_FIELD = {k.field: k for k in JOIN_KINDS}
 
-JoinSpec = SelectJoin | BandJoin | WindowJoin
+JoinSpec = SelectJoin | BandJoin | WindowJoin | IntervalJoin
 SpecLike = JoinSpec | pb.SubscriptionSpec
 EventLike = Event | pb.Event
 RefLike = EventRef | tuple[str, str] | pb.EventRef
@@ -105,6 +115,28 @@ def rng(r: RangeLike) -> pb.Range:
         out.lo = float(lo)
     if hi is not None:
         out.hi = float(hi)
+    return out
+
+
+def irng(r: RangeLike) -> pb.IntRange:
+    """A wire ``IntRange`` (an interval join's endpoint range) of ``(lo, hi)``, a ``Range`` or
+    None; the bounds must be integers (``ValueError`` otherwise).
+
+    >>> irng((1, None)).lo, irng((1, None)).HasField("hi")
+    (1, False)
+    """
+    if r is None:
+        return pb.IntRange()
+    if isinstance(r, pb.IntRange):
+        return r
+    lo, hi = (r.lo, r.hi) if isinstance(r, (Range, pb.Range)) else r
+    out = pb.IntRange()
+    for name, x in (("lo", lo), ("hi", hi)):
+        if x is None or (isinstance(r, pb.Range) and not r.HasField(name)):
+            continue
+        if isinstance(x, bool) or not float(x).is_integer():
+            raise ValueError(f"an endpoint range's bounds are integers, got {x!r}")
+        setattr(out, name, int(x))
     return out
 
 
@@ -148,18 +180,32 @@ def spec_to_wire(spec: SpecLike, *, subscriber: str | None = None, delivery: str
             getattr(body, name).CopyFrom(rng(getattr(spec, name)))
         for name in kind.ints:
             setattr(body, name, int(getattr(spec, name)))
+        for name in kind.int_ranges:
+            getattr(body, name).CopyFrom(irng(getattr(spec, name)))
+        for name in kind.texts:
+            setattr(body, name, getattr(spec, name) or "")
+        body.SetInParent()
     _options(out, subscriber, delivery, snapshot)
     return out
 
 
 def event_to_wire(ev: EventLike) -> pb.Event:
-    """The wire ``Event`` of an engine ``Event`` (a wire one is passed through)."""
+    """The wire ``Event`` of an engine ``Event`` (a wire one is passed through); an interval
+    event carries its ``end``, a point none.
+
+    >>> event_to_wire(Event("R", "r1", 1.0, 2.0, 5, end=9)).end
+    9
+    """
     if isinstance(ev, pb.Event):
         return ev
     if not isinstance(ev, Event):
         raise TypeError(f"an event is a hotjoin Event (or event(...)), got {type(ev).__name__}")
-    return pb.Event(side=SIDES[ev.side], id=ev.id, key=ev.key, value=ev.value, time=ev.time,
-                    payload=bytes(ev.payload))
+    out = pb.Event(side=SIDES[ev.side], id=ev.id, key=ev.key, value=ev.value, time=ev.time,
+                   payload=bytes(ev.payload))
+    end = getattr(ev, "end", None)
+    if end is not None and end != ev.time:
+        out.end = int(end)
+    return out
 
 
 def ref_to_wire(r: RefLike) -> pb.EventRef:
@@ -222,18 +268,21 @@ def window(a: RangeLike = None, c: RangeLike = None, w: int = 0, *, delivery: st
 
 
 def event(side: str, id: str, key: float, value: float, time: int | None = None,
-          payload: bytes = b"") -> pb.Event:
+          payload: bytes = b"", end: int | None = None) -> pb.Event:
     """Convenience: a wire event of side ``"R"`` or ``"S"``; an empty ``id`` or no ``time``
-    leaves them to the server (its clock in milliseconds), which an ``Event`` cannot express.
+    leaves them to the server (its clock in milliseconds), which an ``Event`` cannot express;
+    ``end``: an interval event ``[time, end]`` (None: a point).
 
-    >>> event("R", "", 1.0, 2.0).HasField("time")
-    False
+    >>> event("R", "", 1.0, 2.0).HasField("time"), event("S", "s", 1.0, 2.0, 3, end=7).end
+    (False, 7)
     """
     if side not in SIDES:
         raise ValueError(f"side must be 'R' or 'S', got {side!r}")
     out = pb.Event(side=SIDES[side], id=id, key=key, value=value, payload=payload)
     if time is not None:
         out.time = int(time)
+    if end is not None:
+        out.end = int(end)
     return out
 
 
@@ -311,6 +360,11 @@ def range_of(r: pb.Range) -> Range:
     return Range(r.lo if r.HasField("lo") else None, r.hi if r.HasField("hi") else None)
 
 
+def int_range_of(r: pb.IntRange) -> Range:
+    """The ``Range`` (integer bounds) of a wire ``IntRange`` (an absent bound: unbounded)."""
+    return Range(r.lo if r.HasField("lo") else None, r.hi if r.HasField("hi") else None)
+
+
 def spec_of(spec: pb.SubscriptionSpec) -> JoinSpec:
     """The engine's join of a wire ``SubscriptionSpec`` (options left out)."""
     name = spec.WhichOneof("kind")
@@ -320,6 +374,8 @@ def spec_of(spec: pb.SubscriptionSpec) -> JoinSpec:
     body = getattr(spec, kind.field)
     args: dict[str, Any] = {n: range_of(getattr(body, n)) for n in kind.ranges}
     args.update({n: int(getattr(body, n)) for n in kind.ints})
+    args.update({n: int_range_of(getattr(body, n)) for n in kind.int_ranges})
+    args.update({n: getattr(body, n) or None for n in kind.texts})
     return kind.cls(**args)  # type: ignore[no-any-return]
 
 

@@ -4,7 +4,7 @@ The root is the engine's own ``hotjoin.matcher.errors.HotjoinError`` (a light mo
 ``except HotjoinError`` catches what the engine raises in process and what a server answers over
 the wire. Below it, ``CallError`` is any call the server (or the connection to it) answered with
 a status other than OK; each status has its subclass, which carries ``.code`` (the status name,
-e.g. ``"NOT_FOUND"``) and ``.message`` (the server's message; ``server/ERRORS.md`` lists what
+e.g. ``"NOT_FOUND"``) and ``.message`` (the server's message; ``docs/reference/errors.md`` lists what
 each RPC answers):
 
 >>> e = from_status("NOT_FOUND", "topic 'x' does not exist")
@@ -51,7 +51,7 @@ class Cancelled(CallError):
 
 
 class Unknown(CallError):
-    """A status the server did not name (never sent by a hotjoin server; ``server/ERRORS.md``)."""
+    """A status the server did not name (never sent by a hotjoin server; ``docs/reference/errors.md``)."""
 
     code = "UNKNOWN"
 
@@ -82,7 +82,7 @@ class AlreadyExists(CallError):
 
 
 class PermissionDenied(CallError):
-    """The principal lacks the right for the topic (``server/SECURITY.md``)."""
+    """The principal lacks the right for the topic (``docs/how-to/security.md``)."""
 
     code = "PERMISSION_DENIED"
 
@@ -94,7 +94,7 @@ class ResourceExhausted(CallError):
 
 
 class FailedPrecondition(CallError):
-    """The topic is damaged (``server/PERSISTENCE.md``) or the request does not fit its state."""
+    """The topic is damaged (``docs/reference/persistence.md``) or the request does not fit its state."""
 
     code = "FAILED_PRECONDITION"
 
@@ -118,7 +118,7 @@ class Unimplemented(CallError):
 
 
 class Internal(CallError):
-    """The server failed internally (never sent by a hotjoin server; ``server/ERRORS.md``)."""
+    """The server failed internally (never sent by a hotjoin server; ``docs/reference/errors.md``)."""
 
     code = "INTERNAL"
 
@@ -137,7 +137,7 @@ class DataLoss(CallError):
 
 
 class Unauthenticated(CallError):
-    """No token, or a token the server does not know (``server/SECURITY.md``)."""
+    """No token, or a token the server does not know (``docs/how-to/security.md``)."""
 
     code = "UNAUTHENTICATED"
 

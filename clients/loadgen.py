@@ -81,8 +81,7 @@ def select_key_domain(w: Workload) -> float:
 def pick_strategy(kind: str = "band") -> dict[str, str]:
     """The topic strategy to use: ``{}`` ("auto") when the engine's default runs, else a fallback.
 
-    While ``matcher/hotspot.py`` (the default BJ-Hotspot) is not available, band joins fall back
-    to BJ-SSI, which the engine already has.
+    Band joins fall back to BJ-SSI when the default router cannot run.
     """
     try:
         from hotjoin.matcher import BandJoin, Engine, Event, Range

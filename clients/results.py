@@ -42,7 +42,7 @@ def _wire() -> Any:
 class Topic:
     """A topic and its options (``hotjoin topic get``): allowed disorder ``lateness``,
     tuple ``retention`` (None: until deleted), ``strategy`` per join kind, last applied ``seq``,
-    delivery retention of its match log (``server/PERSISTENCE.md``), ``max_advance`` (0: no
+    delivery retention of its match log (``docs/reference/persistence.md``), ``max_advance`` (0: no
     bound) and ``damaged`` (the reason, empty for a healthy topic)."""
 
     name: str
@@ -191,7 +191,7 @@ class DeliveryStats:
 
 @dataclass(frozen=True, slots=True)
 class WorkerStats:
-    """One scale-out worker (``hotjoin serve --workers N``; docs/scale-out.md)."""
+    """One scale-out worker (``hotjoin serve --workers N``; docs/how-to/scale-out.md)."""
 
     worker: int
     healthy: bool = True
@@ -271,7 +271,9 @@ class MatchBatch:
     ``pair_counts[i]`` entries of ``r_ids``/``s_ids``.
 
     The columns are read-only sequences read straight from the message (no Python object per
-    row); ``rows()`` (or iterating) gives one ``Match`` per row, ``columns()`` numpy arrays.
+    row); ``rows()`` (or iterating) gives one ``Match`` per row, ``columns()`` numpy arrays. A
+    columnar message (``ListenRequest.columnar``) answers the same properties with numpy
+    arrays over its bytes.
     """
 
     kind: ClassVar[str] = "matches"
@@ -289,39 +291,62 @@ class MatchBatch:
     __hash__ = None  # type: ignore[assignment]
 
     def __len__(self) -> int:
+        if self.wire.HasField("columns"):
+            return len(self.wire.columns.subscription_ids) // 8
         return len(self.wire.subscription_ids)
 
     def __iter__(self) -> Iterator[Match]:
         return iter(self.rows())
 
+    def _col(self, name: str) -> Any:
+        """A row column of either form: the repeated field, or the columnar message's array."""
+        if not self.wire.HasField("columns"):
+            return getattr(self.wire, name)
+        c = self.columns()
+        if name == "op_index":
+            return c.pair_row[:0] if len(c) == 0 else _op_index(self.wire.columns)
+        if name == "pair_counts":
+            off = c.pair_offsets
+            return off[1:] - off[:-1] if len(c.pair_row) else c.pair_row[:0]
+        return {"subscription_ids": c.subscription_id, "seqs": c.seq, "signs": c.sign,
+                "counts": c.count, "r_ids": c.r_id, "s_ids": c.s_id}[name]
+
     @property
     def subscription_ids(self) -> Sequence[int]:
         """Row i's subscription."""
-        return self.wire.subscription_ids  # type: ignore[no-any-return]
+        return self._col("subscription_ids")  # type: ignore[no-any-return]
 
     @property
     def seqs(self) -> Sequence[int]:
         """Row i's topic sequence number (its subscription's resume cursor)."""
-        return self.wire.seqs  # type: ignore[no-any-return]
+        return self._col("seqs")  # type: ignore[no-any-return]
 
     @property
     def signs(self) -> Sequence[int]:
         """Row i's sign: +1 gained, −1 lost."""
-        return self.wire.signs  # type: ignore[no-any-return]
+        return self._col("signs")  # type: ignore[no-any-return]
 
     @property
     def counts(self) -> Sequence[int]:
         """Row i's number of pairs."""
-        return self.wire.counts  # type: ignore[no-any-return]
+        return self._col("counts")  # type: ignore[no-any-return]
 
     @property
     def op_index(self) -> Sequence[int]:
         """Row i's operation, an index into ``ops``."""
-        return self.wire.op_index  # type: ignore[no-any-return]
+        return self._col("op_index")  # type: ignore[no-any-return]
 
     @property
     def ops(self) -> tuple[Operation, ...]:
         """The operations the rows refer to."""
+        if self.wire.HasField("columns"):
+            c = self.wire.columns
+            kinds = ("publish", "delete", "snapshot")
+            eids = self.columns()._opcols[3].to_pylist()  # noqa: SLF001
+            return tuple(Operation(kinds[k], EventRef("RS"[sd - 1], e) if sd in (1, 2) else None,
+                                   int(t))
+                         for k, sd, e, t in zip(c.op_kinds, c.op_sides, eids,
+                                                _i64(c.op_received_unix_nanos), strict=True))
         from hotjoin.clients.convert import operation_of
 
         return tuple(operation_of(o) for o in self.wire.ops)
@@ -329,20 +354,22 @@ class MatchBatch:
     @property
     def pair_counts(self) -> Sequence[int]:
         """Row i's number of pairs among ``r_ids``/``s_ids`` (empty without ``batch_pairs``)."""
-        return self.wire.pair_counts  # type: ignore[no-any-return]
+        return self._col("pair_counts")  # type: ignore[no-any-return]
 
     @property
     def r_ids(self) -> Sequence[str]:
         """The pairs' R ids, row after row."""
-        return self.wire.r_ids  # type: ignore[no-any-return]
+        return self._col("r_ids")  # type: ignore[no-any-return]
 
     @property
     def s_ids(self) -> Sequence[str]:
         """The pairs' S ids, row after row."""
-        return self.wire.s_ids  # type: ignore[no-any-return]
+        return self._col("s_ids")  # type: ignore[no-any-return]
 
     def rows(self) -> list[Match]:
         """One ``Match`` per row, in order (a convenience: one Python object per row)."""
+        if self.wire.HasField("columns"):
+            return _column_rows(self.columns())
         from hotjoin.clients.convert import batch_rows
 
         return batch_rows(self.wire)
@@ -354,10 +381,38 @@ class MatchBatch:
         return MatchColumns.of_batch(self.wire)
 
 
+def _i64(b: bytes) -> list[int]:
+    import numpy as np
+
+    return np.frombuffer(b, dtype="<i8").tolist()  # type: ignore[no-any-return]
+
+
+def _op_index(c: Any) -> Any:
+    import numpy as np
+
+    return np.frombuffer(c.op_index, dtype="<u4")
+
+
+def _column_rows(c: MatchColumns) -> list[Match]:
+    """One ``Match`` per row of columns (built only when asked for)."""
+    off = c.pair_offsets.tolist()
+    r, s = c.r_id.tolist(), c.s_id.tolist()
+    out = []
+    for i, (sid, seq, sign, count, op, side, eid, rns) in enumerate(zip(
+            c.subscription_id.tolist(), c.seq.tolist(), c.sign.tolist(), c.count.tolist(),
+            c.op.tolist(), c.event_side.tolist(), c.event_id.tolist(),
+            c.received_unix_nanos.tolist(), strict=True)):
+        a, b = off[i], off[i + 1]
+        out.append(Match(subscription_id=sid, seq=seq, sign=sign, count=count,
+                         pairs=tuple(zip(r[a:b], s[a:b], strict=True)), op=op,
+                         event=EventRef(side, eid) if side else None, received_unix_nanos=rns))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Gap:
     """Messages ``from_seq..to_seq`` of a subscription are no longer retained (evicted or beyond
-    the topic's delivery retention; ``server/PERSISTENCE.md``); ``reason`` says which."""
+    the topic's delivery retention; ``docs/reference/persistence.md``); ``reason`` says which."""
 
     kind: ClassVar[str] = "gap"
 

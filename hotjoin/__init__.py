@@ -21,8 +21,8 @@ Client`` loads the client library only (grpc, protobuf, numpy; no numba, Spark o
 >>> engine.publish(Event(side="R", id="r1", key=9.5, value=0.0, time=2))
 [Delivery(subscription_id=0, sign=1, r_id='r1', s_id='s1')]
 
-The same ``BandJoin``, ``Range`` and ``Event`` are what the client sends (README, "Using the
-client"; ``hotjoin.clients``).
+The same ``BandJoin``, ``Range`` and ``Event`` are what the client sends
+(docs/how-to/python-client.md; ``hotjoin.clients``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     **{name: "hotjoin.matcher" for name in (
         "Affected", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Delivery",
-        "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError",
+        "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError", "IntervalJoin",
         "LateEventError", "Matches", "Range", "SelectJoin", "Subscription", "UnknownEventError",
         "UnknownSubscriptionError", "WindowJoin")},
     **{name: "hotjoin.clients" for name in ("AsyncClient", "Client", "HotjoinClient")},
@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Affected", "AsyncClient", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Client",
     "Delivery", "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinClient",
-    "HotjoinError", "LateEventError", "Matches", "Range", "SelectJoin", "Subscription",
+    "HotjoinError", "IntervalJoin", "LateEventError", "Matches", "Range", "SelectJoin", "Subscription",
     "UnknownEventError", "UnknownSubscriptionError", "WindowJoin",
 ]
 _PACKAGES = frozenset({"proto", "server", "matcher", "clients", "cli", "ops"})
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports
         Event,
         EventStatus,
         HotjoinError,
+        IntervalJoin,
         LateEventError,
         Matches,
         Range,

@@ -6,7 +6,7 @@ The server (``server/``) and the Spark replay (``ops/``) both drive this package
 The names below are re-exported lazily (PEP 562): ``from hotjoin.matcher import Range`` loads
 only ``matcher/model.py`` (numpy, no numba), ``from hotjoin.matcher import Engine`` loads the
 engine and its compiled kernels. So the client library, which speaks the engine's value types
-(``Range``, ``Event``, ``SelectJoin``, ``BandJoin``, ``WindowJoin``), never pays for numba.
+(``Range``, ``Event``, ``SelectJoin``, ``BandJoin``, ``WindowJoin``, ``IntervalJoin``), never pays for numba.
 
 >>> import hotjoin.matcher as m
 >>> m.Range(0, 1).contains(1.0), "Engine" in dir(m)
@@ -26,14 +26,14 @@ _EXPORTS: dict[str, str] = {
     "LateEventError": "errors", "UnknownEventError": "errors",
     "UnknownSubscriptionError": "errors",
     "Affected": "model", "BandJoin": "model", "Delivery": "model", "Event": "model",
-    "Matches": "model", "Range": "model", "SelectJoin": "model", "Subscription": "model",
+    "IntervalJoin": "model", "Matches": "model", "Range": "model", "SelectJoin": "model", "Subscription": "model",
     "WindowJoin": "model",
 }
 
 __all__ = [
     "Affected", "BandJoin", "BatchError", "BatchOutput", "BatchResult", "Delivery",
-    "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError", "LateEventError",
-    "Matches", "Range", "SelectJoin", "Subscription", "UnknownEventError",
+    "DuplicateEventError", "Engine", "Event", "EventStatus", "HotjoinError", "IntervalJoin",
+    "LateEventError", "Matches", "Range", "SelectJoin", "Subscription", "UnknownEventError",
     "UnknownSubscriptionError", "WindowJoin",
 ]
 
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports
         BandJoin,
         Delivery,
         Event,
+        IntervalJoin,
         Matches,
         Range,
         SelectJoin,

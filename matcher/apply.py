@@ -39,7 +39,8 @@ from hotjoin.matcher.batch import (
     rejection_reasons,
     side_codes,
 )
-from hotjoin.matcher.joins.interface import EventRun, KindIndex
+from hotjoin.matcher.joins.interface import KindIndex
+from hotjoin.matcher.joins.interval import SpanRun
 from hotjoin.matcher.joins.protocol import COUNT, PAIRS, BatchRows, MatchBuffer
 from hotjoin.matcher.kinds import KINDS
 from hotjoin.matcher.model import Side
@@ -68,14 +69,14 @@ class BatchApply:
         raise NotImplementedError  # the engine's (matcher/engine.py)
 
     def _match(self, side: Side, key: float, value: float, xseq: int, mode: int,
-               time: int = 0) -> None:
+               time: int = 0, end: int | None = None) -> None:
         raise NotImplementedError  # the engine's (matcher/engine.py)
 
     def _publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
-                       payloads: Any, output: str) -> BatchResult:
+                       payloads: Any, output: str, ends: Any = None) -> BatchResult:
         """``Engine.publish_batch``: one compiled admission pass, then the accepted events."""
         mode = BATCH_MODES[check_output(output)]
-        cols = publish_columns(sides, ids, keys, values, times, payloads)
+        cols = publish_columns(sides, ids, keys, values, times, payloads, ends)
         adm = admit_publish(cols, (self.tables["R"], self.tables["S"]), self.lateness,
                             self.retention, self._max_time, self._seq, self.max_advance)
         status = adm.status
@@ -89,10 +90,11 @@ class BatchApply:
         return BatchResult(status, adm.seqs, reasons, gather(parts, output, 1))
 
     def _publish_admitted(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
-                          payloads: Any, seqs: Any, maxes: Any, output: str) -> BatchOutput:
+                          payloads: Any, seqs: Any, maxes: Any, output: str,
+                          ends: Any = None) -> BatchOutput:
         """``Engine.publish_admitted``: the columns checked, then applied as runs."""
         mode = BATCH_MODES[check_output(output)]
-        cols = publish_columns(sides, ids, keys, values, times, payloads)
+        cols = publish_columns(sides, ids, keys, values, times, payloads, ends)
         n = cols.times.shape[0]
         sq = np.asarray(seqs, dtype=np.int64).reshape(-1)
         mx = np.asarray(maxes, dtype=np.int64).reshape(-1)
@@ -140,10 +142,11 @@ class BatchApply:
         own, other = self.tables[side], self.tables[OTHER[side]]
         lateness, retention = self.lateness, self.retention
         keys, values, times = cols.keys[run], cols.values[run], cols.times[run]
+        ends = times if cols.ends is None else cols.ends[run]
         run_seqs, run_max = seqs[run], maxes[run]
         if mode >= 0:
             self._match_run(side, other, run, keys, values, times, run_seqs, run_max, mode,
-                            cols, parts)
+                            cols, parts, ends)
         m = int(run_max[-1])
         self._max_time = m
         if retention is not None:
@@ -157,14 +160,14 @@ class BatchApply:
         else:
             ids = [cols.ids[i] for i in run.tolist()]
             pl = None if cols.payloads is None else [cols.payloads[i] for i in run.tolist()]
-        own.insert_many(ids, keys, values, times, run_seqs, pl)
+        own.insert_many(ids, keys, values, times, run_seqs, pl, ends)
         if retention is not None:
             own.expire_before(m - lateness - retention)
 
     def _match_run(self, side: Side, other: BaseTable, run: np.ndarray, keys: np.ndarray,
                    values: np.ndarray, times: np.ndarray, run_seqs: np.ndarray,
                    run_max: np.ndarray, mode: int, cols: Any,
-                   parts: list[tuple[np.ndarray, ...]]) -> None:
+                   parts: list[tuple[np.ndarray, ...]], ends: np.ndarray | None = None) -> None:
         """Match a run of same-side events against ``other`` with one ``match_many`` call per
         kind and segment, rows appended to ``parts`` in event order.
 
@@ -174,7 +177,8 @@ class BatchApply:
         of its events would see one at a time. When every kind with subscriptions is an
         equi-join (``KindSpec.key_index``), the events whose key has no partner on the other
         side are skipped (a stale hit is harmless), and without retention the kinds are handed
-        the key groups looked up here (nothing changes the table before they match)."""
+        the key groups looked up here (nothing changes the table before they match). ``ends``:
+        the events' ends (None: points), for interval joins."""
         active = self._active()
         if not active:
             return
@@ -206,9 +210,10 @@ class BatchApply:
             self._max_time = int(run_max[todo[b - 1]])
             if len(other):
                 idx = todo[a:b]
-                events = EventRun(dirn, keys[idx], values[idx], times[idx], run_seqs[idx],
-                                  run_max[idx] - lateness, other, mode, buf, rows,
-                                  None if groups is None else groups[a:b])
+                events = SpanRun(dirn, keys[idx], values[idx], times[idx], run_seqs[idx],
+                                 run_max[idx] - lateness, other, mode, buf, rows,
+                                 None if groups is None else groups[a:b],
+                                 ends=None if ends is None else ends[idx])
                 got = []
                 for index in active:
                     index.match_many(events)
@@ -299,7 +304,7 @@ class BatchApply:
                 self._match_run(side, self.tables[OTHER[side]], run, table.keys[slots],
                                 table.values[slots], table.times[slots], table.seqs[slots],
                                 np.full(run.shape[0], self._max_time, dtype=np.int64), mode,
-                                by_id, parts)
+                                by_id, parts, table.ends[slots])
                 for i in run.tolist():
                     table.remove(id_list[i])
         else:
@@ -309,7 +314,8 @@ class BatchApply:
                 if mode >= 0:
                     slot = table.slot_of[id_list[i]]
                     self._match(side, float(table.keys[slot]), float(table.values[slot]),
-                                int(table.seqs[slot]), mode, int(table.times[slot]))
+                                int(table.seqs[slot]), mode, int(table.times[slot]),
+                                int(table.ends[slot]))
                     if self._buf.n:
                         parts.append(self._rows(i, side, id_list[i], mode,
                                                 self.tables[OTHER[side]]))
@@ -318,7 +324,7 @@ class BatchApply:
         return BatchResult(status, seqs, reasons, gather(parts, output, -1))
 
     def _probe_batch(self, side: Side, ks: np.ndarray, vs: np.ndarray, ts: np.ndarray,
-                     mode: int) -> np.ndarray:
+                     mode: int, es: np.ndarray | None = None) -> np.ndarray:
         """``Engine.probe_batch``: the rows each tuple would output, counted per tuple."""
         n = ks.shape[0]
         counts = np.zeros(n, dtype=np.int64)
@@ -328,10 +334,10 @@ class BatchApply:
             return counts
         rows = self._rows_buf
         w = None if self._max_time is None else self._max_time - self.lateness
-        run = EventRun(1 if side == "R" else -1, ks, vs, ts,
-                       np.full(n, self._seq + 1, dtype=np.int64),
-                       ts if w is None else np.full(n, w, dtype=np.int64), other, mode,
-                       self._buf, rows)
+        run = SpanRun(1 if side == "R" else -1, ks, vs, ts,
+                      np.full(n, self._seq + 1, dtype=np.int64),
+                      ts if w is None else np.full(n, w, dtype=np.int64), other, mode,
+                      self._buf, rows, ends=es)
         for index in active:
             index.match_many(run)
             counts += rows.count_by_event(n)

@@ -1,12 +1,13 @@
 """Stored tuples of one stream side: columns by slot, a key order, an id map and an expiry queue.
 
-A tuple lives in a *slot*: ``keys[slot]``, ``values[slot]``, ``times[slot]``, ``seqs[slot]`` are
-numpy columns the join kernels read directly, ``alive[slot]`` says whether it is stored. The key
+A tuple lives in a *slot*: ``keys[slot]``, ``values[slot]``, ``times[slot]``, ``ends[slot]``
+(the interval's end, ``== times[slot]`` for a point), ``seqs[slot]`` are numpy columns the join
+kernels read directly, ``alive[slot]`` says whether it is stored. The key
 order is a :class:`~matcher.structures.sorted_runs.SortedRuns` over slots (paper 004 §3.1
 assumes a B-tree on ``S(B)``). A deleted slot is reused only after the key order has merged it
 away, so a kernel never meets a slot that was reused under it. Expiry by retention
-(``matcher/oracle.py`` states the rule) pops a time-ordered heap with lazy deletion: O(log n)
-per stored tuple.
+(``matcher/oracle.py`` states the rule: a tuple goes once its *end* falls behind, which for a
+point is its time) pops an end-ordered heap with lazy deletion: O(log n) per stored tuple.
 
 Equi-joins (select and window joins, §3.2–3.3) also need the tuples of one join key sorted by
 value and by time: ``enable_key_index()`` builds a
@@ -52,6 +53,7 @@ class BaseTable:
         self.keys = np.zeros(capacity, dtype=np.float64)
         self.values = np.zeros(capacity, dtype=np.float64)
         self.times = np.zeros(capacity, dtype=np.int64)
+        self.ends = np.zeros(capacity, dtype=np.int64)
         self.seqs = np.zeros(capacity, dtype=np.int64)
         self.alive = np.zeros(capacity, dtype=np.bool_)
         # object columns: a batch stores and reads them with one fancy-indexing call each
@@ -68,7 +70,7 @@ class BaseTable:
         self._free: list[int] = []
         self._pending_free: list[int] = []
         self._merges_seen = 0
-        self._expiry: list[tuple[int, int, int]] = []  # (time, seq, slot)
+        self._expiry: list[tuple[int, int, int]] = []  # (end, seq, slot)
         #: False for a topic without retention: no expiry queue is kept (nothing ever expires)
         self.track_expiry = track_expiry
         self.key_index: KeyIndex | None = None
@@ -93,7 +95,8 @@ class BaseTable:
 
     def _event_at(self, slot: int) -> Event:
         return Event(self.side, self.ids[slot] or "", float(self.keys[slot]),
-                     float(self.values[slot]), int(self.times[slot]), self.payloads[slot])
+                     float(self.values[slot]), int(self.times[slot]), self.payloads[slot],
+                     int(self.ends[slot]))
 
     def events(self) -> Iterator[tuple[Event, int]]:
         """Every stored tuple with its sequence number, in slot order."""
@@ -107,7 +110,7 @@ class BaseTable:
     # -- updates ---------------------------------------------------------------------------
     def _grow(self) -> None:
         cap = 2 * self.keys.shape[0]
-        for name in ("keys", "values", "times", "seqs", "alive"):
+        for name in ("keys", "values", "times", "ends", "seqs", "alive"):
             old = getattr(self, name)
             new = np.zeros(cap, dtype=old.dtype)
             new[: old.shape[0]] = old
@@ -142,6 +145,8 @@ class BaseTable:
         self.keys[slot] = ev.key
         self.values[slot] = ev.value
         self.times[slot] = ev.time
+        end = ev.time if ev.end is None else ev.end
+        self.ends[slot] = end
         self.seqs[slot] = seq
         self.alive[slot] = True
         self.ids[slot] = ev.id
@@ -151,7 +156,7 @@ class BaseTable:
             self.order.insert(ev.key, slot, self.alive)
         self._sync_free()
         if self.track_expiry:
-            heapq.heappush(self._expiry, (ev.time, seq, slot))
+            heapq.heappush(self._expiry, (end, seq, slot))
         if self.key_index is not None:
             self.key_index.add(float(ev.key), float(ev.value), int(ev.time), slot)
         return slot
@@ -172,7 +177,8 @@ class BaseTable:
         return slot
 
     def expire_before(self, limit: int) -> list[int]:
-        """Drop every stored tuple with ``time < limit`` (retention); returns their old slots.
+        """Drop every stored tuple with ``end < limit`` (retention; a point's end is its time);
+        returns their old slots.
 
         Needs ``track_expiry`` (the engine sets it exactly when its topic has a retention)."""
         dropped: list[int] = []
@@ -187,7 +193,7 @@ class BaseTable:
         return dropped
 
     def next_expiry(self) -> int | None:
-        """The earliest time of a stored tuple (the next one retention drops), or None when
+        """The earliest end of a stored tuple (the next one retention drops), or None when
         nothing is stored; stale queue entries are discarded on the way. Needs ``track_expiry``."""
         heap = self._expiry
         while heap:
@@ -204,13 +210,15 @@ class BaseTable:
             self.keys[slot] = ev.key
             self.values[slot] = ev.value
             self.times[slot] = ev.time
+            end = ev.time if ev.end is None else ev.end
+            self.ends[slot] = end
             self.seqs[slot] = seq
             self.alive[slot] = True
             self.ids[slot] = ev.id
             self.payloads[slot] = bytes(ev.payload)
             self.slot_of[ev.id] = slot
             if self.track_expiry:
-                self._expiry.append((ev.time, seq, slot))
+                self._expiry.append((end, seq, slot))
         heapq.heapify(self._expiry)
         self._reorder()
         self._sync_free()
@@ -221,7 +229,7 @@ class BaseTable:
 
     def _store_columns(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
                        times: np.ndarray, seqs: np.ndarray,
-                       payloads: list[bytes] | None) -> np.ndarray:
+                       payloads: list[bytes] | None, ends: np.ndarray) -> np.ndarray:
         """Write n new tuples into free slots (reused first, as ``_take_slot`` does); their slots."""
         n = len(ids)
         reuse = min(n, len(self._free))
@@ -237,6 +245,7 @@ class BaseTable:
         self.keys[slots] = keys
         self.values[slots] = values
         self.times[slots] = times
+        self.ends[slots] = ends
         self.seqs[slots] = seqs
         self.alive[slots] = True
         col = np.empty(n, dtype=object)
@@ -250,8 +259,10 @@ class BaseTable:
 
     def insert_many(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
                     times: np.ndarray, seqs: np.ndarray,
-                    payloads: list[bytes] | None = None) -> np.ndarray:
+                    payloads: list[bytes] | None = None,
+                    ends: np.ndarray | None = None) -> np.ndarray:
         """Store n new tuples at once (ids distinct and new on this side); returns their slots.
+        ``ends``: the intervals' ends (None: points, ``ends = times``).
 
         The state afterwards is the state n ``insert`` calls reach (the batch path, ``matcher/apply.py``):
         one pass over the columns, one key-order insert per tuple into the delta run, one
@@ -264,13 +275,14 @@ class BaseTable:
         values = np.ascontiguousarray(values, dtype=np.float64)
         times = np.ascontiguousarray(times, dtype=np.int64)
         seqs = np.ascontiguousarray(seqs, dtype=np.int64)
-        slots = self._store_columns(ids, keys, values, times, seqs, payloads)
+        ends = times if ends is None else np.ascontiguousarray(ends, dtype=np.int64)
+        slots = self._store_columns(ids, keys, values, times, seqs, payloads, ends)
         if self.key_ordered:
             self.order.insert_many(keys, slots, self.alive)
         self._sync_free()
         heap = self._expiry
         if self.track_expiry:
-            items = zip(times.tolist(), seqs.tolist(), slots.tolist(), strict=True)
+            items = zip(ends.tolist(), seqs.tolist(), slots.tolist(), strict=True)
             if n > len(heap) // 8:
                 heap.extend(items)
                 heapq.heapify(heap)
@@ -283,15 +295,17 @@ class BaseTable:
 
     def load_columns(self, ids: list[str], keys: np.ndarray, values: np.ndarray,
                      times: np.ndarray, seqs: np.ndarray,
-                     payloads: list[bytes] | None = None) -> np.ndarray:
+                     payloads: list[bytes] | None = None,
+                     ends: np.ndarray | None = None) -> np.ndarray:
         """Store n new tuples and rebuild the key order and key index once (restore, replay).
 
         Like ``bulk_load`` but from columns: O((N + n) log(N + n)); the caller has checked the
-        ids (distinct, new on this side). Returns the slots.
+        ids (distinct, new on this side) and the ends (None: points). Returns the slots.
         """
-        slots = self._store_columns(ids, keys, values, times, seqs, payloads)
+        ends = times if ends is None else ends
+        slots = self._store_columns(ids, keys, values, times, seqs, payloads, ends)
         if self.track_expiry:
-            self._expiry.extend(zip(np.asarray(times).tolist(), np.asarray(seqs).tolist(),
+            self._expiry.extend(zip(np.asarray(ends).tolist(), np.asarray(seqs).tolist(),
                                     slots.tolist(), strict=True))
         heapq.heapify(self._expiry)
         self._reorder()
@@ -349,12 +363,20 @@ class BaseTable:
         return (ids, self.keys[slots], self.values[slots], self.times[slots], self.seqs[slots],
                 self.payloads[slots].tolist())
 
+    def live_ends(self) -> np.ndarray:
+        """The stored tuples' ends (int64; ``== times`` for points), in the row order of
+        :meth:`live_columns` (both follow the id map's order; nothing may change between the
+        two calls)."""
+        slots = np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
+        return self.ends[slots]
+
     def live_slots(self) -> np.ndarray:
         return np.fromiter(self.slot_of.values(), dtype=np.int64, count=len(self.slot_of))
 
     def memory_bytes(self) -> int:
         """Approximate resident bytes of the numpy columns and the key order."""
-        cols = sum(getattr(self, n).nbytes for n in ("keys", "values", "times", "seqs", "alive"))
+        cols = sum(getattr(self, n).nbytes
+                   for n in ("keys", "values", "times", "ends", "seqs", "alive"))
         o = self.order
         if self.key_index is not None:
             cols += self.key_index.memory_bytes()

@@ -137,6 +137,7 @@ class Columns:
     payloads: list[bytes] | None
     valid: np.ndarray     # bool[n]
     reasons: dict[int, str]
+    ends: np.ndarray | None = None  # int64[n], the intervals' ends (None: all points)
 
 
 def _length(name: str, col: Any) -> int:
@@ -267,11 +268,32 @@ def check_ids(ids: Sequence[Any], valid: np.ndarray, reasons: dict[int, str]) ->
     return lst
 
 
+def _end_column(col: Any, times: np.ndarray, n: int, valid: np.ndarray,
+                reasons: dict[int, str]) -> np.ndarray:
+    """int64 ends (``Event.end``): an element that is not an integer in [TIME_MIN, TIME_MAX] or
+    lies before its event's time is INVALID (with the reason ``Event`` gives)."""
+    mine: dict[int, str] = {}
+    ok = np.ones(n, dtype=np.bool_)
+    arr = _time_column(col, n, ok, mine)
+    for i in np.flatnonzero(~ok).tolist():
+        if valid[i]:
+            x = col[i].item() if isinstance(col[i], np.generic) else col[i]
+            reasons[i] = f"event end must be an integer in [-2**61, 2**61], got {x!r}"
+        valid[i] = False
+    early = ok & (arr < times)
+    for i in np.flatnonzero(early).tolist():
+        if valid[i]:
+            reasons[i] = f"event end {int(arr[i])} is before its time {int(times[i])}"
+        valid[i] = False
+    return np.where(ok & ~early, arr, times)
+
+
 def publish_columns(sides: Any, ids: Sequence[Any], keys: Any, values: Any, times: Any,
-                    payloads: Sequence[Any] | None) -> Columns:
-    """Check a publish batch's columns; ValueError (nothing changed) when their lengths differ."""
+                    payloads: Sequence[Any] | None, ends: Any = None) -> Columns:
+    """Check a publish batch's columns; ValueError (nothing changed) when their lengths differ.
+    ``ends`` (None: all points): each event's end, ``== time`` for a point."""
     n = check_lengths(sides=sides, ids=ids, keys=keys, values=values, times=times,
-                      payloads=payloads)
+                      payloads=payloads, ends=ends)
     valid = np.ones(n, dtype=np.bool_)
     reasons: dict[int, str] = {}
     side = side_codes(sides, n, valid, reasons)
@@ -289,7 +311,8 @@ def publish_columns(sides: Any, ids: Sequence[Any], keys: Any, values: Any, time
                 if valid[i]:
                     reasons[i] = f"event payload must be bytes, got {type(p).__name__}"
                 valid[i] = False
-    return Columns(side, id_list, k, v, t, pl, valid, reasons)
+    e = None if ends is None else _end_column(ends, t, n, valid, reasons)
+    return Columns(side, id_list, k, v, t, pl, valid, reasons, e)
 
 
 # -- admission ----------------------------------------------------------------------------------
@@ -297,16 +320,17 @@ OK, LATE, DUPLICATE, INVALID, NOT_FOUND = (int(s) for s in EventStatus)
 
 
 @kernel
-def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, stored: np.ndarray,
-                   stored_time: np.ndarray, has_max: bool, max_time: int, lateness: int,
+def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, ends: np.ndarray,
+                   stored: np.ndarray, stored_time: np.ndarray, has_max: bool, max_time: int, lateness: int,
                    has_ret: bool, retention: int, max_advance: int, bound: int, seq0: int,
                    status: np.ndarray, seqs: np.ndarray,
                    maxes: np.ndarray) -> tuple[bool, int, int]:
     """Admission of n events in order, as one at a time (arrays of length n; ``code`` indexes
     ``stored``).
 
-    ``stored[c]``/``stored_time[c]``: whether (side, id) code c is stored and its time; a stored
-    tuple with ``time + retention < W`` has been dropped by retention. ``bound``: the largest
+    ``stored[c]``/``stored_time[c]``: whether (side, id) code c is stored and its end (its time
+    for a point; ``ends[i]`` event i's); a stored tuple with ``end + retention < W`` has been
+    dropped by retention. ``bound``: the largest
     time the next event may have (the clock + ``max_advance``, int64 max when unbounded); it
     moves with the clock to ``max_time + max_advance`` (``max_advance`` int64 max: no bound).
     Checks in order: INVALID column, DUPLICATE, LATE, then INVALID beyond ``bound`` — so a
@@ -343,7 +367,7 @@ def _admit_publish(valid: np.ndarray, code: np.ndarray, times: np.ndarray, store
             bound = t + max_advance if t < 0 or max_advance <= _I64_MAX - t else _I64_MAX
         maxes[i] = max_time
         stored[c] = True
-        stored_time[c] = t
+        stored_time[c] = ends[i]
     return has_max, max_time, s
 
 
@@ -366,7 +390,8 @@ class Admission:
 def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
              tables: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dense code per distinct (side, id) of the valid events (R ids first, then S ids), and per
-    code whether ``tables[side]`` stores that id now and its time. C-level loops only."""
+    code whether ``tables[side]`` stores that id now and its end (``ends``, or ``times`` for a
+    table that keeps no ends: all points). C-level loops only."""
     n = len(ids)
     code = np.zeros(n, dtype=np.int64)
     stored: list[np.ndarray] = []
@@ -401,7 +426,9 @@ def id_codes(side: np.ndarray, ids: list[Any], valid: np.ndarray,
                             dtype=np.int64, count=len(first))
         hit = slots >= 0
         stored.append(hit)
-        stored_time.append(np.where(hit, tables[sd].times[np.where(hit, slots, 0)], 0))
+        col = getattr(tables[sd], "ends", None)
+        col = tables[sd].times if col is None else col
+        stored_time.append(np.where(hit, col[np.where(hit, slots, 0)], 0))
     if not stored:
         return code, np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int64)
     return code, np.concatenate(stored), np.concatenate(stored_time).astype(np.int64)
@@ -426,7 +453,7 @@ def admit_publish(cols: Columns, tables: Sequence[Any], lateness: int, retention
     bound = (_I64_MAX if max_time is None or not max_advance
              else max(min(int(max_time) + int(max_advance), _I64_MAX), -_I64_MAX))
     has_max, mt, s = _admit_publish(
-        cols.valid, code, cols.times, stored, stored_time, max_time is not None,
+        cols.valid, code, cols.times, cols.times if cols.ends is None else cols.ends, stored, stored_time, max_time is not None,
         0 if max_time is None else _clip_time(max_time), min(lateness, _CLIP),
         retention is not None, 0 if retention is None else min(retention, _CLIP), adv, bound,
         int(seq), status, seqs, maxes)

@@ -15,7 +15,7 @@ never with loose keywords, so the reason is written once here:
 * :data:`NO_NRT` — a kernel that allocates nothing runs without numba's runtime
   (``_nrt=False``): its arrays are borrowed from the caller for the call's duration and
   nothing is counted, neither its own arguments nor those of the helpers it inlines (~30 %
-  of BJ-SSI's probe, ``docs/benchmarks-batch.md``; the structures' inserts and stabbing
+  of BJ-SSI's probe, ``docs/benchmarks/batch.md``; the structures' inserts and stabbing
   queries, which inline ``matcher/core.py``'s searches). Such a kernel cannot allocate, so
   it cannot grow a buffer either: it follows the out-of-room protocol of
   :mod:`matcher.core`. It may call other kernels, which count their own references.

@@ -11,12 +11,25 @@ exceptions: ``publish_many`` keeps the events before the rejected one, and a mal
 * ``hotjoin.matcher.Engine`` — one process (the default ``engine_factory``);
 * ``hotjoin.server.scaleout.engine.ShardedEngine`` — subscription-partitioned over Ray workers;
 * ``hotjoin.server.scaleout.key_engine.KeyShardedEngine`` — key-partitioned over Ray workers
-  (docs/scale-out.md; built by ``hotjoin.server.scaleout.factory.ShardedEngineFactory``).
+  (docs/how-to/scale-out.md; built by ``hotjoin.server.scaleout.factory.ShardedEngineFactory``).
 
 The state format of ``export_state`` / ``load_state`` (server checkpoints, scale-out snapshots,
-the head of a compacted log; server/PERSISTENCE.md) is part of the contract:
+the head of a compacted log; docs/reference/persistence.md) is part of the contract:
 :func:`subscription_columns` and :func:`subscriptions_from_columns` convert its subscription
-columns from and to ``Subscription`` objects. ``tests/matcher/test_contract.py`` checks every
+columns from and to ``Subscription`` objects.
+
+**Interval tuples and interval joins** (``Event.end``, ``IntervalJoin``; docs/design.md). The
+one-process ``Engine`` carries each tuple's end wherever it carries its time:
+``publish_batch(..., *, ends=None)``, ``publish_admitted(..., *, ends=None)``,
+``restore_event_columns(..., payloads=None, *, ends=None)``, ``probe(..., end=None)``,
+``probe_batch(..., *, ends=None)`` (None: points, ``end == time``), ``get_event`` (an ``Event``
+with its ``end``), and the state: ``export_state()["ends"][side]`` (int64, the rows of
+``tuples[side]``; a state without it holds points only) and the subscription columns'
+:data:`INTERVAL_COLUMNS` (``ss_lo … ee_hi``, float64, ±inf unbounded, 0 for the other kinds; a
+state without them holds no interval join). The members below keep their point-only
+signatures until every implementation takes ``ends``; a caller that publishes intervals uses
+the keyword. Retention drops a tuple once its end (not its time) falls behind the watermark by
+more than the retention; an identical duplicate has the same end too. ``tests/matcher/test_contract.py`` checks every
 implementation against this module. Nothing here imports network, Spark or Ray code.
 """
 
@@ -30,28 +43,31 @@ import numpy as np
 
 from hotjoin.matcher.batch import BatchResult
 from hotjoin.matcher.model import (
+    ENDPOINTS,
     Affected,
     BandJoin,
     Delivery,
     Event,
+    IntervalJoin,
     Matches,
     Range,
     SelectJoin,
     Subscription,
     WindowJoin,
 )
-from hotjoin.matcher.subscriptions import KIND_CODE
+from hotjoin.matcher.subscriptions import INTERVAL_COLUMNS, KIND_CODE, interval_columns
 
 SUBSCRIPTION_COLUMNS = ("sid", "kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi", "w", "reg",
                         "snap")
 """The subscription columns of the state (``export_state()["subs"]``): id (increasing), kind code
-(0 select, 1 band, 2 window), the range bounds (±inf where unbounded; B is 0 unless a band join),
-the window ``w`` (0 unless a window join), the registration seq and the snapshot flag."""
+(0 select, 1 band, 2 window, 3 interval), the range bounds (±inf where unbounded; B is 0 unless
+a band or interval join), the window ``w`` (0 unless a window join), the registration seq and
+the snapshot flag. Interval joins add :data:`INTERVAL_COLUMNS` (module docstring)."""
 
 STATS_KEYS = ("seq", "watermark", "tuples", "subscriptions", "strategies", "tau", "hotspots",
               "decisions", "band", "select", "window")
 """The keys every ``stats()`` answer holds (the server's stats RPC and metrics read them;
-server/METRICS.md). A scale-out engine adds ``scheme`` and ``workers``."""
+docs/reference/metrics.md). A scale-out engine adds ``scheme`` and ``workers``."""
 
 
 @runtime_checkable
@@ -196,7 +212,7 @@ class TopicEngine(Protocol):
         exporter's options): indexes are built anew, nothing is matched. Raises ``ValueError``,
         changing nothing, when the engine is not empty (a subscription id handed out or a tuple
         stored). A malformed state raises ``ValueError`` too, possibly after part of it was
-        loaded: the caller drops that engine (server/PERSISTENCE.md: an unusable checkpoint is
+        loaded: the caller drops that engine (docs/reference/persistence.md: an unusable checkpoint is
         set aside and the whole log replayed into a new one)."""
         ...
 
@@ -243,11 +259,13 @@ def subscription_columns(sids: Sequence[int], subs: Sequence[Subscription],
         "sid": np.asarray(sids, dtype=np.int64).reshape(-1),
         "kind": np.array([KIND_CODE[s.kind] for s in subs], dtype=np.int8)}
     cols["a_lo"], cols["a_hi"] = bounds([s.a for s in subs])
-    cols["b_lo"], cols["b_hi"] = bounds([s.b if isinstance(s, BandJoin) else zero for s in subs])
+    cols["b_lo"], cols["b_hi"] = bounds([s.b if isinstance(s, (BandJoin, IntervalJoin)) else zero
+                                         for s in subs])
     cols["c_lo"], cols["c_hi"] = bounds([s.c for s in subs])
     cols["w"] = np.array([s.w if isinstance(s, WindowJoin) else 0 for s in subs], dtype=np.int64)
     cols["reg"] = np.asarray(regs, dtype=np.int64).reshape(-1)
     cols["snap"] = np.asarray(snaps, dtype=np.bool_).reshape(-1)
+    cols.update(interval_columns(list(subs)))
     return cols
 
 
@@ -255,8 +273,10 @@ def subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscript
     """The ``Subscription`` objects of the state's subscription columns, in row order (±inf
     bounds become unbounded ends). Raises ``ValueError`` for an unknown kind code. O(n).
 
-    >>> subs = [SelectJoin(a=Range(0, 5)), WindowJoin(c=Range(None, 2), w=4)]
-    >>> subscriptions_from_columns(subscription_columns([0, 1], subs, [1, 2], [False, True])) == subs
+    >>> subs = [SelectJoin(a=Range(0, 5)), WindowJoin(c=Range(None, 2), w=4),
+    ...         IntervalJoin.allen("meets", b=Range(0, 0))]
+    >>> subscriptions_from_columns(subscription_columns([0, 1, 2], subs, [1, 2, 3],
+    ...                                                 [False, True, False])) == subs
     True
     """
     def rng(lo: float, hi: float) -> Range:
@@ -265,18 +285,30 @@ def subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscript
     names = ("kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi", "w")
     rows = zip(*(np.asarray(cols[k]).tolist() for k in names), strict=True)
     select, band, window = KIND_CODE["select"], KIND_CODE["band"], KIND_CODE["window"]
+    interval = KIND_CODE["interval"]
+    has_ends = INTERVAL_COLUMNS[0] in cols
+    ends = (list(zip(*(np.asarray(cols[k]).tolist() for k in INTERVAL_COLUMNS), strict=True))
+            if has_ends else [])
     out: list[Subscription] = []
-    for kind, a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, w in rows:
+    for i, (kind, a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, w) in enumerate(rows):
         if kind == select:
             out.append(SelectJoin(rng(a_lo, a_hi), rng(c_lo, c_hi)))
         elif kind == band:
             out.append(BandJoin(rng(b_lo, b_hi), rng(a_lo, a_hi), rng(c_lo, c_hi)))
         elif kind == window:
             out.append(WindowJoin(rng(a_lo, a_hi), rng(c_lo, c_hi), int(w)))
+        elif kind == interval:
+            if not has_ends:
+                raise ValueError("interval subscriptions need the endpoint columns "
+                                 + ", ".join(INTERVAL_COLUMNS))
+            e = ends[i]
+            endpoints = {name: rng(e[2 * j], e[2 * j + 1]) for j, name in enumerate(ENDPOINTS)}
+            out.append(IntervalJoin(rng(b_lo, b_hi), rng(a_lo, a_hi), rng(c_lo, c_hi),
+                                    **endpoints))
         else:
             raise ValueError(f"unknown subscription kind code {kind!r}")
     return out
 
 
-__all__ = ["STATS_KEYS", "SUBSCRIPTION_COLUMNS", "EngineFactory", "TopicEngine",
+__all__ = ["INTERVAL_COLUMNS", "STATS_KEYS", "SUBSCRIPTION_COLUMNS", "EngineFactory", "TopicEngine",
            "subscription_columns", "subscriptions_from_columns"]

@@ -4,7 +4,7 @@ An :class:`Engine` owns the two base tables, the subscription columns and one in
 subscription kind (the registry, ``matcher/kinds.py``: band, select and window joins, each a
 ``KindIndex`` of ``joins/interface.py`` — one of the paper's strategies or its router). Every
 accepted operation takes the next sequence number; a rejected one (late, duplicate, unknown id,
-malformed; server/ERRORS.md) raises before anything changes. Matching is delegated to each
+malformed; docs/reference/errors.md) raises before anything changes. Matching is delegated to each
 kind's index through the kind interface only: one tuple as a ``OneEvent``, a run of tuples as an
 ``EventRun``; the indexes write subscription ids and partner slots into shared buffers, and the
 engine turns those into ``Delivery`` objects, columnar ``Matches`` or ``Affected`` counts only at
@@ -47,7 +47,8 @@ from hotjoin.matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from hotjoin.matcher.joins.interface import KindIndex, OneEvent
+from hotjoin.matcher.joins.interface import KindIndex
+from hotjoin.matcher.joins.interval import SpanEvent
 from hotjoin.matcher.joins.protocol import COUNT, IDENTIFY, PAIRS, BatchRows, MatchBuffer
 from hotjoin.matcher.kinds import KINDS, KindSpec, kind_of
 from hotjoin.matcher.model import (
@@ -151,7 +152,7 @@ class Engine(BatchApply, EngineState):
         self._matching: list[KindIndex] = []
         self._buf = MatchBuffer()
         self._rows_buf = BatchRows()
-        self._one = OneEvent(self._buf)
+        self._one = SpanEvent(self._buf)
         self._seq = 0
         self._max_time: int | None = None
 
@@ -287,9 +288,9 @@ class Engine(BatchApply, EngineState):
 
     # -- matching core ----------------------------------------------------------------------
     def _match(self, side: Side, key: float, value: float, xseq: int, mode: int,
-               time: int = 0) -> None:
-        """Run every kind with subscriptions on one tuple of ``side`` (one ``OneEvent``, filled
-        once, shared by the kinds); output left in ``self._buf``."""
+               time: int = 0, end: int | None = None) -> None:
+        """Run every kind with subscriptions on one tuple of ``side`` (one ``SpanEvent``, filled
+        once, shared by the kinds; ``end`` None: a point); output left in ``self._buf``."""
         buf = self._buf
         buf.start()
         other = self.tables[OTHER[side]]
@@ -301,7 +302,8 @@ class Engine(BatchApply, EngineState):
                 if ev is None:
                     mt = self._max_time
                     ev = self._one.set(1 if side == "R" else -1, key, value, time, xseq,
-                                       time if mt is None else mt - self.lateness, other, mode)
+                                       time if mt is None else mt - self.lateness, other, mode,
+                                       end=end)
                 index.match(ev)
 
     def _matches(self, side: Side, x_id: str, sign: int) -> Matches:
@@ -353,7 +355,7 @@ class Engine(BatchApply, EngineState):
         table = self._admit(ev)
         seq = self._advance(ev)
         if mode >= 0:
-            self._match(ev.side, ev.key, ev.value, seq, mode, ev.time)
+            self._match(ev.side, ev.key, ev.value, seq, mode, ev.time, ev.end)
         table.insert(ev, seq)
         return seq
 
@@ -406,7 +408,8 @@ class Engine(BatchApply, EngineState):
         self._seq += 1
         if mode >= 0:
             self._match(side, float(table.keys[slot]), float(table.values[slot]),
-                        int(table.seqs[slot]), mode, int(table.times[slot]))
+                        int(table.seqs[slot]), mode, int(table.times[slot]),
+                        int(table.ends[slot]))
         table.remove(event_id)
 
     def delete(self, side: Side, event_id: str, match: bool = True) -> list[Delivery]:
@@ -442,7 +445,8 @@ class Engine(BatchApply, EngineState):
         for r_slot in r_table.live_slots().tolist():
             buf.start()
             ev.set(1, float(r_table.keys[r_slot]), float(r_table.values[r_slot]),
-                   int(r_table.times[r_slot]), _NO_FILTER_SEQ, 0, s_table, PAIRS)
+                   int(r_table.times[r_slot]), _NO_FILTER_SEQ, 0, s_table, PAIRS,
+                   end=int(r_table.ends[r_slot]))
             index.snapshot(ev, qids)
             if buf.n:
                 qs.append(buf.out_q[: buf.n].copy())
@@ -458,28 +462,34 @@ class Engine(BatchApply, EngineState):
         return self.result_columnar(sid).deliveries()
 
     def probe(self, side: Side, key: float, value: float, mode: str = "identify",
-              time: int | None = None) -> int:
+              time: int | None = None, end: int | None = None) -> int:
         """Match a hypothetical tuple without storing it (benchmarks, paper 004 §5).
 
         ``mode`` is ``"identify"`` (returns the number of affected subscriptions) or ``"pairs"``
-        (returns the number of result pairs). ``time`` (window joins) defaults to the largest
-        event time published so far. Nothing in the engine changes.
+        (returns the number of result pairs). ``time`` (window and interval joins) defaults to
+        the largest event time published so far, ``end`` (interval joins) to ``time`` (a
+        point). Nothing in the engine changes.
         """
         m = {"identify": IDENTIFY, "pairs": PAIRS, "count": COUNT}[mode]
         if time is None:
             time = self.probe_time
-        self._match(check_side(side), float(key), float(value), self._seq + 1, m, int(time))
+        if end is not None and int(end) < int(time):
+            raise ValueError(f"probe end {end} is before its time {time}")
+        self._match(check_side(side), float(key), float(value), self._seq + 1, m, int(time),
+                    None if end is None else int(end))
         return self._buf.n
+
     def probe_batch(self, side: Side, keys: Any, values: Any, times: Any = None, *,
-                    output: str = "affected") -> np.ndarray:
+                    ends: Any = None, output: str = "affected") -> np.ndarray:
         """Match a batch of hypothetical ``side`` tuples without storing them (benchmarks).
 
         What :meth:`probe` gives each tuple, through the batch path's compiled matching (the
         ``match_many`` calls of ``publish_batch``, routers deciding inside the batch): per
         tuple the number of rows ``publish_batch`` would output for it alone — affected
         subscriptions (``output="affected"``) or pairs (``"pairs"``). Every tuple sees the
-        stored tuples as they stand; ``times`` (window joins) default to the largest event time
-        published so far. Nothing in the engine changes (a router may learn).
+        stored tuples as they stand; ``times`` (window and interval joins) default to the
+        largest event time published so far, ``ends`` (interval joins) to the times (points).
+        Nothing in the engine changes (a router may learn).
 
         >>> from hotjoin.matcher import Engine, Event, Range, SelectJoin
         >>> e = Engine()
@@ -497,10 +507,13 @@ class Engine(BatchApply, EngineState):
         n = ks.shape[0]
         ts = (np.full(n, self.probe_time, dtype=np.int64) if times is None
               else np.ascontiguousarray(times, dtype=np.int64).reshape(-1))
-        if vs.shape[0] != n or ts.shape[0] != n:
-            raise ValueError(f"probe_batch: {n} keys but {vs.shape[0]} values and "
-                             f"{ts.shape[0]} times")
-        return self._probe_batch(side, ks, vs, ts, mode)
+        es = ts if ends is None else np.ascontiguousarray(ends, dtype=np.int64).reshape(-1)
+        if vs.shape[0] != n or ts.shape[0] != n or es.shape[0] != n:
+            raise ValueError(f"probe_batch: {n} keys but {vs.shape[0]} values, "
+                             f"{ts.shape[0]} times and {es.shape[0]} ends")
+        if bool((es < ts).any()):
+            raise ValueError("probe_batch: an end lies before its time")
+        return self._probe_batch(side, ks, vs, ts, mode, es)
 
     # -- introspection ----------------------------------------------------------------------
     def check_invariants(self) -> None:
@@ -518,7 +531,7 @@ class Engine(BatchApply, EngineState):
             assert all(t.keys[s] == k for k, s in order), side
 
     def stats(self) -> dict[str, Any]:
-        """Counters and gauges (server/METRICS.md): ``seq``, ``watermark``, stored ``tuples`` per
+        """Counters and gauges (docs/reference/metrics.md): ``seq``, ``watermark``, stored ``tuples`` per
         side, ``subscriptions`` per kind, the ``strategies``, per kind its ``tau`` (its
         ``hotspots`` where it has no τ) and ``hotspots``, the routers' ``decisions`` per
         strategy, and each kind's own stats under its name (``{}`` before its first
@@ -547,11 +560,14 @@ class Engine(BatchApply, EngineState):
 
     # -- the batch path (matcher/apply.py) ----------------------------------------------------
     def publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
-                      payloads: Any = None, *, output: str = "affected") -> BatchResult:
+                      payloads: Any = None, *, ends: Any = None,
+                      output: str = "affected") -> BatchResult:
         """Publish a batch given as columns, exactly as ``publish`` one at a time in input order.
 
         ``sides``: "R"/"S" strings or 0/1 integers; ``ids``: str; ``keys``/``values``: float64;
-        ``times``: int64; ``payloads``: bytes or None. A rejected event (INVALID, DUPLICATE —
+        ``times``: int64; ``payloads``: bytes or None; ``ends``: int64 per event (``Event.end``,
+        ``== time`` for a point; None: all points; an end before its time or beyond ±2^61 is
+        INVALID with its reason). A rejected event (INVALID, DUPLICATE —
         checked before LATE — or LATE against the watermark as it stands just before it, or
         INVALID when more than ``max_advance`` beyond the largest time before it) does
         not raise, takes no sequence number and changes nothing; column length mismatches
@@ -564,10 +580,10 @@ class Engine(BatchApply, EngineState):
         exist (a select/window-only topic and no stored partner with the event's key), then the
         run is stored with one ``BaseTable.insert_many``.
         """
-        return self._publish_batch(sides, ids, keys, values, times, payloads, output)
+        return self._publish_batch(sides, ids, keys, values, times, payloads, output, ends)
 
     def publish_admitted(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
-                         payloads: Any, seqs: Any, maxes: Any, *,
+                         payloads: Any, seqs: Any, maxes: Any, *, ends: Any = None,
                          output: str = "affected") -> BatchOutput:
         """Store and match a batch that a topic-wide admission has already accepted.
 
@@ -577,11 +593,12 @@ class Engine(BatchApply, EngineState):
         (``batch.admit_publish``) and sends each worker the events of its keys; the worker
         applies them here with the same compiled runs as ``publish_batch``, so the pairs and
         their sequence numbers are those of one engine. No duplicate or lateness
-        check is made; ``ValueError`` (nothing changed) for invalid columns, seqs not after
+        check is made; ``ends`` as ``publish_batch``'s. ``ValueError`` (nothing changed) for
+        invalid columns, seqs not after
         ``seq`` and increasing, or clocks going back.
         """
         return self._publish_admitted(sides, ids, keys, values, times, payloads, seqs, maxes,
-                                      output)
+                                      output, ends)
 
     def delete_batch(self, sides: Any, ids: Any, *, output: str = "affected") -> BatchResult:
         """Delete a batch of stored tuples (side, id), exactly as ``delete`` one at a time.

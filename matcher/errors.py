@@ -1,4 +1,4 @@
-"""Errors the engine raises (SPEC §7). None of them leaves a trace in the engine's state."""
+"""Errors the engine raises (``docs/design.md``, engine API). None of them leaves a trace in the engine's state."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ class HotjoinError(Exception):
 
 
 class LateEventError(HotjoinError):
-    """The event's time is below the topic watermark W = max time − lateness (SPEC §3)."""
+    """The event's time is below the topic watermark W = max time − lateness
+    (``docs/design.md``, semantics)."""
 
     def __init__(self, side: str, event_id: str, time: int, watermark: int) -> None:
         super().__init__(
@@ -18,7 +19,8 @@ class LateEventError(HotjoinError):
 
 
 class DuplicateEventError(HotjoinError):
-    """An event with this id is already stored on this side (SPEC §3, Duplicates)."""
+    """An event with this id is already stored on this side (``docs/design.md``,
+    duplicates)."""
 
     def __init__(self, side: str, event_id: str) -> None:
         super().__init__(f"event {side}/{event_id} already exists")
@@ -29,7 +31,7 @@ class EventTooFarAheadError(HotjoinError, ValueError):
     """The event's time lies more than the topic's ``max_advance`` beyond the largest event time
     seen: it would move the clock (and the watermark) so far that later events become late.
 
-    A ``ValueError``, so the server answers INVALID with this message (``server/ERRORS.md``).
+    A ``ValueError``, so the server answers INVALID with this message (``docs/reference/errors.md``).
     """
 
     def __init__(self, time: int, max_time: int, max_advance: int) -> None:

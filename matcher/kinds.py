@@ -8,7 +8,7 @@ equi-joins reach the partners of one key) and its by-time order (window joins). 
 drives every kind through the interface only; a new kind is a module with its strategies (and
 their kernels), a cost model per strategy (``router/cost_model.py``), a router, and one line
 here. Entries are in the order the kinds match an incoming tuple, which is the order of their
-output within an event (band, select, window).
+output within an event (band, select, window, interval).
 
 >>> KINDS["select"].strategy_names()
 ('SJ-JoinFirst', 'SJ-SelectFirst', 'SJ-Vanilla', 'SJ-SSI', 'SJ-Hotspot', 'SJ-Dynamic')
@@ -24,10 +24,12 @@ from typing import Any
 
 from hotjoin.matcher.joins.band import BAND_CLASSES
 from hotjoin.matcher.joins.interface import KindIndex, Tables
+from hotjoin.matcher.joins.interval import INTERVAL_CLASSES
 from hotjoin.matcher.joins.select import SELECT_CLASSES
 from hotjoin.matcher.joins.window import WINDOW_CLASSES
-from hotjoin.matcher.model import BandJoin, SelectJoin, WindowJoin
+from hotjoin.matcher.model import BandJoin, IntervalJoin, SelectJoin, WindowJoin
 from hotjoin.matcher.router.band import BandDynamic
+from hotjoin.matcher.router.interval import IntervalDynamic
 from hotjoin.matcher.router.select import SelectDynamic
 from hotjoin.matcher.router.window import WindowDynamic
 from hotjoin.matcher.subscriptions import KIND_CODE, SubscriptionColumns
@@ -60,7 +62,7 @@ class KindSpec:
     @property
     def code(self) -> int:
         """The kind's code in the subscription columns (``subscriptions.KIND_CODE``; part of
-        the state format, server/PERSISTENCE.md)."""
+        the state format, docs/reference/persistence.md)."""
         return KIND_CODE[self.name]
 
     def strategy_names(self) -> tuple[str, ...]:
@@ -82,6 +84,7 @@ KINDS: dict[str, KindSpec] = {
     "select": KindSpec(SelectJoin, SELECT_CLASSES, SelectDynamic, key_index=True),
     "window": KindSpec(WindowJoin, WINDOW_CLASSES, WindowDynamic, key_index=True,
                        time_order=True),
+    "interval": KindSpec(IntervalJoin, INTERVAL_CLASSES, IntervalDynamic, key_order=True),
 }
 """The registry: kind name → :class:`KindSpec`, in matching order."""
 

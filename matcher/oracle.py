@@ -1,12 +1,12 @@
-"""Brute-force reference engine: SPEC §3 applied literally, for tests only.
+"""Brute-force reference engine: the semantics of docs/design.md applied literally, for tests only.
 
-``OracleEngine`` has the Engine API of SPEC §7 (``subscribe``, ``unsubscribe``, ``publish``,
-``delete``, ``result``, the batch calls, ``watermark`` and ``seq``) but no index of any kind:
-every publish or delete loops over every stored tuple of the other side and every subscription
-and evaluates the SPEC §2 predicate directly.  It is meant to be obviously right, not fast; the
-property tests (``tests/engine_harness.py``) run the real ``matcher.engine.Engine`` against it.
+``OracleEngine`` has the engine's API (``subscribe``, ``unsubscribe``, ``publish``, ``delete``,
+``result``, the batch calls, ``watermark`` and ``seq``) but no index of any kind: every publish
+or delete loops over every stored tuple of the other side and every subscription and evaluates
+the join predicate directly.  It is meant to be obviously right, not fast; the property tests
+(``tests/engine_harness.py``) run the real ``matcher.engine.Engine`` against it.
 
-Conventions this module fixes where SPEC §3/§7 leave room (see ``docs`` / the test-suite):
+Conventions this module fixes where docs/design.md leaves room (see the test-suite):
 
 * ``seq`` is the sequence number of the last applied operation, 0 before the first; an
   operation that raises takes none.  ``result`` is a query, not an operation.
@@ -24,6 +24,12 @@ Conventions this module fixes where SPEC §3/§7 leave room (see ``docs`` / the 
 * ``max_advance`` (None or 0: no bound): an event that is neither a duplicate nor late but whose
   time exceeds the largest time published so far by more than ``max_advance`` raises
   ``ValueError`` (the server's INVALID) and changes nothing; the first event is not bounded.
+* Retention: once the largest time is T, a stored tuple whose *end* lies below
+  ``T − lateness − retention`` is dropped (a point's end is its time). Lateness, the watermark
+  and ``max_advance`` read the start time ``time``.
+* Interval joins (:class:`~matcher.model.IntervalJoin`): the key condition as a band join's,
+  the values in A and C, and the four endpoint differences of ``r = [r.time, r.end]``,
+  ``s = [s.time, s.end]`` in their ranges, on Python ints (exact).
 """
 
 from __future__ import annotations
@@ -44,25 +50,47 @@ from hotjoin.matcher.model import (
     BandJoin,
     Delivery,
     Event,
+    IntervalJoin,
     SelectJoin,
     Subscription,
     WindowJoin,
     check_side,
 )
 
+_KINDS = (SelectJoin, BandJoin, WindowJoin, IntervalJoin)
+
 __all__ = ["OracleEngine", "matches"]
 
 
+def _within(lo: int | float | None, hi: int | float | None, x: int) -> bool:
+    """``lo <= x <= hi`` with None unbounded, compared as Python numbers (ints stay exact)."""
+    return (lo is None or lo <= x) and (hi is None or x <= hi)
+
+
+def interval_holds(sub: IntervalJoin, r: Event, s: Event) -> bool:
+    """The endpoint conditions of an interval join, straight from their definitions:
+    ``s.time − r.time ∈ SS``, ``s.time − r.end ∈ SE``, ``s.end − r.time ∈ ES``,
+    ``s.end − r.end ∈ EE`` (a point's end is its time)."""
+    rt, st = r.time, s.time
+    re = rt if r.end is None else r.end
+    se = st if s.end is None else s.end
+    return (_within(sub.ss.lo, sub.ss.hi, st - rt) and _within(sub.se.lo, sub.se.hi, st - re)
+            and _within(sub.es.lo, sub.es.hi, se - rt) and _within(sub.ee.lo, sub.ee.hi, se - re))
+
+
 def matches(sub: Subscription, r: Event, s: Event) -> bool:
-    """The SPEC §2 predicate of ``sub`` on the pair (r, s), evaluated literally.
+    """The join predicate of ``sub`` on the pair (r, s), evaluated literally.
 
     Band: ``s.key - r.key`` with Python (IEEE double) subtraction must lie in the closed range B.
     Window: select-join condition and ``abs(r.time - s.time) <= w`` on Python ints.
+    Interval: the band condition and :func:`interval_holds`.
     """
     if not (sub.a.contains(r.value) and sub.c.contains(s.value)):
         return False
     if isinstance(sub, BandJoin):
         return sub.b.contains(s.key - r.key)
+    if isinstance(sub, IntervalJoin):
+        return sub.b.contains(s.key - r.key) and interval_holds(sub, r, s)
     if r.key != s.key:
         return False
     if isinstance(sub, WindowJoin):
@@ -80,7 +108,7 @@ def _check_time_param(name: str, x: object, allow_none: bool) -> int | None:
 
 @dataclass
 class _Sub:
-    """A live subscription with the sequence number it was registered at (SPEC §3)."""
+    """A live subscription with the sequence number it was registered at."""
 
     sub: Subscription
     reg_seq: int
@@ -96,7 +124,7 @@ class _Stored:
 
 
 class OracleEngine:
-    """Reference implementation of one topic's state (SPEC §3, §7), quadratic and literal."""
+    """Reference implementation of one topic's state (docs/design.md), quadratic and literal."""
 
     def __init__(self, lateness: int = 0, retention: int | None = None,
                  max_advance: int | None = None) -> None:
@@ -129,7 +157,7 @@ class OracleEngine:
         return self._next_sid
 
     def stored(self, side: str) -> dict[str, Event]:
-        """The stored tuples of ``side`` by id (a copy; test helper, not in SPEC §7)."""
+        """The stored tuples of ``side`` by id (a copy; test helper, not an engine call)."""
         return {i: st.event for i, st in self._stored[check_side(side)].items()}
 
     def subscriptions(self) -> dict[int, Subscription]:
@@ -140,7 +168,7 @@ class OracleEngine:
 
     def subscribe(self, sub: Subscription, snapshot: bool = False) -> int:
         """Register ``sub`` at the next sequence number and return its id (0, 1, 2, ...)."""
-        if not isinstance(sub, (SelectJoin, BandJoin, WindowJoin)):
+        if not isinstance(sub, _KINDS):
             raise ValueError(f"not a subscription: {type(sub).__name__}")
         self._seq += 1
         sid = self._next_sid
@@ -152,7 +180,7 @@ class OracleEngine:
         """``subscribe`` each in order; validated first, so a bad item applies none (ValueError)."""
         subs = list(subs)
         for i, sub in enumerate(subs):
-            if not isinstance(sub, (SelectJoin, BandJoin, WindowJoin)):
+            if not isinstance(sub, _KINDS):
                 raise ValueError(f"item #{i} is not a subscription: {type(sub).__name__}")
         return [self.subscribe(sub, snapshot) for sub in subs]
 
@@ -178,7 +206,7 @@ class OracleEngine:
     # ---- events ----------------------------------------------------------------------------
 
     def publish(self, event: Event) -> list[Delivery]:
-        """Insert ``event`` (SPEC §3 Insert): watermark, retention, match, then store."""
+        """Insert ``event``: watermark, retention, match, then store."""
         if not isinstance(event, Event):
             raise ValueError(f"not an event: {type(event).__name__}")
         side = event.side
@@ -197,7 +225,9 @@ class OracleEngine:
         if self.retention is not None:
             horizon = self._max_time - self.lateness - self.retention
             for table in self._stored.values():
-                for tid in [tid for tid, st in table.items() if st.event.time < horizon]:
+                for tid in [tid for tid, st in table.items()
+                            if (st.event.time if st.event.end is None else st.event.end)
+                            < horizon]:
                     del table[tid]
         out: list[Delivery] = []
         other = "S" if side == "R" else "R"
@@ -223,7 +253,7 @@ class OracleEngine:
         return out
 
     def delete(self, side: str, id: str) -> list[Delivery]:
-        """Delete (side, id) (SPEC §3 Delete): retract each pair from every q that received it."""
+        """Delete (side, id): retract each pair from every q that received it."""
         side = check_side(side)
         if not isinstance(id, str) or not id:
             raise ValueError(f"event id must be a non-empty string, got {id!r}")

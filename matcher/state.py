@@ -4,7 +4,7 @@ Results depend only on the live subscriptions, the stored tuples and the clock (
 force, ``matcher/oracle.py``, needs nothing else), so that is all the state holds; every kind's
 index is built anew from the subscriptions on load (``KindIndex.add_many``), never saved. The
 format is the engine contract's (``matcher/contract.py``: ``SUBSCRIPTION_COLUMNS``) and
-server/PERSISTENCE.md's: server
+docs/reference/persistence.md's: server
 checkpoints, scale-out snapshots, the head of a compacted log, and the Spark replay's shards
 (``advance_clock``). :class:`EngineState` is mixed into ``Engine`` (``matcher/engine.py``).
 
@@ -30,7 +30,16 @@ from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.errors import DuplicateEventError
 from hotjoin.matcher.joins.interface import KindIndex
 from hotjoin.matcher.kinds import KINDS, kind_of_code
-from hotjoin.matcher.model import Event, Range, Side, Subscription, check_side
+from hotjoin.matcher.model import (
+    END_MAX,
+    ENDPOINTS,
+    Event,
+    IntervalJoin,
+    Range,
+    Side,
+    Subscription,
+    check_side,
+)
 from hotjoin.matcher.subscriptions import SubscriptionColumns
 
 
@@ -91,9 +100,11 @@ class EngineState:
 
     def subscription_columns(self) -> dict[str, np.ndarray]:
         """The live subscriptions as columns (copies, O(live) numpy work, no object per
-        subscription): ``sid`` (increasing), ``kind`` (0 select, 1 band, 2 window), ``a_lo, a_hi,
-        b_lo, b_hi, c_lo, c_hi`` (±inf where unbounded), ``w``, ``reg`` (registration seq),
-        ``snap``. ``restore_subscription_columns`` rebuilds them: a server checkpoint."""
+        subscription): ``sid`` (increasing), ``kind`` (0 select, 1 band, 2 window, 3
+        interval), ``a_lo, a_hi, b_lo, b_hi, c_lo, c_hi`` (±inf where unbounded), ``w``,
+        ``reg`` (registration seq), ``snap``, and the interval joins' endpoint ranges
+        ``ss_lo … ee_hi`` (``subscriptions.INTERVAL_COLUMNS``; 0 for the other kinds).
+        ``restore_subscription_columns`` rebuilds them: a server checkpoint."""
         return self.cols.live_columns()
 
     def restore_subscription_columns(self, cols: Mapping[str, np.ndarray]) -> None:
@@ -102,7 +113,9 @@ class EngineState:
 
         Ids must be increasing and above every id in use; ids skipped over stay unused. The
         indexes are not saved but rebuilt: matching depends only on the subscriptions and the
-        stored tuples, not on how the index happens to be laid out.
+        stored tuples, not on how the index happens to be laid out. Columns without the
+        endpoint ranges (written before interval joins existed) hold no interval join; an
+        interval join without them is a ValueError.
         """
         sids = np.asarray(cols["sid"], dtype=np.int64)
         n = sids.shape[0]
@@ -123,16 +136,19 @@ class EngineState:
 
     def export_state(self) -> dict[str, Any]:
         """Everything results depend on, as columns (copies): the live subscriptions
-        (``subscription_columns``), each side's stored tuples (``BaseTable.live_columns``), the
-        clock and the next subscription id. ``load_state`` rebuilds an equivalent engine; the
+        (``subscription_columns``), each side's stored tuples (``BaseTable.live_columns``:
+        ``tuples[side] = (ids, keys, values, times, seqs, payloads)``) and their ends in the
+        same row order (``ends[side]``, int64, ``== times`` for points; a state without
+        ``ends`` holds points only), the clock and the next subscription id. ``load_state`` rebuilds an equivalent engine; the
         indexes are not exported but built anew, since results depend only on subscriptions,
         tuples and the clock. Used by server checkpoints and scale-out snapshots
-        (server/PERSISTENCE.md). A kind whose index held more (``KindIndex.export_state``)
+        (docs/reference/persistence.md). A kind whose index held more (``KindIndex.export_state``)
         would add it under ``kinds``; none does."""
         out: dict[str, Any] = {
             "seq": self._seq, "max_time": self._max_time, "next_sid": int(self.cols.n),
             "subs": self.subscription_columns(),
-            "tuples": {side: t.live_columns() for side, t in self.tables.items()}}
+            "tuples": {side: t.live_columns() for side, t in self.tables.items()},
+            "ends": {side: t.live_ends() for side, t in self.tables.items()}}
         kinds = {name: st for name, ix in self._kinds.items()
                  if (st := ix.export_state()) is not None}
         if kinds:
@@ -145,10 +161,12 @@ class EngineState:
         if self.cols.n or self.subs or any(len(t) for t in self.tables.values()):
             raise ValueError("load_state needs an empty engine")
         self.restore_subscription_columns(state["subs"])
+        ends = state.get("ends") or {}
         for side, (ids, keys, values, times, seqs, payloads) in state["tuples"].items():
             if ids:
                 self.restore_event_columns(side, ids, keys, values, times, seqs,
-                                           payloads if any(payloads) else None)
+                                           payloads if any(payloads) else None,
+                                           ends=ends.get(side))
         self.cols.n = max(int(self.cols.n), int(state["next_sid"]))
         self.restore_clock(int(state["seq"]), state["max_time"])
         for name, st in state.get("kinds", {}).items():
@@ -177,14 +195,16 @@ class EngineState:
 
     def restore_event_columns(self, side: Side, ids: list[str], keys: np.ndarray,
                               values: np.ndarray, times: np.ndarray, seqs: np.ndarray,
-                              payloads: list[bytes] | None = None) -> None:
+                              payloads: list[bytes] | None = None, *,
+                              ends: np.ndarray | None = None) -> None:
         """Store many new tuples of one side from columns, without matching (log replay).
 
         The columnar form of ``restore_events``: no ``Event`` object per tuple, one re-sort of
         the key order and one rebuild of the key index. Like ``restore_events`` it applies no
         watermark or retention (call ``restore_clock`` afterwards). Validated first, all or
         nothing: finite keys and values, non-empty ids unique among themselves and new on the
-        side. O(n log n).
+        side, ``ends`` (None: points) not before their times and within ±2^61 where they differ
+        from them. O(n log n).
         """
         check_side(side)
         t = self.tables[side]
@@ -195,6 +215,15 @@ class EngineState:
         seqs = np.asarray(seqs, dtype=np.int64)
         if not (keys.shape == values.shape == times.shape == seqs.shape == (n,)):
             raise ValueError("restore_event_columns: columns of different lengths")
+        if ends is not None:
+            ends = np.asarray(ends, dtype=np.int64)
+            if ends.shape != (n,):
+                raise ValueError("restore_event_columns: ends of a different length")
+            if bool((ends < times).any()):
+                raise ValueError("restore_event_columns: an event end lies before its time")
+            if bool(((ends != times) & ((ends > END_MAX) | (ends < -END_MAX))).any()):
+                raise ValueError("restore_event_columns: an event end is outside "
+                                 "[-2**61, 2**61]")
         if payloads is not None and len(payloads) != n:
             raise ValueError("restore_event_columns: payloads of a different length")
         if n == 0:
@@ -209,7 +238,7 @@ class EngineState:
             if i in t.slot_of:
                 raise DuplicateEventError(side, i)
         t.load_columns(list(ids), keys, values, times, seqs,
-                       None if payloads is None else list(payloads))
+                       None if payloads is None else list(payloads), ends)
 
 
 def subscriptions_from_columns(cols: Mapping[str, np.ndarray]) -> list[Subscription]:
@@ -250,12 +279,26 @@ def _build(cls: type, cols: Mapping[str, np.ndarray], at: np.ndarray) -> list[An
         put(r, "hi", None if hi == inf else hi)
         return r
 
+    def irng(lo: float, hi: float) -> Range:  # an endpoint range: integer bounds
+        r = new(Range)
+        put(r, "lo", None if lo == -inf else int(lo))
+        put(r, "hi", None if hi == inf else int(hi))
+        return r
+
     names: list[str] = []
     values: list[list[Any]] = []
     for f in fields(cls):
-        if f.name == "kind":
-            names.append("kind")
+        if f.name in ("kind", "preset"):  # the preset is a display name, not state
+            names.append(f.name)
             values.append([f.default] * at.shape[0])
+        elif cls is IntervalJoin and f.name in ENDPOINTS:
+            if f.name + "_lo" not in cols:
+                raise ValueError("interval subscriptions need the endpoint columns "
+                                 "ss_lo … ee_hi")
+            names.append(f.name)
+            values.append([irng(lo, hi) for lo, hi in
+                           zip(np.asarray(cols[f.name + "_lo"])[at].tolist(),
+                               np.asarray(cols[f.name + "_hi"])[at].tolist(), strict=True)])
         elif f.type in ("Range", Range):
             names.append(f.name)
             values.append([rng(lo, hi) for lo, hi in

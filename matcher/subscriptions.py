@@ -12,9 +12,37 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hotjoin.matcher.model import BandJoin, SelectJoin, Subscription, WindowJoin
+from hotjoin.matcher.model import (
+    ENDPOINTS,
+    BandJoin,
+    IntervalJoin,
+    SelectJoin,
+    Subscription,
+    WindowJoin,
+)
 
-KIND_CODE = {"select": 0, "band": 1, "window": 2}
+KIND_CODE = {"select": 0, "band": 1, "window": 2, "interval": 3}
+
+INTERVAL_COLUMNS = tuple(f"{e}_{end}" for e in ENDPOINTS for end in ("lo", "hi"))
+"""The interval joins' endpoint ranges in the state's subscription columns (``ss_lo, ss_hi,
+se_lo, se_hi, es_lo, es_hi, ee_lo, ee_hi``; float64, ±inf where unbounded, 0 for the other
+kinds). A state without them (written before interval joins existed) holds none."""
+ENDPOINT_CLIP = 2**62
+"""Endpoint bounds are kept as int64 clipped to ±2^62 (exact as a double), unbounded ends at the
+clip: every endpoint difference of tuples within ±2^61 lies within ±2^62, so a bound at the
+clip decides as an unbounded end and no decision changes."""
+
+
+def endpoint_rows(cols: Mapping[str, Any], n: int) -> np.ndarray:
+    """The int64 endpoint rows ``(n, 8)`` (columns :data:`INTERVAL_COLUMNS`) of state columns
+    (float, ±inf unbounded), clipped at :data:`ENDPOINT_CLIP`; zeros where they are absent."""
+    out = np.zeros((n, 8), dtype=np.int64)
+    if INTERVAL_COLUMNS[0] not in cols:
+        return out
+    for j, name in enumerate(INTERVAL_COLUMNS):
+        x = np.asarray(cols[name], dtype=np.float64)
+        out[:, j] = np.clip(x, -ENDPOINT_CLIP, ENDPOINT_CLIP).astype(np.int64)
+    return out
 
 _FLOAT_COLS = ("a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi")
 _INT_COLS = ("w", "reg")
@@ -58,6 +86,9 @@ class SubscriptionColumns:
         # select and window joins fill the same row layout too (select/window kernels), with the
         # B columns holding the window [0, w] (w = 0 for a select join)
         self.rec = np.zeros((0, 8), dtype=np.float64)
+        # interval joins' endpoint ranges, one int64 row each (INTERVAL_COLUMNS, clipped):
+        # allocated on the first interval join, so the other kinds pay nothing for it
+        self.irec = np.zeros((0, 8), dtype=np.int64)
         self.reserve(capacity)
 
     # declared for type checkers; set in __init__ via setattr
@@ -92,7 +123,19 @@ class SubscriptionColumns:
         rec = np.zeros((cap, 8), dtype=np.float64)
         rec[: self.rec.shape[0]] = self.rec
         self.rec = rec
+        if self.irec.shape[0]:
+            self._grow_irec(cap)
         self.capacity = cap
+
+    def _grow_irec(self, cap: int) -> None:
+        irec = np.zeros((cap, 8), dtype=np.int64)
+        irec[: self.irec.shape[0]] = self.irec
+        self.irec = irec
+
+    def enable_intervals(self) -> None:
+        """Keep the endpoint rows ``irec`` from now on (the first interval join)."""
+        if self.irec.shape[0] < self.capacity:
+            self._grow_irec(self.capacity)
 
     def add(self, sub: Subscription, reg: int, snap: bool) -> int:
         """Store one subscription's parameters; returns its new id."""
@@ -111,9 +154,15 @@ class SubscriptionColumns:
                              sub.c.hi_f, float(reg), 1.0 if snap else 0.0)
         elif isinstance(sub, WindowJoin):
             self.w[sid] = sub.w
+        elif isinstance(sub, IntervalJoin):
+            self.b_lo[sid], self.b_hi[sid] = sub.b.lo_f, sub.b.hi_f
+            self.rec[sid] = (sub.b.lo_f, sub.b.hi_f, sub.a.lo_f, sub.a.hi_f, sub.c.lo_f,
+                             sub.c.hi_f, float(reg), 1.0 if snap else 0.0)
+            self.enable_intervals()
+            self.irec[sid] = endpoint_rows(interval_columns([sub]), 1)[0]
         else:
             assert isinstance(sub, SelectJoin)
-        if not isinstance(sub, BandJoin):
+        if not isinstance(sub, (BandJoin, IntervalJoin)):
             self.rec[sid] = (0.0, float(sub.w) if isinstance(sub, WindowJoin) else 0.0,
                              sub.a.lo_f, sub.a.hi_f, sub.c.lo_f, sub.c.hi_f, float(reg),
                              1.0 if snap else 0.0)
@@ -137,7 +186,7 @@ class SubscriptionColumns:
         cols: dict[str, np.ndarray] = {"sid": sids, "kind": kind}
         cols["a_lo"], cols["a_hi"] = bounds_of([sub.a for sub in subs])
         cols["c_lo"], cols["c_hi"] = bounds_of([sub.c for sub in subs])
-        band = kind == KIND_CODE["band"]
+        band = (kind == KIND_CODE["band"]) | (kind == KIND_CODE["interval"])
         cols["b_lo"], cols["b_hi"] = np.zeros(k), np.zeros(k)
         if band.any():
             at = np.flatnonzero(band)
@@ -146,6 +195,7 @@ class SubscriptionColumns:
         cols["w"] = np.fromiter((getattr(sub, "w", 0) for sub in subs), dtype=np.int64, count=k)
         cols["reg"] = np.arange(first_reg, first_reg + k, dtype=np.int64)
         cols["snap"] = np.full(k, bool(snap))
+        cols.update(interval_columns(subs))
         self.restore_columns(cols)
         return sids
 
@@ -165,8 +215,16 @@ class SubscriptionColumns:
         self.active[sids] = True
         a_lo, a_hi, c_lo, c_hi = (np.asarray(cols[k], dtype=np.float64) for k in ("a_lo", "a_hi", "c_lo", "c_hi"))
         self.selective[sids] = ~((a_lo == -np.inf) & (a_hi == np.inf) & (c_lo == -np.inf) & (c_hi == np.inf))
-        band = kind == KIND_CODE["band"]
+        band = (kind == KIND_CODE["band"]) | (kind == KIND_CODE["interval"])
         window = kind == KIND_CODE["window"]
+        interval = kind == KIND_CODE["interval"]
+        if interval.any():
+            if INTERVAL_COLUMNS[0] not in cols:
+                raise ValueError("interval subscriptions need the endpoint columns "
+                                 + ", ".join(INTERVAL_COLUMNS))
+            self.enable_intervals()
+        if self.irec.shape[0]:
+            self.irec[sids] = np.where(interval[:, None], endpoint_rows(cols, sids.shape[0]), 0)
         rec = np.empty((sids.shape[0], 8), dtype=np.float64)
         rec[:, 0] = np.where(band, cols["b_lo"], 0.0)
         rec[:, 1] = np.where(band, cols["b_hi"], np.where(window, cols["w"], 0).astype(np.float64))
@@ -181,6 +239,12 @@ class SubscriptionColumns:
         out = {"sid": sids, "kind": self.kind[sids]}
         for name in (*_FLOAT_COLS, *_INT_COLS, "snap"):
             out[name] = getattr(self, name)[sids]
+        ir = (self.irec[sids].astype(np.float64) if self.irec.shape[0]
+              else np.zeros((sids.shape[0], 8)))
+        ir[ir <= -ENDPOINT_CLIP] = -np.inf
+        ir[ir >= ENDPOINT_CLIP] = np.inf
+        for j, name in enumerate(INTERVAL_COLUMNS):
+            out[name] = ir[:, j].copy()
         return out
 
     def deactivate(self, sid: int) -> None:
@@ -190,5 +254,25 @@ class SubscriptionColumns:
         return 0 <= sid < self.n and bool(self.active[sid])
 
     def memory_bytes(self) -> int:
-        return self.rec.nbytes + sum(getattr(self, n).nbytes for n in
+        return self.rec.nbytes + self.irec.nbytes + sum(getattr(self, n).nbytes for n in
                                      (*_FLOAT_COLS, *_INT_COLS, *_BOOL_COLS, "kind", "mark", "acc"))
+
+
+def interval_columns(subs: list[Any]) -> dict[str, np.ndarray]:
+    """The :data:`INTERVAL_COLUMNS` of ``subs`` (float64, ±inf unbounded; 0 for a subscription
+    that is not an interval join). O(n).
+
+    >>> from hotjoin.matcher.model import Range
+    >>> cols = interval_columns([IntervalJoin(Range(0, 0), se=Range(1, None)), SelectJoin()])
+    >>> cols["se_lo"].tolist(), cols["se_hi"].tolist()
+    ([1.0, 0.0], [inf, 0.0])
+    """
+    n = len(subs)
+    out = {name: np.zeros(n, dtype=np.float64) for name in INTERVAL_COLUMNS}
+    at = [i for i, sub in enumerate(subs) if isinstance(sub, IntervalJoin)]
+    if at:
+        idx = np.array(at, dtype=np.int64)
+        for e in ENDPOINTS:
+            lo, hi = bounds_of([getattr(subs[i], e) for i in at])
+            out[f"{e}_lo"][idx], out[f"{e}_hi"][idx] = lo, hi
+    return out

@@ -26,7 +26,15 @@ from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.engine import STRATEGIES, Engine
 from hotjoin.matcher.joins.protocol import order_by_event
 from hotjoin.matcher.joins.skyline import SkylineIndex, sky_insert_many, stored_sizes
-from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import (
+    ALLEN_RELATIONS,
+    BandJoin,
+    Event,
+    IntervalJoin,
+    Range,
+    SelectJoin,
+    WindowJoin,
+)
 from hotjoin.matcher.partition.exact_counter import count_stabbed
 
 _done = False
@@ -44,6 +52,9 @@ def _subscriptions(kind: str, n: int = 120) -> list[object]:
             out.append(SelectJoin(a, c))
         elif kind == "band":
             out.append(BandJoin(Range(-1.0 - i % 2, 1.0 + i % 3), a, c))
+        elif kind == "interval":
+            out.append(IntervalJoin.allen(ALLEN_RELATIONS[i % len(ALLEN_RELATIONS)],
+                                          b=Range(-1.0 - i % 2, 1.0 + i % 3), a=a, c=c))
         else:
             out.append(WindowJoin(a, c, w=2 + i % 4))
     return out
@@ -58,18 +69,20 @@ def _drive(kind: str, strategy: str) -> None:
     keys = np.arange(n, dtype=np.float64) % 4
     values = (np.arange(n, dtype=np.float64) * 0.37) % 10
     times = np.arange(n, dtype=np.int64) // 3
+    lengths = np.arange(n, dtype=np.int64) % 5  # intervals and points (interval joins' ends)
     for output in ("pairs", "affected", "none"):
         sides = np.arange(n, dtype=np.int8) % 2
         ids = [f"{output}{i}" for i in range(n)]
-        e.publish_batch(sides, ids, keys, values, times + (0 if output == "pairs" else 30), None,
-                        output=output)
+        t0 = times + (0 if output == "pairs" else 30)
+        e.publish_batch(sides, ids, keys, values, t0, None, ends=t0 + lengths, output=output)
     t = 100
     for side in ("R", "S"):
         for k in range(4):
             t += 1
-            e.publish(Event(side, f"one{side}{k}", float(k), 2.0, t))
+            e.publish(Event(side, f"one{side}{k}", float(k), 2.0, t, end=t + k))
             e.publish_affected(Event(side, f"aff{side}{k}", float(k), 3.0, t))
-            e.publish_identify(Event(side, f"idn{side}{k}", float(k), 4.0, t))
+            e.publish_identify(Event(side, f"idn{side}{k}", float(k), 4.0, t, end=t + 1))
+    e.probe_batch("R", keys[:4], values[:4], times[:4] + t, ends=times[:4] + t + 2)
     sid = e.subscribe_many(subs[-10:], snapshot=True)[0]
     e.result_columnar(sid)
     e.delete_batch(["R", "S"], ["oneR0", "oneS1"], output="pairs")

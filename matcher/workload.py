@@ -31,7 +31,7 @@ midpoint of rangeC ~ Uni(0, 10000)     ``c_mid_domain``, default (0, 1,000,000):
                                        select only the bottom 1% of S.C; set it to (0, 10000) to
                                        reproduce the table literally.
 midpoint of rangeB ~ Uni(0, 10000)     ``b_mid_domain``, default (−5000, 5000): a band range is
-                                       over S.B − R.B (SPEC §2, paper §3.1), which lies in
+                                       over S.B − R.B (README, paper §3.1), which lies in
                                        [−10000, 10000] and has its mass around 0 (R.B uniform,
                                        S.B centred at 5000), so the table's width 10000 is kept
                                        but centred on 0.  Stabbing numbers depend only on the
@@ -75,9 +75,19 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import (
+    ALLEN_RELATIONS,
+    ISEQL_JOINS,
+    BandJoin,
+    Event,
+    IntervalJoin,
+    Range,
+    SelectJoin,
+    WindowJoin,
+)
 
 __all__ = [
+    "IntervalWorkload",
     "TableIConfig",
     "apply_churn",
     "band_churn",
@@ -93,6 +103,7 @@ __all__ = [
     "expected_join_rate",
     "expected_selection_rate",
     "hotspot_ranges_arrays",
+    "interval_workload",
     "mean_affected",
     "r_arrays",
     "r_events",
@@ -169,7 +180,7 @@ def _times(
 ) -> np.ndarray:
     """``start_time + i*time_step`` minus a jitter in [0, disorder].
 
-    With ``disorder <= lateness + time_step`` no event of one stream is late (SPEC §3).
+    With ``disorder <= lateness + time_step`` no event of one stream is late (docs/design.md).
     """
     t = start_time + np.arange(n, dtype=np.int64) * time_step
     if disorder > 0:
@@ -609,3 +620,74 @@ def clustered_bands(n: int, tau: int, half_width: float, seed: int,
     lo = c - rng.uniform(0.0, half_width, n)
     hi = c + rng.uniform(0.0, half_width, n)
     return lo, hi
+
+
+# -- interval joins --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntervalWorkload:
+    """An interval-join workload (``interval_workload``): the subscriptions, and the stored
+    intervals as columns (``sides``, ``ids``, ``keys``, ``values``, ``times``, ``ends``) in
+    start-time order, as ``Engine.publish_batch`` takes them."""
+
+    subscriptions: list[IntervalJoin]
+    sides: np.ndarray
+    ids: list[str]
+    keys: FloatArray
+    values: FloatArray
+    times: np.ndarray
+    ends: np.ndarray
+
+
+def interval_workload(n_subs: int = 100_000, n_events: int = 100_000, seed: int = 0,
+                      key_domain: int = 1_000, mean_length: float = 50.0,
+                      tail: float = 1.5, time_step: int = 10,
+                      max_param: int = 200, selectivity: float = 0.05) -> IntervalWorkload:
+    """The interval-join benchmark's workload: ``n_subs`` subscriptions mixing every Allen
+    relation and ISEQL join (δ and ε uniform in [0, ``max_param``], ``before`` δ ≥ 1) with key
+    conditions ``B = [k, k + w]`` (k ∈ {−2, …, 0}, w ∈ {0, …, 2}: a few partner keys each) and
+    a selection on r's value A of width ``selectivity`` × 100 (each subscription sees that
+    fraction of the R tuples; one in two also selects s's value C the same way: without them
+    every subscription would relate every key, and an unbounded relation such as ``before``
+    would pair each tuple with its key's whole history); and ``n_events`` stored intervals
+    over integer keys
+    in [0, ``key_domain``), values in [0, 100), start times ``time_step`` apart (both sides
+    interleaved) and heavy-tailed lengths (Pareto with shape ``tail``, mean about
+    ``mean_length``, capped at 1,000 × the mean). Deterministic per seed; O(n).
+
+    >>> w = interval_workload(50, 40, seed=1)
+    >>> len(w.subscriptions), w.times.shape[0], bool((w.ends >= w.times).all())
+    (50, 40, True)
+    """
+    rng = np.random.default_rng([seed, 4242])
+    names = [("allen", n) for n in ALLEN_RELATIONS] + [("iseql", n) for n in ISEQL_JOINS]
+    pick = rng.integers(0, len(names), n_subs)
+    k0 = rng.integers(-2, 1, n_subs)
+    kw = rng.integers(0, 3, n_subs)
+    d = rng.integers(0, max_param + 1, n_subs)
+    e = rng.integers(0, max_param + 1, n_subs)
+    sel = rng.integers(0, 2, n_subs)
+    width = 100.0 * selectivity
+    lo = rng.uniform(0, 100.0 - width, n_subs)
+    lo_c = rng.uniform(0, 100.0 - width, n_subs)
+    subs: list[IntervalJoin] = []
+    for i in range(n_subs):
+        family, name = names[int(pick[i])]
+        b = Range(float(k0[i]), float(k0[i] + kw[i]))
+        a = Range(float(lo[i]), float(lo[i]) + width)
+        c = Range(float(lo_c[i]), float(lo_c[i]) + width) if sel[i] else Range()
+        if family == "allen":
+            subs.append(IntervalJoin.allen(name, b=b, a=a, c=c))
+        else:
+            delta = max(int(d[i]), 1) if name == "before" else int(d[i])
+            subs.append(IntervalJoin.iseql(name, delta=delta, eps=int(e[i]), b=b, a=a, c=c))
+    sides = rng.integers(0, 2, n_events).astype(np.int8)
+    keys = rng.integers(0, key_domain, n_events).astype(np.float64)
+    values = rng.uniform(0, 100, n_events)
+    times = np.arange(n_events, dtype=np.int64) * time_step
+    scale = mean_length * (tail - 1.0) / tail if tail > 1.0 else mean_length
+    lengths = np.minimum(scale * (1.0 + rng.pareto(tail, n_events)), 1000.0 * mean_length)
+    ends = times + lengths.astype(np.int64)
+    ids = [f"{'RS'[int(s)]}{j}" for j, s in enumerate(sides.tolist())]
+    return IntervalWorkload(subs, sides, ids, keys, values, times, ends)

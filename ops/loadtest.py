@@ -2,14 +2,24 @@
 
 One run per subscription count: start ``hotjoin serve`` (child process, temporary data dir),
 bulk-subscribe N generated subscriptions (``clients.loadgen``), publish the stored S tuples, start
-one listener process (Listen by subscriber) and ``publishers`` publisher processes that stream R
-tuples over ``PublishStream`` at ``rate`` events/s in total (0 = as fast as they can) for
-``duration`` seconds. Measured:
+``listeners`` listener processes (Listen by subscriber; with more than one, listener k holds the
+subscriptions i with i mod listeners = k, its own subscriber name: the fan-out case) and
+``publishers`` publisher processes that stream R tuples over ``PublishStream`` at ``rate``
+events/s in total (0 = as fast as they can) for ``duration`` seconds. A listener reads columns
+(``listen_columns``, ``listen_form="columns"``) or the repeated-field batches
+(``listen(batch=True, batch_pairs=True)``, ``"batch"``). Measured:
 
 - sustained throughput: acknowledged (durable) events / duration;
 - publish→ack per batch (client clock: send to durable acknowledgement);
 - publish→match (server histogram ``hotjoin_publish_to_match_seconds``, bucket-interpolated);
-- publish→delivery per message (listener: arrival − the message's ``received_unix_nanos``);
+- publish→delivery per message (listener: arrival − the message's ``received_unix_nanos``; a
+  systematic sample of at most ``LATENCY_SAMPLES`` per listener, every k-th message);
+- what the listeners received per second (messages and pairs, first to last arrival);
+- the server's CPU (``/proc/PID/stat`` utime + stime) from the start of publishing until the
+  listeners stop receiving, per event and per delivered message (and pair), and the same-run
+  in-process reference: ``Engine.publish_batch`` CPU (``time.process_time``) on the very events
+  the publishers had acknowledged, the same subscriptions and stored tuples
+  (``engine_reference``);
 - server RSS (``/proc/PID/status``), and optionally restart time (``restart_test``).
 
 Percentiles p50/p90/p99/p99.9 go to stdout and JSON; CDFs to a PNG per run.
@@ -26,13 +36,14 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+LATENCY_SAMPLES = 1 << 20  # publish→delivery samples kept per listener (every k-th message)
 UNTHROTTLED_PER_PUBLISHER = 40_000  # events/s a publisher pre-generates for when --rate is 0
 TOPIC = "bench"
 
@@ -61,6 +72,61 @@ class ServeBenchConfig:
     # "events" (one Event message per event, the old form, as a same-run reference)
     wire: tuple[str, ...] = ("columns",)
     extra_server_args: tuple[str, ...] = field(default_factory=tuple)
+    # listener processes (each a share of the subscriptions) and how they read: "columns"
+    # (listen_columns) or "batch" (listen(batch=True, batch_pairs=True))
+    listeners: int = 1
+    listen_form: str = "columns"
+    # processes the listeners run in (one stream and thread per listener, one channel per
+    # process): 100 listener processes would measure 100 Python clients on the server's cores
+    listener_processes: int = 2
+    # time Engine.publish_batch in process on the same events after each run
+    engine_reference: bool = True
+    # also run each configuration without a listener first: the server's CPU per delivered
+    # message is then the difference per event times events over messages (the delivery's own
+    # cost), beside the total CPU per message
+    marginal: bool = False
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far, from ``/proc/PID/stat``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Sampler:
+    """A systematic sample of at most ``limit`` values of a stream: every ``stride``-th value,
+    the stride doubling (and the sample halving) whenever the sample is full, so each value of
+    the stream is equally likely to be kept whatever the batch sizes.
+
+    >>> s = Sampler(limit=4)
+    >>> for b in (np.arange(5), np.arange(5, 9)):
+    ...     s.add(b)
+    >>> s.values().tolist(), s.seen
+    ([0, 4, 8], 9)
+    """
+
+    def __init__(self, limit: int = LATENCY_SAMPLES) -> None:
+        self.limit, self.stride, self.seen = limit, 1, 0
+        self.parts: list[np.ndarray] = []
+        self.kept = 0
+
+    def add(self, x: np.ndarray) -> None:
+        """Offer the values ``x`` (in stream order)."""
+        first = (-self.seen) % self.stride
+        self.seen += x.shape[0]
+        part = x[first::self.stride]
+        self.parts.append(part)
+        self.kept += part.shape[0]
+        while self.kept > self.limit:
+            kept = self.values()  # stream indexes 0, stride, 2 stride, ...
+            self.parts = [kept[::2]]
+            self.kept = self.parts[0].shape[0]
+            self.stride *= 2
+
+    def values(self) -> np.ndarray:
+        """The sample so far."""
+        return np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int64)
 
 
 def _rss_bytes(pid: int) -> int:
@@ -122,50 +188,69 @@ def percentiles_ms(samples_ns: np.ndarray) -> dict[str, float]:
 # ---- child processes ---------------------------------------------------------------------------
 
 
-def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: Any) -> None:
-    """Listen to every subscription of subscriber "bench"; record arrival − received per message."""
-    from hotjoin.clients import Client, Match, MatchBatch
+def _listener_main(target: str, out_path: str, ready: Any, stop: Any, counter: Any,
+                   subscribers: str | list[str] = "bench", form: str = "columns") -> None:
+    """Listen to every subscription of each of ``subscribers`` (one stream and thread each, one
+    channel); record arrival − received per message (a ``Sampler``), messages and pairs received
+    and their first and last arrival times."""
+    import threading
 
-    lat: list[int] = []
-    with Client(target, timeout=None) as hj:
-        stream = hj.listen(TOPIC, subscriber="bench", from_latest=True, batch=True, batch_pairs=True)
-        ready.set()
-        import threading
+    from hotjoin.clients import Client, Match, MatchBatch, MatchColumns
 
+    names = [subscribers] if isinstance(subscribers, str) else list(subscribers)
+    lat = Sampler()
+    lock = threading.Lock()
+    tot = {"messages": 0, "first_ns": 0, "last_ns": 0, "pairs": 0, "first_pair_ns": 0,
+           "last_pair_ns": 0}
+
+    def follow(hj: Any, name: str) -> None:
+        if form == "columns":
+            stream: Any = hj.listen_columns(TOPIC, subscriber=name, from_latest=True)
+        else:
+            stream = hj.listen(TOPIC, subscriber=name, from_latest=True, batch=True, batch_pairs=True)
         threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True).start()
-        n = 0
-        pairs, first_pair, last_pair = 0, 0, 0
-        chunks: list[np.ndarray] = []
+        attached = False
         try:
             for item in stream:
-                if isinstance(item, MatchBatch):
-                    now = time.time_ns()
+                now = time.time_ns()
+                if not attached:  # the stream is open (its first item is CaughtUp): go
+                    attached = True
+                    ready.release()
+                if isinstance(item, MatchColumns):
+                    k, kp = len(item), len(item.pair_row)
+                    d = now - item.received_unix_nanos
+                elif isinstance(item, MatchBatch):
                     mb = item.wire  # the columns as they came: no Python object per row
                     rns = np.array([o.received_unix_nanos for o in mb.ops], dtype=np.int64)
-                    chunks.append(now - rns[np.array(mb.op_index, dtype=np.int64)])
-                    n += len(mb.op_index)
-                    if len(mb.r_ids):
-                        pairs += len(mb.r_ids)
-                        first_pair = first_pair or now
-                        last_pair = now
-                    counter.value = n
+                    d = now - rns[np.array(mb.op_index, dtype=np.int64)]
+                    k, kp = len(mb.op_index), len(mb.r_ids)
                 elif isinstance(item, Match):
-                    now = time.time_ns()
-                    lat.append(now - item.received_unix_nanos)
-                    n_pairs = len(item.pairs)
-                    if n_pairs:
-                        pairs += n_pairs
-                        first_pair = first_pair or now
-                        last_pair = now
-                    n += 1
-                    if n % 1000 == 0:
-                        counter.value = n
+                    d = np.array([now - item.received_unix_nanos], dtype=np.int64)
+                    k, kp = 1, len(item.pairs)
+                else:
+                    continue
+                with lock:
+                    lat.add(d)
+                    tot["messages"] += k
+                    tot["first_ns"] = tot["first_ns"] or now
+                    tot["last_ns"] = max(tot["last_ns"], now)
+                    if kp:
+                        tot["pairs"] += kp
+                        tot["first_pair_ns"] = tot["first_pair_ns"] or now
+                        tot["last_pair_ns"] = max(tot["last_pair_ns"], now)
+                    counter.value = tot["messages"]
         except Exception as e:  # noqa: BLE001 - reported through the result file
-            print(f"listener: {e}", file=sys.stderr)
-        counter.value = n
-    np.save(out_path, np.concatenate([np.array(lat, dtype=np.int64), *chunks]))
-    Path(out_path + ".pairs.json").write_text(json.dumps({"pairs": pairs, "first_ns": first_pair,
-                                                          "last_ns": last_pair}))
+            print(f"listener {name}: {e}", file=sys.stderr)
+
+    with Client(target, timeout=None) as hj:
+        threads = [threading.Thread(target=follow, args=(hj, name), daemon=True) for name in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        counter.value = tot["messages"]
+    np.save(out_path, lat.values().astype(np.int64))
+    Path(out_path + ".pairs.json").write_text(json.dumps(tot))
 
 
 def _publisher_main(target: str, cfg: dict[str, Any], stream_no: int, rate: float, duration: float,
@@ -243,14 +328,15 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
     from hotjoin.clients.client import HotjoinClient, event, ref
     from hotjoin.clients.loadgen import Workload, pick_strategy, stored_columns, subscription_specs
 
-    data = work / f"data-{n_subs}-{wire}"
+    data = Path(tempfile.mkdtemp(prefix=f"data-{n_subs}-{wire}-", dir=work))  # one per run
     port, _ = free_port(0)
     mport = port
     while mport == port:  # two probes of port 0 may hand out the same port
         mport, _ = free_port(0, exclude=port)
     target = f"127.0.0.1:{port}"
     proc = start_server(data, port, mport, work / f"server-{n_subs}.log",
-                        ("--max-workers", "32", *cfg.extra_server_args))
+                        ("--max-workers", str(32 + 2 * cfg.listeners),  # a thread per stream
+                         "--max-listeners", str(16 + cfg.listeners), *cfg.extra_server_args))
     window = cfg.kind == "window"
     lateness = cfg.lateness if window else 0
     rec: dict[str, Any] = {"subscriptions": n_subs, "kind": cfg.kind, "delivery": cfg.delivery, "wire": wire,
@@ -272,8 +358,13 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             rec["strategy"] = strategy or "auto"
             t0 = time.monotonic()
             chunk = 50_000
+            n_lis = max(cfg.listeners, 1)
             for i in range(0, n_subs, chunk):
-                hj.subscribe_many(TOPIC, subscription_specs(w, i, min(n_subs, i + chunk)))
+                specs = subscription_specs(w, i, min(n_subs, i + chunk))
+                if n_lis > 1:  # fan-out: listener k holds the subscriptions i = k mod n_lis
+                    for k, spec in enumerate(specs):
+                        spec.subscriber = f"bench-{(i + k) % n_lis}"
+                hj.subscribe_many(TOPIC, specs)
                 _progress(f"{min(n_subs, i + chunk)}/{n_subs} subscriptions registered "
                           f"({time.monotonic() - t0:.1f}s)")
             rec["subscribe_s"] = round(time.monotonic() - t0, 2)
@@ -293,17 +384,26 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             _progress(f"{n_subs} subscriptions ({rec['subscribe_s']}s), {cfg.stored} stored S tuples "
                       f"({rec['store_s']}s); server RSS {_rss_bytes(proc.pid) / 2**20:.0f} MiB")
             ctx = mp.get_context("spawn")
-            stop, start, ready = ctx.Event(), ctx.Event(), ctx.Event()
-            lis_count = ctx.Value("q", 0)
-            lis_out = str(work / f"listener-{n_subs}.npy")
+            stop, start, ready = ctx.Event(), ctx.Event(), ctx.Semaphore(0)
+            n_listen = cfg.listeners if cfg.listener else 0
+            n_procs = min(n_listen, max(cfg.listener_processes, 1))
+            names = ["bench"] if n_listen == 1 else [f"bench-{k}" for k in range(n_listen)]
+            lis_counts = [ctx.Value("q", 0) for _ in range(n_procs)]
+            lis_outs = [str(work / f"{data.name}-listener-{k}.npy") for k in range(n_procs)]
             procs = []
-            if cfg.listener:
-                lp = ctx.Process(target=_listener_main, args=(target, lis_out, ready, stop, lis_count))
+            lps = []
+            for k in range(n_procs):  # listener k of n_listen runs in process k mod n_procs
+                lp = ctx.Process(target=_listener_main, args=(
+                    target, lis_outs[k], ready, stop, lis_counts[k], names[k::n_procs],
+                    cfg.listen_form))
                 lp.start()
-                ready.wait(60)
+                lps.append(lp)
+            deadline = time.monotonic() + 120
+            for _ in range(n_listen):  # every stream open (at most 120 s in all)
+                ready.acquire(timeout=max(deadline - time.monotonic(), 0.01))
             counters = [ctx.Value("q", 0) for _ in range(cfg.publishers)]
             generated = ctx.Semaphore(0)
-            outs = [str(work / f"pub-{n_subs}-{k}.npy") for k in range(cfg.publishers)]
+            outs = [str(work / f"{data.name}-pub-{k}.npy") for k in range(cfg.publishers)]
             os.environ["HOTJOIN_BENCH_BATCH"] = str(cfg.batch_size)
             os.environ["HOTJOIN_BENCH_INFLIGHT"] = str(cfg.max_in_flight)
             os.environ["HOTJOIN_BENCH_WIRE"] = wire
@@ -328,6 +428,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                     time.sleep(0.5)
             rec["checkpoint_wait_s"] = round(time.monotonic() - t_wait, 1)
             before = _scrape(mport)
+            cpu0 = cpu_seconds(proc.pid)
             start.set()
             t0 = time.monotonic()
             rss_max, last = 0, 0
@@ -338,23 +439,42 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 if el - last >= 2.0:
                     last = el
                     n = sum(c.value for c in counters)
-                    _progress(f"{el:5.1f}s: {n} events durable ({n / el:.0f}/s), listener "
-                              f"{lis_count.value} messages, server RSS {rss_max / 2**20:.0f} MiB")
+                    _progress(f"{el:5.1f}s: {n} events durable ({n / el:.0f}/s), listeners "
+                              f"{sum(c.value for c in lis_counts)} messages, server RSS "
+                              f"{rss_max / 2**20:.0f} MiB")
                 if el > cfg.duration + 120:
                     for p in procs:
                         p.terminate()
             elapsed = time.monotonic() - t0
             for p in procs:
                 p.join()
-            time.sleep(1.0)
+            # the listeners catch up: wait until they stop receiving (at most 120 s more)
+            t_end = time.monotonic()
+            seen, still = -1, 0.0
+            while n_listen and time.monotonic() - t_end < 120:
+                time.sleep(0.25)
+                got = sum(c.value for c in lis_counts)
+                if got == seen:
+                    still += 0.25
+                    if still >= 1.0:
+                        break
+                else:
+                    seen, still = got, 0.0
+            if not n_listen:
+                time.sleep(1.0)
+            cpu1 = cpu_seconds(proc.pid)
             after = _scrape(mport)
             stop.set()
-            if cfg.listener:
+            for lp in lps:
                 lp.join(30)
                 if lp.is_alive():
                     lp.terminate()
             acks = np.concatenate([np.load(o) for o in outs if os.path.exists(o)])
-            deliveries = np.load(lis_out) if os.path.exists(lis_out) else np.zeros(0, np.int64)
+            deliveries = (np.concatenate([np.load(o) for o in lis_outs if os.path.exists(o)])
+                          if lis_outs else np.zeros(0, np.int64))
+            infos = [json.loads(Path(o + ".pairs.json").read_text()) for o in lis_outs
+                     if Path(o + ".pairs.json").exists()]
+            acked = [int(c.value) for c in counters]
             published = _metric_sum(after, "hotjoin_events_published_total") - _metric_sum(
                 before, "hotjoin_events_published_total")
             messages = _metric_sum(after, "hotjoin_messages_total") - _metric_sum(before, "hotjoin_messages_total")
@@ -362,12 +482,29 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             _, b1 = _histogram(after, "hotjoin_publish_to_match_seconds")
             gaps = _metric_sum(after, "hotjoin_listener_gaps_total")
             st = hj.stats(TOPIC)
-            pairs_path = Path(lis_out + ".pairs.json")
-            pinfo = json.loads(pairs_path.read_text()) if pairs_path.exists() else {"pairs": 0}
-            if pinfo["pairs"]:
-                span = max((pinfo["last_ns"] - pinfo["first_ns"]) / 1e9, 1e-9)
-                rec["pairs_delivered"] = pinfo["pairs"]
-                rec["pairs_delivered_per_s"] = round(pinfo["pairs"] / span, 1)
+            delivered = sum(i["messages"] for i in infos)
+            pairs = sum(i["pairs"] for i in infos)
+            cpu = cpu1 - cpu0
+            rec["listeners"] = n_listen
+            rec["listener_processes"] = n_procs
+            rec["listen_form"] = cfg.listen_form
+            rec["server_cpu_s"] = round(cpu, 3)
+            rec["server_cpu_us_per_event"] = round(1e6 * cpu / max(published, 1), 3)
+            if delivered:
+                span = max((max(i["last_ns"] for i in infos if i["messages"])
+                            - min(i["first_ns"] for i in infos if i["messages"])) / 1e9, 1e-9)
+                rec["messages_received_per_s"] = round(delivered / span, 1)
+                rec["server_cpu_us_per_message"] = round(1e6 * cpu / delivered, 4)
+            if pairs:
+                span = max((max(i["last_pair_ns"] for i in infos if i["pairs"])
+                            - min(i["first_pair_ns"] for i in infos if i["pairs"])) / 1e9, 1e-9)
+                rec["pairs_delivered"] = pairs
+                rec["pairs_delivered_per_s"] = round(pairs / span, 1)
+                rec["server_cpu_us_per_pair"] = round(1e6 * cpu / pairs, 4)
+            if cfg.engine_reference and published:
+                rec["engine_reference"] = engine_reference(cfg, w, acked, lateness)
+                eng = rec["engine_reference"]["cpu_us_per_event"]
+                rec["server_cpu_over_engine"] = round(rec["server_cpu_us_per_event"] / max(eng, 1e-9), 2)
             rejected = _metric_sum(after, "hotjoin_events_rejected_total") - _metric_sum(
                 before, "hotjoin_events_rejected_total")
             rec.update({
@@ -376,7 +513,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 "throughput_events_per_s": round(published / min(elapsed, cfg.duration + 0.5), 1),
                 "messages": int(messages),
                 "messages_per_event": round(messages / max(published, 1), 2),
-                "delivered_messages": int(deliveries.size),
+                "delivered_messages": int(delivered),
                 "gaps": int(gaps),
                 "publish_to_ack_ms": percentiles_ms(acks),
                 "publish_to_match_ms": histogram_percentiles(les, b0, b1),
@@ -485,9 +622,60 @@ def _plot(plot_dir: Path, n_subs: int, cfg: ServeBenchConfig, acks: np.ndarray, 
     return str(path)
 
 
+def engine_reference(cfg: ServeBenchConfig, w: Any, acked: list[int], lateness: int = 0
+                     ) -> dict[str, Any]:
+    """The same-run in-process reference: an ``Engine`` with the run's subscriptions and stored
+    tuples, then ``Engine.publish_batch`` (output as the delivery mode needs) on exactly the
+    events publisher k had acknowledged (``acked[k]``, regenerated from the same seeds, in
+    batches of ``batch_size``); CPU of this process (``time.process_time``) over the publish
+    calls only. A window run's events take the stored tuples' time (the server took the
+    publishers' clocks). O(the run)."""
+    from hotjoin.clients.loadgen import (
+        incoming_columns,
+        pick_strategy,
+        stored_columns,
+        subscription_specs,
+    )
+    from hotjoin.matcher import Engine
+    from hotjoin.server.convert import decode_columns, decode_spec
+
+    strategy = pick_strategy(cfg.kind) if cfg.strategy == "auto" else {cfg.kind: cfg.strategy}
+    eng = Engine(lateness=lateness, strategy=strategy or "auto")
+    subs = [decode_spec(s)[0] for s in subscription_specs(w)]
+    eng.subscribe_many(subs)
+    t_stored = time.time_ns() // 1_000_000 - lateness if cfg.kind == "window" else 0
+    for cb in stored_columns(w, 1000, t_stored):
+        b = decode_columns(cb)
+        eng.publish_batch(b.side_codes(), b.ids, b.keys, b.values, b.times, None, output="none")
+    output = "pairs" if cfg.delivery == "pairs" else "affected"
+    batches = []
+    rate = cfg.rate / cfg.publishers if cfg.rate else 0
+    for k, n_k in enumerate(acked):
+        n_max = int((rate if rate > 0 else UNTHROTTLED_PER_PUBLISHER) * cfg.duration * 1.2) + cfg.batch_size
+        left = n_k
+        for cb in incoming_columns(w, n_max, stream=k, batch=cfg.batch_size):
+            if left <= 0:
+                break
+            b = decode_columns(cb)
+            m = min(left, len(b))
+            left -= m
+            times = np.full(m, t_stored if cfg.kind == "window" else 1, dtype=np.int64)
+            batches.append((b.side_codes()[:m], b.ids[:m], b.keys[:m], b.values[:m], times))
+    n = sum(len(b[1]) for b in batches)
+    rows = 0
+    t0 = time.process_time()
+    for sides, ids, keys, values, times in batches:
+        res = eng.publish_batch(sides, ids, keys, values, times, None, output=output)
+        rows += len(res.output.event)
+    cpu = time.process_time() - t0
+    return {"events": n, "output": output, "output_rows": rows, "cpu_s": round(cpu, 3),
+            "cpu_us_per_event": round(1e6 * cpu / max(n, 1), 3)}
+
+
 def numpy_reference(cfg: ServeBenchConfig, n_subs: int, events: int = 2_000) -> dict[str, Any]:
-    """SPEC §6's same-run reference: what a user would write instead of the server, a NumPy brute
-    force (join by key, then mask every subscription) over the same kind of load-test workload,
+    """The same-run matching reference (``docs/benchmarks/serve.md``): what a user would write
+    instead of the server, a NumPy brute force (join by key, then mask every subscription) over
+    the same kind of load-test workload,
     in process, matching only (no ordering, durability or delivery): events/s on ``events`` R
     tuples (``hotjoin.ops.bench.batch``'s reference, which its bench checks against the engine)."""
     from hotjoin.ops.bench.batch import BatchBenchConfig, numpy_runner, workload
@@ -513,7 +701,18 @@ def run(cfg: ServeBenchConfig, json_path: str | None = None, plot_dir: str | Non
     try:
         for n in cfg.subscriptions:
             for wire in cfg.wire:
+                base = None
+                if cfg.marginal and cfg.listener:
+                    base = run_one(replace(cfg, listener=False, engine_reference=False), n, work,
+                                   None, wire)
                 rec = run_one(cfg, n, work, Path(plot_dir) if plot_dir else None, wire)
+                if base is not None:
+                    rec["no_listener_cpu_us_per_event"] = base["server_cpu_us_per_event"]
+                    extra = (rec["server_cpu_us_per_event"] - base["server_cpu_us_per_event"]) * rec["events"]
+                    if rec.get("delivered_messages"):
+                        rec["delivery_cpu_us_per_message"] = round(extra / rec["delivered_messages"], 4)
+                    if rec.get("pairs_delivered"):
+                        rec["delivery_cpu_us_per_pair"] = round(extra / rec["pairs_delivered"], 4)
                 records.append(rec)
                 _progress(json.dumps(rec))
             references.append(numpy_reference(cfg, n))

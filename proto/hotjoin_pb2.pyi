@@ -51,20 +51,22 @@ class Range(_message.Message):
     def __init__(self, lo: _Optional[float] = ..., hi: _Optional[float] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("side", "id", "key", "value", "time", "payload")
+    __slots__ = ("side", "id", "key", "value", "time", "payload", "end")
     SIDE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
     side: Side
     id: str
     key: float
     value: float
     time: int
     payload: bytes
-    def __init__(self, side: _Optional[_Union[Side, str]] = ..., id: _Optional[str] = ..., key: _Optional[float] = ..., value: _Optional[float] = ..., time: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    end: int
+    def __init__(self, side: _Optional[_Union[Side, str]] = ..., id: _Optional[str] = ..., key: _Optional[float] = ..., value: _Optional[float] = ..., time: _Optional[int] = ..., payload: _Optional[bytes] = ..., end: _Optional[int] = ...) -> None: ...
 
 class EventRef(_message.Message):
     __slots__ = ("side", "id")
@@ -182,21 +184,51 @@ class WindowJoin(_message.Message):
     w: int
     def __init__(self, a: _Optional[_Union[Range, _Mapping]] = ..., c: _Optional[_Union[Range, _Mapping]] = ..., w: _Optional[int] = ...) -> None: ...
 
+class IntRange(_message.Message):
+    __slots__ = ("lo", "hi")
+    LO_FIELD_NUMBER: _ClassVar[int]
+    HI_FIELD_NUMBER: _ClassVar[int]
+    lo: int
+    hi: int
+    def __init__(self, lo: _Optional[int] = ..., hi: _Optional[int] = ...) -> None: ...
+
+class IntervalJoin(_message.Message):
+    __slots__ = ("b", "a", "c", "ss", "se", "es", "ee", "preset")
+    B_FIELD_NUMBER: _ClassVar[int]
+    A_FIELD_NUMBER: _ClassVar[int]
+    C_FIELD_NUMBER: _ClassVar[int]
+    SS_FIELD_NUMBER: _ClassVar[int]
+    SE_FIELD_NUMBER: _ClassVar[int]
+    ES_FIELD_NUMBER: _ClassVar[int]
+    EE_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    b: Range
+    a: Range
+    c: Range
+    ss: IntRange
+    se: IntRange
+    es: IntRange
+    ee: IntRange
+    preset: str
+    def __init__(self, b: _Optional[_Union[Range, _Mapping]] = ..., a: _Optional[_Union[Range, _Mapping]] = ..., c: _Optional[_Union[Range, _Mapping]] = ..., ss: _Optional[_Union[IntRange, _Mapping]] = ..., se: _Optional[_Union[IntRange, _Mapping]] = ..., es: _Optional[_Union[IntRange, _Mapping]] = ..., ee: _Optional[_Union[IntRange, _Mapping]] = ..., preset: _Optional[str] = ...) -> None: ...
+
 class SubscriptionSpec(_message.Message):
-    __slots__ = ("select", "band", "window", "delivery", "snapshot", "subscriber")
+    __slots__ = ("select", "band", "window", "interval", "delivery", "snapshot", "subscriber")
     SELECT_FIELD_NUMBER: _ClassVar[int]
     BAND_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     select: SelectJoin
     band: BandJoin
     window: WindowJoin
+    interval: IntervalJoin
     delivery: DeliveryMode
     snapshot: bool
     subscriber: str
-    def __init__(self, select: _Optional[_Union[SelectJoin, _Mapping]] = ..., band: _Optional[_Union[BandJoin, _Mapping]] = ..., window: _Optional[_Union[WindowJoin, _Mapping]] = ..., delivery: _Optional[_Union[DeliveryMode, str]] = ..., snapshot: _Optional[bool] = ..., subscriber: _Optional[str] = ...) -> None: ...
+    def __init__(self, select: _Optional[_Union[SelectJoin, _Mapping]] = ..., band: _Optional[_Union[BandJoin, _Mapping]] = ..., window: _Optional[_Union[WindowJoin, _Mapping]] = ..., interval: _Optional[_Union[IntervalJoin, _Mapping]] = ..., delivery: _Optional[_Union[DeliveryMode, str]] = ..., snapshot: _Optional[bool] = ..., subscriber: _Optional[str] = ...) -> None: ...
 
 class Subscription(_message.Message):
     __slots__ = ("subscription_id", "spec", "registered_seq")
@@ -285,20 +317,22 @@ class EventStatus(_message.Message):
     def __init__(self, code: _Optional[_Union[EventStatusCode, str]] = ..., id: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ..., index: _Optional[int] = ..., identical: _Optional[bool] = ...) -> None: ...
 
 class EventColumns(_message.Message):
-    __slots__ = ("sides", "ids", "keys", "values", "times", "payloads")
+    __slots__ = ("sides", "ids", "keys", "values", "times", "payloads", "ends")
     SIDES_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     TIMES_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
     sides: bytes
     ids: _containers.RepeatedScalarFieldContainer[str]
     keys: _containers.RepeatedScalarFieldContainer[float]
     values: _containers.RepeatedScalarFieldContainer[float]
     times: _containers.RepeatedScalarFieldContainer[int]
     payloads: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, sides: _Optional[bytes] = ..., ids: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[float]] = ..., values: _Optional[_Iterable[float]] = ..., times: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    ends: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, sides: _Optional[bytes] = ..., ids: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[float]] = ..., values: _Optional[_Iterable[float]] = ..., times: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ..., ends: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
     __slots__ = ("topic", "events", "columns")
@@ -357,7 +391,7 @@ class Cursor(_message.Message):
     def __init__(self, subscription_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class ListenRequest(_message.Message):
-    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch", "ignore_committed", "batch_pairs")
+    __slots__ = ("topic", "subscriber", "subscription_ids", "cursors", "default_after_seq", "from_latest", "batch", "ignore_committed", "batch_pairs", "columnar")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -367,6 +401,7 @@ class ListenRequest(_message.Message):
     BATCH_FIELD_NUMBER: _ClassVar[int]
     IGNORE_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     BATCH_PAIRS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNAR_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscriber: str
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -376,7 +411,8 @@ class ListenRequest(_message.Message):
     batch: bool
     ignore_committed: bool
     batch_pairs: bool
-    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ..., ignore_committed: _Optional[bool] = ..., batch_pairs: _Optional[bool] = ...) -> None: ...
+    columnar: bool
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscription_ids: _Optional[_Iterable[int]] = ..., cursors: _Optional[_Iterable[_Union[Cursor, _Mapping]]] = ..., default_after_seq: _Optional[int] = ..., from_latest: _Optional[bool] = ..., batch: _Optional[bool] = ..., ignore_committed: _Optional[bool] = ..., batch_pairs: _Optional[bool] = ..., columnar: _Optional[bool] = ...) -> None: ...
 
 class Pair(_message.Message):
     __slots__ = ("r_id", "s_id")
@@ -445,7 +481,7 @@ class Operation(_message.Message):
     def __init__(self, op: _Optional[str] = ..., event: _Optional[_Union[EventRef, _Mapping]] = ..., received_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class MatchBatch(_message.Message):
-    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops", "pair_counts", "r_ids", "s_ids")
+    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "ops", "pair_counts", "r_ids", "s_ids", "columns")
     SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
     SEQS_FIELD_NUMBER: _ClassVar[int]
     SIGNS_FIELD_NUMBER: _ClassVar[int]
@@ -455,6 +491,7 @@ class MatchBatch(_message.Message):
     PAIR_COUNTS_FIELD_NUMBER: _ClassVar[int]
     R_IDS_FIELD_NUMBER: _ClassVar[int]
     S_IDS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     subscription_ids: _containers.RepeatedScalarFieldContainer[int]
     seqs: _containers.RepeatedScalarFieldContainer[int]
     signs: _containers.RepeatedScalarFieldContainer[int]
@@ -464,7 +501,42 @@ class MatchBatch(_message.Message):
     pair_counts: _containers.RepeatedScalarFieldContainer[int]
     r_ids: _containers.RepeatedScalarFieldContainer[str]
     s_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., pair_counts: _Optional[_Iterable[int]] = ..., r_ids: _Optional[_Iterable[str]] = ..., s_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    columns: MatchBatchColumns
+    def __init__(self, subscription_ids: _Optional[_Iterable[int]] = ..., seqs: _Optional[_Iterable[int]] = ..., signs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ..., op_index: _Optional[_Iterable[int]] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., pair_counts: _Optional[_Iterable[int]] = ..., r_ids: _Optional[_Iterable[str]] = ..., s_ids: _Optional[_Iterable[str]] = ..., columns: _Optional[_Union[MatchBatchColumns, _Mapping]] = ...) -> None: ...
+
+class MatchBatchColumns(_message.Message):
+    __slots__ = ("subscription_ids", "seqs", "signs", "counts", "op_index", "op_kinds", "op_sides", "op_received_unix_nanos", "op_event_ids", "op_event_id_offsets", "pair_offsets", "r_ids", "r_id_offsets", "s_ids", "s_id_offsets")
+    SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    SEQS_FIELD_NUMBER: _ClassVar[int]
+    SIGNS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    OP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    OP_KINDS_FIELD_NUMBER: _ClassVar[int]
+    OP_SIDES_FIELD_NUMBER: _ClassVar[int]
+    OP_RECEIVED_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    OP_EVENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    OP_EVENT_ID_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    PAIR_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    R_IDS_FIELD_NUMBER: _ClassVar[int]
+    R_ID_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    S_IDS_FIELD_NUMBER: _ClassVar[int]
+    S_ID_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    subscription_ids: bytes
+    seqs: bytes
+    signs: bytes
+    counts: bytes
+    op_index: bytes
+    op_kinds: bytes
+    op_sides: bytes
+    op_received_unix_nanos: bytes
+    op_event_ids: bytes
+    op_event_id_offsets: bytes
+    pair_offsets: bytes
+    r_ids: bytes
+    r_id_offsets: bytes
+    s_ids: bytes
+    s_id_offsets: bytes
+    def __init__(self, subscription_ids: _Optional[bytes] = ..., seqs: _Optional[bytes] = ..., signs: _Optional[bytes] = ..., counts: _Optional[bytes] = ..., op_index: _Optional[bytes] = ..., op_kinds: _Optional[bytes] = ..., op_sides: _Optional[bytes] = ..., op_received_unix_nanos: _Optional[bytes] = ..., op_event_ids: _Optional[bytes] = ..., op_event_id_offsets: _Optional[bytes] = ..., pair_offsets: _Optional[bytes] = ..., r_ids: _Optional[bytes] = ..., r_id_offsets: _Optional[bytes] = ..., s_ids: _Optional[bytes] = ..., s_id_offsets: _Optional[bytes] = ...) -> None: ...
 
 class ListenResponse(_message.Message):
     __slots__ = ("match", "gap", "unsubscribed", "caught_up", "matches")

@@ -4,7 +4,7 @@
 (``port=0`` picks a free port). Listen streams each hold one worker thread while open, so
 ``max_workers`` bounds publishers + listeners served at once.
 
-Security (server/SECURITY.md): loopback by default; ``tls=TlsFiles(...)`` serves TLS (mutual
+Security (docs/how-to/security.md): loopback by default; ``tls=TlsFiles(...)`` serves TLS (mutual
 TLS with a client CA); ``auth_file`` turns on bearer-token authentication and per-topic rights
 (``reload_auth`` re-reads it, on SIGHUP in ``hotjoin serve``); ``limits`` sets the quotas.
 Binding a non-loopback address without both TLS and auth is refused unless ``allow_insecure``.
@@ -126,7 +126,7 @@ class HotjoinServer:
                     f"refusing to listen on non-loopback address {host!r} without {what}: pass "
                     "--tls-cert/--tls-key and --auth-file, or --allow-insecure to accept the risk")
             log.warning("!!! INSECURE: listening on %s without %s: anyone who can reach this "
-                        "address can %s. See server/SECURITY.md. !!!", host, what,
+                        "address can %s. See docs/how-to/security.md. !!!", host, what,
                         "read and change every topic" if auth_file is None else "read the traffic, tokens included")
         self.settings = TopicSettings(
             engine_factory=engine_factory, buffer_capacity=buffer_capacity, sync=sync,
@@ -208,7 +208,7 @@ class HotjoinServer:
         return True
 
     def stop(self, grace: float = 1.0) -> None:
-        """Graceful stop (SPEC §4, server/ERRORS.md): refuse new RPCs at once (UNAVAILABLE, health
+        """Graceful stop (docs/reference/errors.md): refuse new RPCs at once (UNAVAILABLE, health
         NOT_SERVING), give in-flight batches a short drain to finish, then close the topics —
         what is still running gets UNAVAILABLE (retryable; never NOT_FOUND), listeners end with
         UNAVAILABLE "the server is shutting down" — and cancel whatever remains after ``grace``."""

@@ -1,4 +1,4 @@
-"""Principals, bearer tokens and per-topic rights, read from ``--auth-file`` (server/SECURITY.md).
+"""Principals, bearer tokens and per-topic rights, read from ``--auth-file`` (docs/how-to/security.md).
 
 The auth file (TOML, or JSON when it ends in ``.json``) lists principals. Each has one or more
 token *hashes* (``sha256:<64 hex>``, never the token itself), rights per topic pattern and
@@ -256,7 +256,7 @@ class Authenticator:
         """The principal of ``authorization: Bearer <token>`` and the token's digest, or
         ``AuthFailure``. The lookup is a dict keyed by the SHA-256 digest of the presented token:
         its timing can reveal at most how a *hash* compares, which does not help find a token
-        (no constant-time comparison of secrets is involved; see server/SECURITY.md)."""
+        (no constant-time comparison of secrets is involved; see docs/how-to/security.md)."""
         value: str | bytes | None = None
         for key, v in metadata or ():
             if key == METADATA_KEY:

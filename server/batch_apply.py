@@ -24,11 +24,17 @@ def apply_publish_batch(
     times: np.ndarray,
     payloads: list[bytes] | None,
     output: str,
+    ends: np.ndarray | None = None,
 ) -> BatchResult:
     """Apply a batch in order exactly as the one-at-a-time calls would; never raises for a
     rejected event (``ValueError`` for mismatched columns or a bad ``output``, before anything
-    changes). ``sides``: int8 with 0 = R, 1 = S. ``output``: pairs, affected or none."""
-    return engine.publish_batch(sides, ids, keys, values, times, payloads, output=output)
+    changes). ``sides``: int8 with 0 = R, 1 = S. ``output``: pairs, affected or none. ``ends``:
+    int64 interval ends (``end == time`` for a point), None when every event is a point (the
+    engine is then called exactly as before interval events existed)."""
+    if ends is None:
+        return engine.publish_batch(sides, ids, keys, values, times, payloads, output=output)
+    return engine.publish_batch(sides, ids, keys, values, times, payloads, ends=ends,
+                                output=output)
 
 
 __all__ = ["BatchOutput", "BatchResult", "EventStatus", "apply_publish_batch"]

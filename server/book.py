@@ -2,7 +2,7 @@
 
 The engine holds each subscription's predicate; the book holds the rest, by subscription id: its
 ``SubMeta`` (delivery mode, snapshot flag, subscriber name, registration seq), its owner principal
-(server/SECURITY.md; only non-empty owners are kept, so a server without ``--auth-file`` pays
+(docs/how-to/security.md; only non-empty owners are kept, so a server without ``--auth-file`` pays
 nothing per subscription) and the delivery mode again as a boolean column (``affected``), which
 the message builders index with numpy. Like the engine, the book is changed only under the topic
 lock: by ``Topic`` as operations apply and by recovery as the log replays.

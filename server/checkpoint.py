@@ -18,15 +18,18 @@ an operation the log could lose), writes ``checkpoint.tmp``, fsyncs it, renames 
 ``checkpoint`` and fsyncs the directory. A ``kill -9`` leaves at most a stale
 ``checkpoint.tmp``, deleted on open.
 
-**Format** (version 2). ``MAGIC`` + ``[u64 seq][u64 offset][u64 length][u32 crc32]`` + payload;
+**Format** (version 3). ``MAGIC`` + ``[u64 seq][u64 offset][u64 length][u32 crc32]`` + payload;
 the payload is ``[u32 n]`` + a JSON header of ``n`` bytes (clock, next subscription id, log
 operation count) and three length-prefixed (``u64``) Arrow IPC streams: the subscriptions
-(``sid, kind, a_lo … c_hi, w, reg, snap, affected, subscriber, owner``), then the R and the S
-tuples (``id, key, value, time, seq, payload``). Arrow because it is already a dependency,
-reads numeric columns back as numpy without a copy and strings without a Python loop of ours.
-Version 1 files (a pickled engine) and anything that fails its CRC or decode are ignored: the
-topic then replays the whole log, which is always kept while checkpoints are in use
-(compaction deletes the checkpoint before it rewrites the log; the two never run together).
+(the state's ``SUBSCRIPTION_COLUMNS`` of ``hotjoin.matcher.contract`` and the interval joins'
+``INTERVAL_COLUMNS`` of ``hotjoin.matcher.subscriptions``, then ``affected,
+subscriber, preset, owner``; ``preset`` is an interval join's display name, "" otherwise), then the R and the S tuples (``id, key, value, time, seq, payload, end``;
+``end == time`` for a point). Arrow because it is already a dependency, reads numeric columns
+back as numpy without a copy and strings without a Python loop of ours. Version 2 files (the
+same without ``end`` and without the interval joins' subscription columns) still load: their
+tuples are points. Version 1 files (a pickled engine) and anything that fails its CRC or decode
+are ignored: the topic then replays the whole log, which is always kept while checkpoints are in
+use (compaction deletes the checkpoint before it rewrites the log; the two never run together).
 """
 
 from __future__ import annotations
@@ -46,15 +49,19 @@ import numpy as np
 import pyarrow as pa
 
 from hotjoin.matcher.contract import SUBSCRIPTION_COLUMNS, TopicEngine
+from hotjoin.matcher.subscriptions import INTERVAL_COLUMNS
 from hotjoin.server.convert import SubMeta
-from hotjoin.server.snapshot import Tuples
+from hotjoin.server.snapshot import Tuples, load_state_input, tuples_of_state
 
-MAGIC = b"HJCKPT\x00\x02"
+MAGIC = b"HJCKPT\x00\x02"  # the file magic; the payload's header names the format version
+FORMAT = 3
+READABLE_FORMATS = (2, 3)
 _HEAD = struct.Struct("<QQQI")
 _LEN32 = struct.Struct("<I")
 _LEN64 = struct.Struct("<Q")
 WRITE_CHUNK = 1 << 20
 SUB_NUMERIC = SUBSCRIPTION_COLUMNS
+SUB_OPTIONAL = INTERVAL_COLUMNS  # written when the engine has them; absent in format 2
 
 
 @dataclass
@@ -85,13 +92,12 @@ def capture(engine: TopicEngine, meta: dict[int, SubMeta], owners: dict[int, str
     if subs["sid"].shape[0] != len(meta):
         raise ValueError(f"{subs['sid'].shape[0]} live subscriptions in the engine, {len(meta)} in the metadata")
     return Image(int(st["seq"]), st["max_time"], max(int(next_sid), int(st["next_sid"])), int(log_ops),
-                 subs, dict(meta), dict(owners), [Tuples(side, *cols) for side, cols in st["tuples"].items()])
+                 subs, dict(meta), dict(owners), [tuples_of_state(st, side) for side in st["tuples"]])
 
 
 def engine_state(image: Image) -> dict[str, Any]:
     """``image`` as the ``TopicEngine.load_state`` input."""
-    return {"seq": image.seq, "max_time": image.max_time, "next_sid": image.next_sid, "subs": image.subs,
-            "tuples": {t.side: (t.ids, t.keys, t.values, t.times, t.seqs, t.payloads) for t in image.tuples}}
+    return load_state_input(image.seq, image.max_time, image.next_sid, image.subs, image.tuples)
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -108,15 +114,18 @@ def encode(image: Image) -> bytes:
     metas = [image.meta[s] for s in sids]
     owners = image.owners
     subs = pa.table({**{k: image.subs[k] for k in SUB_NUMERIC},
+                     **{k: image.subs[k] for k in SUB_OPTIONAL if k in image.subs},
                      "affected": pa.array([m.affected for m in metas], pa.bool_()),
                      "subscriber": pa.array([m.subscriber for m in metas], pa.string()),
+                     "preset": pa.array([m.preset for m in metas], pa.string()),
                      "owner": pa.array([owners.get(s, "") for s in sids], pa.string())})
     parts = [_ipc(subs)]
     for t in image.tuples:
         parts.append(_ipc(pa.table({"id": pa.array(t.ids, pa.string()), "key": t.keys,
                                     "value": t.values, "time": t.times, "seq": t.seqs,
-                                    "payload": pa.array(t.payloads, pa.binary())})))
-    header = json.dumps({"format": 2, "seq": image.seq, "max_time": image.max_time,
+                                    "payload": pa.array(t.payloads, pa.binary()),
+                                    "end": t.times if t.ends is None else t.ends})))
+    header = json.dumps({"format": FORMAT, "seq": image.seq, "max_time": image.max_time,
                          "next_subscription_id": image.next_sid, "log_ops": image.log_ops,
                          "sides": [t.side for t in image.tuples]}).encode()
     out = [_LEN32.pack(len(header)), header]
@@ -138,22 +147,29 @@ def decode(payload: bytes | memoryview) -> Image:
     buf = memoryview(payload)
     (n,) = _LEN32.unpack_from(buf, 0)
     header = json.loads(bytes(buf[_LEN32.size:_LEN32.size + n]))
-    if header.get("format") != 2:
-        raise ValueError(f"checkpoint format {header.get('format')!r} is not 2")
+    if header.get("format") not in READABLE_FORMATS:
+        raise ValueError(f"checkpoint format {header.get('format')!r} is not one of "
+                         f"{READABLE_FORMATS}")
     pos = _LEN32.size + n
     subs_t, pos = _table(buf, pos)
+    n_subs = subs_t.num_rows
     subs = {k: subs_t.column(k).to_numpy() for k in SUB_NUMERIC}
+    subs.update({k: subs_t.column(k).to_numpy() for k in SUB_OPTIONAL
+                 if k in subs_t.column_names})
     sids = subs["sid"].tolist()
-    meta = {sid: SubMeta(bool(a), bool(sn), sub, int(reg)) for sid, a, sn, sub, reg in zip(
+    presets = (subs_t.column("preset").to_pylist() if "preset" in subs_t.column_names
+               else [""] * n_subs)  # format 2: no interval joins
+    meta = {sid: SubMeta(bool(a), bool(sn), sub, int(reg), p) for sid, a, sn, sub, reg, p in zip(
         sids, subs_t.column("affected").to_pylist(), subs["snap"].tolist(),
-        subs_t.column("subscriber").to_pylist(), subs["reg"].tolist(), strict=True)}
+        subs_t.column("subscriber").to_pylist(), subs["reg"].tolist(), presets, strict=True)}
     owners = {sid: o for sid, o in zip(sids, subs_t.column("owner").to_pylist(), strict=True) if o}
     tuples = []
     for side in header["sides"]:
         t, pos = _table(buf, pos)
+        ends = t.column("end").to_numpy() if "end" in t.column_names else None  # format 2: points
         tuples.append(Tuples(side, t.column("id").to_pylist(), t.column("key").to_numpy(),
                              t.column("value").to_numpy(), t.column("time").to_numpy(),
-                             t.column("seq").to_numpy(), t.column("payload").to_pylist()))
+                             t.column("seq").to_numpy(), t.column("payload").to_pylist(), ends))
     return Image(int(header["seq"]), header["max_time"], int(header["next_subscription_id"]),
                  int(header["log_ops"]), subs, meta, owners, tuples)
 

@@ -6,7 +6,7 @@ numbers and corrupt them. ``DataDirLock`` takes ``flock(LOCK_EX | LOCK_NB)`` on
 host and start time into it. The kernel releases an ``flock`` when its process dies, even by
 ``kill -9``, so a crash never leaves a stale lock behind; a second server, or an offline repair,
 fails at once with ``DataDirInUse`` naming the holder. Locks of other hosts on a network
-filesystem are only as good as that filesystem's ``flock`` (server/PERSISTENCE.md).
+filesystem are only as good as that filesystem's ``flock`` (docs/reference/persistence.md).
 
 >>> import tempfile
 >>> d = Path(tempfile.mkdtemp())

@@ -7,8 +7,12 @@ subscription and a listener resumes "after seq n" exactly.
 
 **Storage.** A publisher appends one ``Chunk`` per durable batch: columns ``sids``, ``seqs``,
 ``signs``, ``counts``, ``ops`` (index into the chunk's operation table: op, side, event id,
-received time) and, for PAIRS messages only, the pairs of each row. Nothing is built per message
-in Python on this path. Chunks form one ring per topic, in seq order, bounded in **bytes**
+received time) and, for PAIRS messages only, the pairs of each row as ``PairColumns`` (Arrow id
+arrays and one offset per row, ``server/match_columns.py``). Nothing is built per message or
+pair in Python on this path: a push numbers each row per subscription (its ordinal, pairs and
+bytes before it) in one compiled pass, a drain selects a listener's rows with vectorised masks
+and their pairs with one Arrow ``take`` (or a slice), and the Listen stream encodes the selection
+from array slices. Chunks form one ring per topic, in seq order, bounded in **bytes**
 (``buffer_bytes``; ``row_bytes`` is the estimate per message).
 
 **Durable mode** (a ``MatchLog`` as ``store``, ``server/match_log.py``; the default with a data
@@ -33,7 +37,8 @@ restart's lost history is recorded (``lost_upto = boot_seq``).
 **Listeners** keep a cursor per subscription (a numpy column, −1 = not listening) and a position
 in the ring. A drain scans the chunks after its position with vectorised masks (attached, seq >
 cursor, kept), so a listener of a subscriber with 500,000 subscriptions pays per message
-delivered, not per subscription; it takes at most ``max_batch`` messages and about
+delivered, not per subscription; it takes at most ``max_batch`` messages (65,536 by default:
+a drain covers a whole match-log record of a batch, which is then read once) and about
 ``listener_bytes`` (the listener's backlog in memory; one larger message goes alone). A publisher
 never waits for a listener. Complexity: ``push`` O(rows); ``drain`` O(rows scanned + gaps
 reported).
@@ -64,6 +69,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hotjoin.matcher.config import kernel
+from hotjoin.server.match_columns import PairColumns, pair_columns
 from hotjoin.server.match_log import DamagedRecordError, MatchLog
 
 log = logging.getLogger("hotjoin.delivery")
@@ -77,8 +84,9 @@ class OpMatches(NamedTuple):
     """One operation's messages, the part of a chunk that ``Chunk.build`` takes: the operation
     (``seq``, its ``sign`` +1/−1, ``op`` name, event ``side`` and ``event_id``, when it was
     received), a row per affected subscription (``sids``, ``counts`` — signed counts win over
-    ``sign``), and for PAIRS rows ``pairs`` (row → ``(r_ids, s_ids)``), optionally also ``flat``:
-    the same pairs as ``(rows, r_ids, s_ids)`` arrays."""
+    ``sign``), and for PAIRS rows either ``pairs`` (row → ``(r_ids, s_ids)``) or ``flat``: the
+    same pairs as ``(rows, r_ids, s_ids)`` arrays, rows increasing, each row's run of pairs
+    ``abs(counts[row])`` long (a PAIRS message's count is its number of pairs)."""
 
     seq: int
     sign: int
@@ -93,16 +101,19 @@ class OpMatches(NamedTuple):
 
 
 class Chunk:
-    """The messages of one batch of operations, as columns (rows in seq order)."""
+    """The messages of one batch of operations, as columns (rows in seq order); the pairs of
+    PAIRS messages as ``PairColumns`` (``pcols``), never an object per message."""
 
-    __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pairs", "ords", "pbefore",
-                 "start", "n_pairs", "first_seq", "last_seq", "nbytes", "flat", "bbefore")
+    __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pcols", "ords", "pbefore",
+                 "start", "n_pairs", "first_seq", "last_seq", "nbytes", "bbefore", "_rb",
+                 "_byq")
 
     def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
-                 ops: np.ndarray, op_table: list[tuple[str, str, str, int]],
-                 pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None) -> None:
+                 ops: np.ndarray, op_table: Any,
+                 pairs: PairColumns | dict[int, tuple[np.ndarray, np.ndarray]] | None) -> None:
         self.sids, self.seqs, self.signs, self.counts = sids, seqs, signs, counts
-        self.ops, self.op_table, self.pairs = ops, op_table, pairs
+        self.ops, self.op_table = ops, op_table
+        self.pcols = pair_columns(int(sids.shape[0]), pairs)
         self.ords = _EMPTY_I64
         self.pbefore: np.ndarray | None = None
         self.start = 0
@@ -111,25 +122,46 @@ class Chunk:
         self.first_seq = int(seqs[0]) if seqs.shape[0] else 0
         self.last_seq = int(seqs[-1]) if seqs.shape[0] else 0
         self.nbytes = 0
-        # the pairs flattened: (rows with pairs, r_ids, s_ids of those rows in row order), set by
-        # ``build`` for the match log (one array per side instead of two per message)
-        self.flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._rb: np.ndarray | None = None
+        self._byq: tuple[np.ndarray, np.ndarray] | None = None
         # set by ``DeliveryHub.push``: each row's subscription's estimated bytes pushed before it
         # (the backlog in bytes); None when that is ROW_BYTES × its ordinal for every row (no
         # pairs so far: the common case costs no memory)
         self.bbefore: np.ndarray | None = None
 
+    @property
+    def pairs(self) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+        """The per-message form of the pairs, ``row -> (r_ids, s_ids)`` (built on access)."""
+        return None if self.pcols is None else self.pcols.as_dict()
+
+    def row_bytes(self) -> np.ndarray:
+        """``row_bytes`` of this chunk, computed once (its rows do not change once pushed)."""
+        if self._rb is None or self._rb.shape[0] != len(self):
+            self._rb = row_bytes(self)
+        return self._rb
+
+    def rows_of(self, code: int, subcode: np.ndarray) -> np.ndarray:
+        """The rows (increasing) of the subscriptions whose subscriber has ``code``
+        (``subcode``: the code per subscription id). The grouping (one stable argsort of the
+        rows' codes) is made on the first call and kept: O(rows log rows) once per chunk, then
+        O(log rows + its rows) per call."""
+        if self._byq is None or self._byq[0].shape[0] != len(self):
+            codes = subcode[self.sids]
+            order = np.argsort(codes, kind="stable")
+            self._byq = (order, codes[order])
+        order, codes = self._byq
+        a, b = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
+        return order[a:b]
+
     def columns(self) -> tuple[Any, ...]:
-        """The chunk as plain columns (what the match log stores): the pairs as ``flat`` when
-        known, else as the row -> (r_ids, s_ids) dict."""
-        return (self.sids, self.seqs, self.signs, self.counts, self.ops, self.op_table,
-                self.flat if self.flat is not None else self.pairs)
+        """The chunk as plain columns (what the match log stores)."""
+        return (self.sids, self.seqs, self.signs, self.counts, self.ops, self.op_table, self.pcols)
 
     @staticmethod
     def from_columns(cols: tuple[Any, ...], first_seq: int, last_seq: int) -> Chunk:
         ch = Chunk(*cols)
         ch.first_seq, ch.last_seq = first_seq, last_seq
-        ch.nbytes = int(row_bytes(ch).sum()) + OP_BYTES * len(ch.op_table)
+        ch.nbytes = int(ch.row_bytes().sum()) + OP_BYTES * len(ch.op_table)
         return ch
 
     def __len__(self) -> int:
@@ -139,7 +171,7 @@ class Chunk:
         """Set the operations' seq range and the memory estimate of a chunk built from columns
         (the columnar publish path); ``build`` does the same for per-operation parts."""
         self.first_seq, self.last_seq = int(first_seq), int(last_seq)
-        self.nbytes = int(row_bytes(self).sum()) + OP_BYTES * len(self.op_table)
+        self.nbytes = int(self.row_bytes().sum()) + OP_BYTES * len(self.op_table)
         return self
 
     @staticmethod
@@ -154,68 +186,72 @@ class Chunk:
         base_sign = np.repeat(np.array([p.sign for p in parts], dtype=np.int8), lens)
         signs = np.where(counts > 0, 1, np.where(counts < 0, -1, base_sign)).astype(np.int8)
         ops = np.repeat(np.arange(len(parts), dtype=np.int32), lens)
-        pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
         frows: list[np.ndarray] = []
-        fr: list[np.ndarray] = []
-        fs: list[np.ndarray] = []
+        fr: list[Any] = []
+        fs: list[Any] = []
         off = 0
         for p, ln in zip(parts, lens, strict=True):
-            if p.pairs:
-                pairs = pairs or {}
-                for row, pr in p.pairs.items():
-                    pairs[off + row] = pr
-                flat = p.flat
-                if flat is None:
-                    rows = sorted(p.pairs)
-                    flat = (np.array(rows, dtype=np.int64), np.concatenate([p.pairs[r][0] for r in rows]),
-                            np.concatenate([p.pairs[r][1] for r in rows]))
-                frows.append(flat[0] + off)
-                fr.append(flat[1])
-                fs.append(flat[2])
+            flat = p.flat
+            if flat is None and p.pairs:
+                rows = sorted(p.pairs)
+                flat = (np.array(rows, dtype=np.int64),
+                        np.concatenate([np.asarray(p.pairs[r][0], dtype=object) for r in rows]),
+                        np.concatenate([np.asarray(p.pairs[r][1], dtype=object) for r in rows]))
+            if flat is not None and len(flat[0]):
+                frows.append(np.asarray(flat[0], dtype=np.int64) + off)
+                fr.append(np.asarray(flat[1], dtype=object))
+                fs.append(np.asarray(flat[2], dtype=object))
             off += ln
         assert off == n
-        ch = Chunk(sids, seqs, signs, np.abs(counts), ops, op_table, pairs)
+        pcols = None
+        counts = np.abs(counts)
         if frows:
-            ch.flat = (np.concatenate(frows), np.concatenate(fr), np.concatenate(fs))
+            rows = np.concatenate(frows)
+            pcols = PairColumns.of_flat(n, rows, counts[rows], np.concatenate(fr), np.concatenate(fs))
+        ch = Chunk(sids, seqs, signs, counts, ops, op_table, pcols)
         if parts:
             ch.first_seq, ch.last_seq = int(parts[0].seq), int(parts[-1].seq)
-        ch.nbytes = int(row_bytes(ch).sum()) + OP_BYTES * len(op_table)
+        ch.nbytes = int(ch.row_bytes().sum()) + OP_BYTES * len(op_table)
         return ch
 
 
-# Memory estimate of a buffered message (documented in server/PERSISTENCE.md): its columns and
-# array slots; a PAIRS message also its entry of the pairs dict (two array views, a tuple, the
-# dict slot: ~280 B, measured with tracemalloc at 389 B per one-pair message in all), plus per
-# pair two references and a share of the id strings; per operation its table entry (tuple, event
-# id, op name). tests/server/test_delivery_memory.py checks the estimate against tracemalloc.
+# Memory estimate of a buffered message (documented in docs/reference/persistence.md): its columns and
+# array slots; a PAIRS message also its pair offset and slack, plus per pair the two ids in Arrow
+# string arrays (two int32 offsets and the UTF-8 bytes: ids of up to ~16 bytes each); per
+# operation its table entry (tuple, event id, op name). tests/server/test_delivery_memory.py
+# checks the estimate against tracemalloc and Arrow's allocator.
 ROW_BYTES = 48
-PAIRS_ROW_BYTES = 280
-PAIR_BYTES = 64
+PAIRS_ROW_BYTES = 16
+PAIR_BYTES = 40
 OP_BYTES = 160
 
 
 def row_bytes(ch: Chunk | MatchBlock) -> np.ndarray:
     """Estimated bytes of each message (row) of a chunk or block."""
     out = np.full(len(ch), ROW_BYTES, dtype=np.int64)
-    if ch.pairs:  # a PAIRS message's count is its number of pairs
-        flat = getattr(ch, "flat", None)
-        rows = flat[0] if flat is not None else np.fromiter(ch.pairs.keys(), dtype=np.int64,
-                                                            count=len(ch.pairs))
-        out[rows] += PAIRS_ROW_BYTES + PAIR_BYTES * ch.counts[rows]
+    if ch.pcols is not None:
+        lens = ch.pcols.lengths()
+        out += np.where(lens > 0, PAIRS_ROW_BYTES + PAIR_BYTES * lens, 0)
     return out
 
 
-@dataclass(slots=True)
 class MatchBlock:
-    """Delivered messages as columns; row i belongs to operation ``op_table[ops[i]]``."""
+    """Delivered messages as columns; row i belongs to operation ``op_table[ops[i]]``; the
+    pairs of PAIRS rows as ``PairColumns`` (``pcols``; None: no row has pairs)."""
 
-    sids: np.ndarray
-    seqs: np.ndarray
-    signs: np.ndarray
-    counts: np.ndarray
-    ops: np.ndarray
-    op_table: list[tuple[str, str, str, int]]
-    pairs: dict[int, tuple[np.ndarray, np.ndarray]] | None
+    __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pcols")
+
+    def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
+                 ops: np.ndarray, op_table: Any,
+                 pairs: PairColumns | dict[int, tuple[np.ndarray, np.ndarray]] | None) -> None:
+        self.sids, self.seqs, self.signs, self.counts = sids, seqs, signs, counts
+        self.ops, self.op_table = ops, op_table
+        self.pcols = pair_columns(int(sids.shape[0]), pairs)
+
+    @property
+    def pairs(self) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+        """The per-message form of the pairs, ``row -> (r_ids, s_ids)`` (built on access)."""
+        return None if self.pcols is None else self.pcols.as_dict()
 
     def __len__(self) -> int:
         return int(self.sids.shape[0])
@@ -268,7 +304,7 @@ class DeliveryHub:
     """The buffers and listeners of one topic. Thread-safe; publishers never block on listeners.
 
     **Backlog** (``backlog``, ``subscriber_backlog``; ``GetCursors`` and the per-subscriber
-    metrics, server/METRICS.md). Per subscription q, as numpy columns beside ``total``:
+    metrics, docs/reference/metrics.md). Per subscription q, as numpy columns beside ``total``:
 
     - ``newest[q]``: seq of q's newest message pushed since the server started (or read back
       from the match log by a listener, so that after a restart it is known again once a
@@ -353,6 +389,11 @@ class DeliveryHub:
         self._ix_size = 0
         self._ix_ord, self._ix_bbef, self._ix_pbef, self._ix_gend, self._ix_next = z, z, z, z, z
         self._subscriber_of: list[str] = []
+        # subscriber name -> code, and the code per subscription id (-1: none): a chunk's rows
+        # grouped by it (``Chunk.rows_of``) let a listener by subscriber name visit only its
+        # own rows when many listeners share a topic (fan-out)
+        self._codes: dict[str, int] = {}
+        self._subcode = np.zeros(0, dtype=np.int32)
         self._owner_of: list[str] = []  # owner principal per id ("" without auth)
         self._by_subscriber: dict[str, array[int]] = {}
         self._subscriber_listeners: dict[str, list[Listener]] = {}
@@ -378,6 +419,7 @@ class DeliveryHub:
             self._lost = _grow(self._lost, n, 0)
             self._total = _grow(self._total, n, 0)
             self._ptotal = _grow(self._ptotal, n, 0)
+            self._subcode = _grow(self._subcode, n, -1)
             for name, fill in _BACKLOG:
                 setattr(self, name, _grow(getattr(self, name), n, fill))
 
@@ -415,6 +457,7 @@ class DeliveryHub:
             for item, sid in zip(items, sids.tolist(), strict=True):
                 subscriber = item[1]
                 self._subscriber_of[sid] = subscriber
+                self._subcode[sid] = self._codes.setdefault(subscriber, len(self._codes))
                 if len(item) > 3 and item[3]:  # ids are never reused: an unset slot means ""
                     if len(self._owner_of) <= sid:
                         self._owner_of.extend([""] * (sid + 1 - len(self._owner_of)))
@@ -480,34 +523,11 @@ class DeliveryHub:
                 _filter(chunk, live)
                 sids = chunk.sids
                 n = len(chunk)
-            # ordinal of each row among its subscription's messages (rows of one sid in order)
-            order = np.argsort(sids, kind="stable")
-            ss = sids[order]
-            first = np.empty(n, dtype=bool)  # a group of one subscription's rows starts
-            first[0] = True
-            np.not_equal(ss[1:], ss[:-1], out=first[1:])
-            idx = np.arange(n)
-            grp_start = np.maximum.accumulate(np.where(first, idx, 0))
-            rank = np.empty(n, dtype=np.int64)
-            rank[order] = idx - grp_start
-            chunk.ords = self._total[sids] + rank
-            np.add.at(self._total, sids, 1)
-            if chunk.pairs:
-                npairs = np.zeros(n, dtype=np.int64)
-                for row, (r, _s) in chunk.pairs.items():
-                    npairs[row] = len(r)
-                cum = np.cumsum(npairs[order])
-                grp_first_cum = np.maximum.accumulate(np.where(first, cum - npairs[order], 0))
-                before = np.empty(n, dtype=np.int64)
-                before[order] = cum - npairs[order] - grp_first_cum
-                chunk.pbefore = self._ptotal[sids] + before
-                np.add.at(self._ptotal, sids, npairs)
-                chunk.n_pairs = int(npairs.sum())
-            elif self.store is None:  # a row without pairs is still bounded by later pairs
-                pb = self._ptotal[sids]
-                chunk.pbefore = pb if pb.any() else np.broadcast_to(np.int64(0), (n,))
+            if self.store is not None:
+                self._count_pushed_durable(chunk)
+            else:
+                self._number_rows(chunk)
             chunk.start = self._end
-            self._count_pushed(chunk, order, first)
             self._end += n
             self._last_seq = int(chunk.seqs[-1])
             self._ring.append(chunk)
@@ -532,6 +552,59 @@ class DeliveryHub:
             for lis in self.listeners:
                 lis.wake.set()
 
+    def _count_pushed_durable(self, chunk: Chunk) -> None:
+        """With a match log: number a chunk's rows per subscription (ordinal, pairs and bytes
+        before each row) and count them in the backlog, in one compiled pass over the rows
+        (``_push_kernel``), no sort. Call with the lock held; O(rows)."""
+        n = len(chunk)
+        rb = chunk.row_bytes()
+        npairs = chunk.pcols.lengths() if chunk.pcols is not None else _EMPTY_I64
+        ords = np.empty(n, dtype=np.int64)
+        bbefore = np.empty(n, dtype=np.int64)
+        pbefore = np.empty(n if npairs.shape[0] else 0, dtype=np.int64)
+        _push_kernel(np.ascontiguousarray(chunk.sids, dtype=np.int64),
+                     np.ascontiguousarray(chunk.seqs, dtype=np.int64), rb, npairs, self._total,
+                     self._ptotal, self._btotal, self._newest, self._pending, self._pbytes, ords,
+                     pbefore, bbefore)
+        chunk.ords = ords
+        if npairs.shape[0]:
+            chunk.pbefore = pbefore
+            chunk.n_pairs = int(npairs.sum())
+        if not np.array_equal(bbefore, ROW_BYTES * ords):
+            chunk.bbefore = bbefore
+
+    def _number_rows(self, chunk: Chunk) -> None:
+        """Memory-only: ordinals, pairs before and the backlog of a chunk's rows, through the
+        sort by subscription the row index needs (``_count_pushed``). Lock held; O(rows log)."""
+        sids = chunk.sids
+        n = len(chunk)
+        # ordinal of each row among its subscription's messages (rows of one sid in order)
+        order = np.argsort(sids, kind="stable")
+        ss = sids[order]
+        first = np.empty(n, dtype=bool)  # a group of one subscription's rows starts
+        first[0] = True
+        np.not_equal(ss[1:], ss[:-1], out=first[1:])
+        idx = np.arange(n)
+        grp_start = np.maximum.accumulate(np.where(first, idx, 0))
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = idx - grp_start
+        chunk.ords = self._total[sids] + rank
+        np.add.at(self._total, sids, 1)
+        if chunk.pcols is not None:
+            npairs = chunk.pcols.lengths()
+            cum = np.cumsum(npairs[order])
+            grp_first_cum = np.maximum.accumulate(np.where(first, cum - npairs[order], 0))
+            before = np.empty(n, dtype=np.int64)
+            before[order] = cum - npairs[order] - grp_first_cum
+            chunk.pbefore = self._ptotal[sids] + before
+            np.add.at(self._ptotal, sids, npairs)
+            chunk.n_pairs = int(npairs.sum())
+        else:  # a row without pairs is still bounded by later pairs
+            pb = self._ptotal[sids]
+            chunk.pbefore = pb if pb.any() else np.broadcast_to(np.int64(0), (n,))
+        chunk.start = self._end
+        self._count_pushed(chunk, order, first)
+
     def close(self, code: str = "NOT_FOUND", message: str = "the topic was deleted") -> None:
         """The topic is gone or the server stops: end every listener with this status."""
         with self._lock:
@@ -549,7 +622,7 @@ class DeliveryHub:
         its pending counts; memory-only, index its rows and move q's oldest kept message past
         what the count and pairs bounds now evict. Call with the lock held; O(rows)."""
         sids, n = chunk.sids, len(chunk)
-        rb = row_bytes(chunk)
+        rb = chunk.row_bytes()
         ss = sids[order]
         rbs = rb[order]
         excl = np.cumsum(rbs) - rbs
@@ -672,7 +745,7 @@ class DeliveryHub:
             return
         if self.store is not None:
             np.maximum.at(self._lo, old.sids, old.ords + 1)
-            np.maximum.at(self._bblo, old.sids, _bbefore(old) + row_bytes(old))
+            np.maximum.at(self._bblo, old.sids, _bbefore(old) + old.row_bytes())
             return
         # its groups of rows per subscription, as ``_count_pushed`` laid them out
         n = len(old)
@@ -701,6 +774,13 @@ class DeliveryHub:
                     sizes: np.ndarray, disk: bool) -> None:
         """Rows ``rows`` of ``ch`` (subscriptions ``rs``, seqs ``rq``, bytes ``sizes``) are handed
         to a listener: raise q's sent and newest seqs and lower its pending counts. O(rows)."""
+        if not disk:  # from the ring: one compiled pass (``_sent_kernel``)
+            _sent_kernel(rs, rq, ch.ords[rows] + 1, _bbefore(ch, rows) + sizes, self._so,
+                         self._bbso, self._sent, self._pending, self._pbytes, self._total,
+                         self._btotal, self.store is not None)
+            if self.store is None:
+                self._refresh(rs)
+            return
         np.maximum.at(self._newest, rs, rq)  # rows read back after a restart make it known again
         old = self._sent[rs]
         if disk:  # no ordinals: subtract the rows not counted as sent yet
@@ -751,7 +831,7 @@ class DeliveryHub:
                 m[m] = ch.seqs[m] <= upto[li[m]]
                 if m.any():
                     np.subtract.at(cnt, li[m], 1)
-                    np.subtract.at(byt, li[m], row_bytes(ch)[m])
+                    np.subtract.at(byt, li[m], ch.row_bytes()[m])
         self._pending[sids] = np.maximum(cnt, 0)
         self._pbytes[sids] = np.maximum(byt, 0)
 
@@ -829,13 +909,14 @@ class DeliveryHub:
         default_after_seq: int,
         from_latest: bool,
         current_seq: int,
-        max_batch: int = 4096,
+        max_batch: int = 65_536,
         owner: str | None = None,
     ) -> Listener:
         """Attach a listener to ``subscription_ids`` and (when set) every subscription of
         ``subscriber`` — of ``owner`` only, when set, now and later; raises ``KeyError(sid)`` for
         an unknown subscription id and ``PermissionError(sid)`` for an id of another owner."""
         lis = Listener(self, subscriber, current_seq, max_batch, owner)
+        lis.by_name = bool(subscriber) and not subscription_ids  # its rows: its subscriber's
         with self._lock:
             wanted = set(subscription_ids)
             for sid in wanted:
@@ -919,15 +1000,40 @@ class DeliveryHub:
         if self.store is not None and behind.size:  # (memory-only, eviction took them off)
             self._recount({sid: gap[sid] for sid in behind.tolist() if sid in gap})
 
+    def _take_chunk(self, ch: Chunk, lo: int, lis: Listener, budget: list[int],
+                    gap: dict[int, list[int]], blocks: list[Item], bounded: bool,
+                    disk: bool = False) -> int:
+        """``_take`` over ``ch`` from row ``lo``, window after window, until the chunk or the
+        budget ends; returns the row to resume at (the chunk's length: all of it)."""
+        n = ch.sids.shape[0]
+        while True:
+            lo = self._take(ch, lo, lis, budget, gap, blocks, bounded, disk)
+            if lo >= n or budget[0] <= 0 or budget[1] <= 0:
+                return lo
+
     def _take(self, ch: Chunk, lo: int, lis: Listener, budget: list[int], gap: dict[int, list[int]],
               blocks: list[Item], bounded: bool, disk: bool = False) -> int:
-        """Rows of ``ch`` from ``lo`` that ``lis`` wants, within ``budget`` ([messages, bytes,
-        taken so far]); ``disk``: ``ch`` was read back from the match log.
-        Appends them as one block and returns the row after the last one taken (or the end)."""
+        """Rows of ``ch`` in a window from ``lo`` that ``lis`` wants, within ``budget``
+        ([messages, bytes, taken so far]); ``disk``: ``ch`` was read back from the match log.
+        Appends them as one block and returns the row after the last one taken (or the
+        window's end). The window (a few times the budget's messages) keeps a drain's cost
+        proportional to what it takes, not to the chunk, when a large chunk is drained in many
+        small steps."""
         cur = lis.cur
-        n = ch.sids.shape[0]
-        sids = ch.sids[lo:]
-        seqs = ch.seqs[lo:]
+        if lis.by_name and not bounded and not disk and ch.sids.shape[0] - lo > 256:
+            # only the rows of the listener's subscriber (an index made once per chunk)
+            n = ch.sids.shape[0]
+            code = self._codes.get(lis.subscriber, -2)
+            cand = ch.rows_of(code, self._subcode)
+            cand = cand[np.searchsorted(cand, lo):]
+            c = cur[ch.sids[cand]]
+            rows = cand[(c >= 0) & (ch.seqs[cand] > c)] - lo
+            if rows.size == 0:
+                return n
+            return self._hand(ch, lo, n, rows, lis, budget, blocks, disk)
+        n = min(ch.sids.shape[0], lo + max(4 * budget[0], 1 << 15))
+        sids = ch.sids[lo:n]
+        seqs = ch.seqs[lo:n]
         c = cur[sids]
         m = (c >= 0) & (seqs > c)
         if not m.any():
@@ -935,10 +1041,10 @@ class DeliveryHub:
         if bounded:
             cap, max_pairs = self.capacity, self.max_pairs
             total, ptotal = self._total, self._ptotal
-            keep = ch.ords[lo:] >= total[sids] - cap
+            keep = ch.ords[lo:n] >= total[sids] - cap
             if ch.pbefore is not None:
-                newest = ch.ords[lo:] == total[sids] - 1
-                keep &= newest | (ptotal[sids] - ch.pbefore[lo:] <= max_pairs)
+                newest = ch.ords[lo:n] == total[sids] - 1
+                keep &= newest | (ptotal[sids] - ch.pbefore[lo:n] <= max_pairs)
             lost_rows = np.flatnonzero(m & ~keep)
             for r in lost_rows.tolist():  # seq order
                 sid = int(sids[r])
@@ -950,10 +1056,17 @@ class DeliveryHub:
                     g[1] = max(g[1], seq)
                 cur[sid] = max(int(cur[sid]), seq)
             m &= keep
-        rows = np.flatnonzero(m)
+        return self._hand(ch, lo, n, np.flatnonzero(m), lis, budget, blocks, disk)
+
+    def _hand(self, ch: Chunk, lo: int, n: int, rows: np.ndarray, lis: Listener,
+              budget: list[int], blocks: list[Item], disk: bool) -> int:
+        """Hand ``lis`` the rows ``lo + rows`` of ``ch`` that fit ``budget`` (``_take``); returns
+        the row to resume at (``n``: everything up to it was looked at)."""
+        cur = lis.cur
         end = n
         if rows.size:
-            sizes = row_bytes(ch)[rows + lo] if ch.pairs else np.full(rows.size, ROW_BYTES)
+            sizes = (ch.row_bytes()[rows + lo] if ch.pcols is not None
+                     else np.full(rows.size, ROW_BYTES))
             fit = int(np.searchsorted(np.cumsum(sizes), budget[1], side="right"))
             take = min(rows.size, budget[0], fit)
             if take == 0:
@@ -968,15 +1081,13 @@ class DeliveryHub:
             budget[0] -= rows.size
             budget[1] -= int(sizes[: rows.size].sum())
             abs_rows = rows + lo
-            rs = ch.sids[abs_rows]
-            rq = ch.seqs[abs_rows]
-            np.maximum.at(cur, rs, rq)
+            rs = np.ascontiguousarray(ch.sids[abs_rows], dtype=np.int64)
+            rq = np.ascontiguousarray(ch.seqs[abs_rows], dtype=np.int64)
+            _advance_kernel(cur, rs, rq)
             self._count_sent(ch, abs_rows, rs, rq, sizes[: rows.size], disk)
-            pairs = None
-            if ch.pairs:
-                pairs = {i: ch.pairs[r] for i, r in enumerate(abs_rows.tolist()) if r in ch.pairs}
+            pcols = None if ch.pcols is None else ch.pcols.take(abs_rows)
             blocks.append(MatchBlock(rs, rq, ch.signs[abs_rows], ch.counts[abs_rows],
-                                     ch.ops[abs_rows], ch.op_table, pairs or None))
+                                     ch.ops[abs_rows], ch.op_table, pcols))
         return end
 
     def _finish(self, lis: Listener, gap: dict[int, list[int]], blocks: list[Item], at_end: bool
@@ -1048,7 +1159,8 @@ class DeliveryHub:
                     continue
                 if budget[0] <= 0 or budget[1] <= 0:
                     break
-                stop = self._take(ch, lis.pos - ch.start, lis, budget, gap, blocks, not durable)
+                stop = self._take_chunk(ch, lis.pos - ch.start, lis, budget, gap, blocks,
+                                        not durable)
                 lis.pos = ch.start + stop
                 lis.dseq = ch.last_seq if lis.pos >= end else ch.first_seq - 1
                 if lis.pos < end:  # the drain is full inside this chunk
@@ -1091,7 +1203,7 @@ class DeliveryHub:
                 if budget[0] <= 0 or budget[1] <= 0:
                     break
                 ch = Chunk.from_columns(cols, first, last)
-                stop = self._take(ch, 0, lis, budget, gap, blocks, False, disk=True)
+                stop = self._take_chunk(ch, 0, lis, budget, gap, blocks, False, disk=True)
                 lis.dseq = last if stop >= len(ch) else first - 1
                 if stop < len(ch):
                     break
@@ -1107,6 +1219,61 @@ class DeliveryHub:
         return self._emit(lis, out, gaps, False)
 
 
+@kernel
+def _push_kernel(sids: np.ndarray, seqs: np.ndarray, rb: np.ndarray, npairs: np.ndarray,
+                 total: np.ndarray, ptotal: np.ndarray, btotal: np.ndarray, newest: np.ndarray,
+                 pending: np.ndarray, pbytes: np.ndarray, ords: np.ndarray, pbefore: np.ndarray,
+                 bbefore: np.ndarray) -> None:
+    """Per row of a pushed chunk, in row (seq) order: its ordinal, pairs and bytes before it
+    among its subscription's messages, and the subscription's counters after it (``npairs``
+    empty: no row has pairs). One pass, O(rows)."""
+    with_pairs = npairs.shape[0] > 0
+    for i in range(sids.shape[0]):
+        q = sids[i]
+        ords[i] = total[q]
+        total[q] += 1
+        bbefore[i] = btotal[q]
+        btotal[q] += rb[i]
+        if with_pairs:
+            pbefore[i] = ptotal[q]
+            ptotal[q] += npairs[i]
+        if seqs[i] > newest[q]:
+            newest[q] = seqs[i]
+        pending[q] += 1
+        pbytes[q] += rb[i]
+
+
+@kernel
+def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.ndarray,
+                 so: np.ndarray, bbso: np.ndarray, sent: np.ndarray, pending: np.ndarray,
+                 pbytes: np.ndarray, total: np.ndarray, btotal: np.ndarray, exact: bool) -> None:
+    """Rows handed to a listener from the ring (subscriptions ``rs``, seqs ``rq``, ordinals
+    after ``ords1``, bytes through ``bbend``; q's rows in seq order, so each of these grows
+    along q's rows): raise each subscription's so, bbso and sent and, with a match log
+    (``exact``), set its pending counts from its newest row sent (``DeliveryHub`` docstring,
+    backlog). The ring's rows were counted in ``newest`` when pushed. One pass, O(rows)."""
+    for i in range(rs.shape[0]):
+        q = rs[i]
+        if ords1[i] > so[q]:
+            so[q] = ords1[i]
+        if bbend[i] > bbso[q]:
+            bbso[q] = bbend[i]
+        if rq[i] > sent[q]:  # q's newest sent message so far (the last one of q here wins)
+            sent[q] = rq[i]
+            if exact:
+                pending[q] = max(total[q] - so[q], 0)
+                pbytes[q] = max(btotal[q] - bbso[q], 0)
+
+
+@kernel
+def _advance_kernel(cur: np.ndarray, rs: np.ndarray, rq: np.ndarray) -> None:
+    """A listener's cursors after rows ``rs``/``rq``: ``cur[q] = max(cur[q], seq)``."""
+    for i in range(rs.shape[0]):
+        q = rs[i]
+        if rq[i] > cur[q]:
+            cur[q] = rq[i]
+
+
 def _bbefore(ch: Chunk, rows: np.ndarray | None = None) -> np.ndarray:
     """The bytes pushed to each row's subscription before it (``Chunk.bbefore``), of ``rows``."""
     if ch.bbefore is None:
@@ -1117,10 +1284,8 @@ def _bbefore(ch: Chunk, rows: np.ndarray | None = None) -> np.ndarray:
 def _filter(chunk: Chunk, keep: np.ndarray) -> None:
     """Drop the rows of subscriptions that are gone (``keep`` false)."""
     idx = np.flatnonzero(keep)
-    chunk.flat = None  # row numbers change
-    if chunk.pairs:
-        remap = {int(old): new for new, old in enumerate(idx.tolist())}
-        chunk.pairs = {remap[r]: p for r, p in chunk.pairs.items() if r in remap} or None
+    if chunk.pcols is not None:
+        chunk.pcols = chunk.pcols.take(idx)
     chunk.sids, chunk.seqs = chunk.sids[idx], chunk.seqs[idx]
     chunk.signs, chunk.counts, chunk.ops = chunk.signs[idx], chunk.counts[idx], chunk.ops[idx]
 
@@ -1144,6 +1309,7 @@ class Listener:
         self.caught_up = False
         self.on_disk = False  # reading the match log (behind the ring)
         self.dseq = 0  # every message with seq <= dseq that it wants was delivered
+        self.by_name = False  # listens to its subscriber's subscriptions only (no explicit ids)
 
     def _attached(self, sid: int) -> bool:
         return sid < self.cur.shape[0] and self.cur[sid] >= 0

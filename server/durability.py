@@ -9,7 +9,7 @@ others keep applying — and ``release`` runs the queued actions whose frames (a
 are durable, strictly in sequence order. An acknowledgement is therefore sent only after its
 frame is durable, and listeners never see a message whose operation could be lost by a crash.
 
-**Disk faults** (server/PERSISTENCE.md, "Disk faults"). A failed *write* (ENOSPC, EDQUOT, EIO,
+**Disk faults** (docs/reference/persistence.md, "Disk faults"). A failed *write* (ENOSPC, EDQUOT, EIO,
 ...) leaves the engine ahead of the files by one batch: ``rollback`` cuts both logs back to
 their sizes before that batch (``mark``), and ``rebuild`` replaces the engine and the book with
 ones read back from the files, as a restart would (``restore``: checkpoint + log tail), all
@@ -24,7 +24,7 @@ tail. **Compaction** (``server/snapshot.py``) rewrites the log of topics with re
 snapshot + appends once it holds at least ``compact_min_bytes`` and ``compact_ratio`` times as
 many operations as there are live records (subscriptions + stored tuples), and at clean
 shutdown. Both copy the state under the topic lock and encode and write it outside it
-(``server/PERSISTENCE.md``).
+(``docs/reference/persistence.md``).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class Durability:
         Raises ``DamagedFileError`` (nothing cut, nothing changed but a torn tail) when a file
         does not verify or the files disagree: a complete log frame failing its checksum, a log
         shorter than at its clean shutdown or than its checkpoint's offset, a replay that ends
-        before the checkpoint's seq (server/PERSISTENCE.md, "Damage and repair")."""
+        before the checkpoint's seq (docs/reference/persistence.md, "Damage and repair")."""
         engine = new_engine()
         directory = self.directory
         if directory is not None:
@@ -179,7 +179,7 @@ class Durability:
                         "clean shutdown: it was truncated or written to since")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / "log.compact")  # a compaction interrupted by a crash
-            self.log = OpLog(path, sync=self._settings.sync)
+            self.log = OpLog(path, sync=self._settings.sync, clean=clean is not None)
             if not self._checkpoints:
                 checkpoint.remove(directory)
             engine = self._load(directory, engine, new_engine)
@@ -387,7 +387,7 @@ class Durability:
         """Close the topic after a failed sync of one of its logs and raise ``Unavailable``: the
         kernel may have dropped the pages it could not write and marked them clean, so a retried
         sync may succeed without the data on disk; only a restart, which reads the files back,
-        knows what they hold (server/PERSISTENCE.md, "Disk faults"). The first failure is kept
+        knows what they hold (docs/reference/persistence.md, "Disk faults"). The first failure is kept
         (``log_failed``), counted and logged; every request waiting for a sync then gets it."""
         if self.log_failed is None:
             self.log_failed = error

@@ -4,7 +4,7 @@ The domain modules raise these without importing grpc; ``server/service.py`` tur
 ``grpc.StatusCode[code]`` and the message into the status details. Every message is cut to
 ``MAX_MESSAGE_BYTES`` of UTF-8 (``clip``): a status message travels in a gRPC header, and one that
 echoed a 20,000-character name in full was replaced by the transport with RESOURCE_EXHAUSTED
-"Stream removed". Which RPC answers which status: ``server/ERRORS.md``.
+"Stream removed". Which RPC answers which status: ``docs/reference/errors.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Export a topic's durable log as Parquet for bulk replay (schema in ``server/EXPORT.md``).
+"""Export a topic's durable log as Parquet for bulk replay (schema in ``docs/reference/export-format.md``).
 
 Reads ``DATA_DIR/topics/<topic>/log`` directly and writes ``events.parquet``,
 ``subscriptions.parquet`` and ``topic.json`` (lateness, retention, strategy, max advance) into the
@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server.convert import SIDE_FROM_PB, decode_columns
+from hotjoin.server.convert import SIDE_FROM_PB, EventBatch, decode_columns
 from hotjoin.server.log import read_log
 
 EVENTS_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("op", pa.string()), ("side", pa.string()), ("id", pa.string()),
     ("key", pa.float64()), ("value", pa.float64()), ("time", pa.int64()), ("payload", pa.binary()),
-    ("received_unix_nanos", pa.int64()),
+    ("received_unix_nanos", pa.int64()), ("end", pa.int64()),
 ])
 SUBSCRIPTIONS_SCHEMA = pa.schema([
     ("subscription_id", pa.int64()), ("kind", pa.string()),
@@ -36,10 +36,22 @@ SUBSCRIPTIONS_SCHEMA = pa.schema([
     ("c_lo", pa.float64()), ("c_hi", pa.float64()), ("w", pa.int64()), ("delivery", pa.string()),
     ("snapshot", pa.bool_()), ("subscriber", pa.string()), ("registered_seq", pa.int64()),
     ("unsubscribed_seq", pa.int64()),
+    ("ss_lo", pa.int64()), ("ss_hi", pa.int64()), ("se_lo", pa.int64()), ("se_hi", pa.int64()),
+    ("es_lo", pa.int64()), ("es_hi", pa.int64()), ("ee_lo", pa.int64()), ("ee_hi", pa.int64()),
+    ("preset", pa.string()),
 ])
+ENDPOINT_RANGES = ("ss", "se", "es", "ee")
 
 
-def _bounds(r: pb.Range | None) -> tuple[float | None, float | None]:
+def _ends(b: EventBatch, n: int) -> list[int | None]:
+    """The ``end`` column of a columnar frame's first ``n`` events: None for a point."""
+    if b.ends is None or b.times is None:
+        return [None] * n
+    return [None if e == t else e for e, t in zip(b.ends[:n].tolist(), b.times[:n].tolist(),
+                                                   strict=True)]
+
+
+def _bounds(r: pb.Range | pb.IntRange | None) -> tuple[float | None, float | None]:
     if r is None:
         return None, None
     return (r.lo if r.HasField("lo") else None, r.hi if r.HasField("hi") else None)
@@ -75,7 +87,8 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path, until_seq: int | Non
             if kind == "publish":
                 e = op.publish
                 row = (op.seq, "publish", SIDE_FROM_PB[e.side], e.id, e.key, e.value, e.time, e.payload,
-                       op.received_unix_nanos)
+                       op.received_unix_nanos,
+                       e.end if e.HasField("end") and e.end != e.time else None)
             elif kind == "publish_columns":  # a columnar batch: seqs op.seq, op.seq + 1, ...
                 b = decode_columns(op.publish_columns)
                 n = min(len(b), limit - op.seq + 1)
@@ -85,21 +98,23 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path, until_seq: int | Non
                         b.keys[:n].tolist(), b.values[:n].tolist(),
                         b.times[:n].tolist() if b.times is not None else [None] * n,
                         b.payloads[:n] if b.payloads is not None else [b""] * n,
-                        [op.received_unix_nanos] * n)
+                        [op.received_unix_nanos] * n, _ends(b, n))
                 for name, col in zip(ev, rows, strict=True):
                     ev[name].extend(col)
                 continue
             elif kind == "delete":
                 d = op.delete
                 row = (op.seq, "delete", SIDE_FROM_PB[d.side], d.id, None, None, None, None,
-                       op.received_unix_nanos)
+                       op.received_unix_nanos, None)
             elif kind == "subscribe":
                 s = op.subscribe.spec
                 which = s.WhichOneof("kind")
                 body = getattr(s, which)
                 a = _bounds(body.a)
                 c = _bounds(body.c)
-                b = _bounds(body.b) if which == "band" else (None, None)
+                b = _bounds(body.b) if which in ("band", "interval") else (None, None)
+                ends = {f: _bounds(getattr(body, f)) if which == "interval" else (None, None)
+                        for f in ENDPOINT_RANGES}
                 subs[op.subscribe.subscription_id] = dict(
                     subscription_id=op.subscribe.subscription_id, kind=which,
                     a_lo=a[0], a_hi=a[1], b_lo=b[0], b_hi=b[1], c_lo=c[0], c_hi=c[1],
@@ -107,6 +122,8 @@ def export_topic(data_dir: Path, topic: str, out_dir: Path, until_seq: int | Non
                     delivery="affected" if s.delivery == pb.AFFECTED else "pairs",
                     snapshot=s.snapshot, subscriber=s.subscriber, registered_seq=op.seq,
                     unsubscribed_seq=None,
+                    **{f"{f}_{x}": ends[f][i] for f in ENDPOINT_RANGES for i, x in enumerate(("lo", "hi"))},
+                    preset=(body.preset or None) if which == "interval" else None,
                 )
                 continue
             else:

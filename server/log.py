@@ -1,14 +1,14 @@
 """Append-only, checksummed, fsynced operation log of one topic (the durability layer).
 
 Why a log and not SQLite: a topic's state is a deterministic function of its sequence of
-operations (server/PERSISTENCE.md), so the sequence itself is the natural durable form. One append
+operations (docs/reference/persistence.md), so the sequence itself is the natural durable form. One append
 is one frame ``[u32 length][u32 crc32][LogBatch protobuf]`` followed by one ``fdatasync``; a batch
 of events therefore costs one sequential write and one sync, and recovery is a single sequential
 read. ``kill -9`` can leave at most one torn frame at the end, which ``OpLog`` cuts on open, so
 every acknowledged (synced) frame survives and no half-written one is ever applied. A complete
 frame that fails its checksum is damage, not a torn tail: reading stops there with
 ``DamagedFileError`` and nothing is cut (``server/records.py``; repair: ``server/repair.py``).
-See ``server/PERSISTENCE.md`` for the measurements behind the choice.
+See ``docs/reference/persistence.md`` for the measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class SyncError(OSError):
     be undone: after a failed sync Linux may have dropped the dirty pages and marked them clean,
     so a later sync can succeed without the data ever reaching the disk (PostgreSQL's
     "fsyncgate"). The file is no longer trusted until a restart reads it back
-    (server/PERSISTENCE.md, "Disk faults")."""
+    (docs/reference/persistence.md, "Disk faults")."""
 
 
 class OpLog:
@@ -126,7 +126,11 @@ class OpLog:
     on return), which is what lets the server acknowledge a batch as durable.
     """
 
-    def __init__(self, path: Path, sync: bool = True, trusted_size: int | None = None) -> None:
+    def __init__(self, path: Path, sync: bool = True, trusted_size: int | None = None,
+                 clean: bool = False) -> None:
+        """Open ``path``; ``clean`` says the topic was stopped cleanly, so the log cannot end in
+        a torn tail: an incomplete last frame is then damage (``DamagedFileError``, nothing cut),
+        not an unfinished write."""
         self.path = path
         self.sync = sync
         good = 0
@@ -139,6 +143,10 @@ class OpLog:
                 pass
             reader.raise_if_damaged()  # a complete frame that does not verify: never cut here
             good = reader.good
+            if good != len(data) and clean:
+                raise DamagedFileError.at(
+                    path, good, f"the log ends inside a frame at byte {good} ({len(data) - good} "
+                    "bytes), but the topic was stopped cleanly: a frame's length is damaged")
             if good != len(data):  # a torn tail: the last write of a crash, never acknowledged
                 log.warning("%s: cut a torn tail of %d bytes at byte %d (an unfinished write)",
                             path, len(data) - good, good)

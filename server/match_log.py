@@ -1,7 +1,8 @@
 """Durable match log of one topic: every delivery message, in segments, within a retention bound.
 
 A listener that resumes after a ``kill -9`` must receive exactly the messages it had not
-received, with their original sequence numbers, signs and pairs (SPEC §4 "Delivery retention").
+received, with their original sequence numbers, signs and pairs (``docs/reference/persistence.md``,
+"Durable delivery").
 The topic therefore writes each batch's messages (one ``Chunk``: columns of subscription ids,
 seqs, signs, counts, the operation table and the pairs of PAIRS messages) to this log *before*
 it writes the batch's frame to the event log, both under the topic lock, and a batch is
@@ -13,8 +14,13 @@ dropped on open (``last_seq > log_seq``).
 
 **Format.** ``DATA_DIR/topics/<name>/matches/<start>.seg``, where ``<start>`` (20 digits) is the
 first sequence number the segment covers; a segment holds records
-``[u32 length][u32 crc32][u64 first_seq][u64 last_seq][i64 unix_ns][pickle of the chunk's
-columns]`` (crc over everything after it). The active segment rolls at ``segment_bytes``.
+``[u32 length][u32 crc32][u64 first_seq][u64 last_seq][i64 unix_ns][payload]`` (crc over
+everything after it). The payload is ``b"HJMC\x01"`` and a serialized ``MatchBatchColumns``
+(``server/match_columns.py``): the chunk's columns as little-endian arrays and its ids as Arrow
+string buffers, the very form a columnar listener receives, so catching up from the log is a
+buffer copy per column, no object per message or pair. Records written before this format
+(a pickle of the columns, payload starting ``\x80``) are still read. The active segment rolls
+at ``segment_bytes``.
 
 **Retention** (like Kafka's ``retention.bytes`` / ``retention.ms``): whole segments, oldest first,
 are deleted once the segments exceed ``retention_bytes`` or their newest record is older than
@@ -22,9 +28,10 @@ are deleted once the segments exceed ``retention_bytes`` or their newest record 
 covered; a listener asking for messages before it gets an explicit ``Gap`` ("beyond the topic's
 delivery retention").
 
-**Costs** (``server/PERSISTENCE.md``): one pickle per batch under the topic lock, 36 bytes of
-header per batch, about 25 bytes per AFFECTED message and 25 + (len(r_id) + len(s_id) + ~10)
-bytes per pair of a PAIRS message; one more ``fdatasync`` per group commit.
+**Costs** (``docs/reference/persistence.md``): one buffer copy per column per batch under the topic
+lock, 36 bytes of header per batch, 29 bytes per message and 8 + len(r_id) + len(s_id) bytes
+per pair of a PAIRS message (plus 8 bytes per PAIRS row); one more ``fdatasync`` per group
+commit.
 
 >>> import tempfile, numpy as np
 >>> d = Path(tempfile.mkdtemp())
@@ -32,8 +39,8 @@ bytes per pair of a PAIRS message; one more ``fdatasync`` per group commit.
 >>> cols = (np.array([0]), np.array([3]), np.array([1], dtype=np.int8), np.array([2]),
 ...         np.array([0], dtype=np.int32), [("publish", "R", "r1", 0)], None)
 >>> ml.sync_upto(ml.append(3, 3, encode(cols)))
->>> [(f, l, c[1].tolist()) for f, l, c in ml.read(after_seq=0, upto_seq=3)]
-[(3, 3, [3])]
+>>> [(f, l, c[1].tolist(), c[5][0]) for f, l, c in ml.read(after_seq=0, upto_seq=3)]
+[(3, 3, [3], ('publish', 'R', 'r1', 0))]
 >>> ml.close(); MatchLog(d, log_seq=2, sync=False).read(0, 10)   # the batch at seq 3 was never logged
 []
 """
@@ -55,7 +62,15 @@ from typing import Any
 
 import numpy as np
 
+from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.log import SyncError, _fsync_dir, write_all
+from hotjoin.server.match_columns import (
+    PairColumns,
+    decode_columns,
+    encode_columns,
+    op_arrays,
+    pair_columns,
+)
 from hotjoin.server.records import Damage, DamagedFileError, RecordReader, read_file
 
 _HEAD = struct.Struct("<IIqqq")  # length, crc32, first_seq, last_seq, unix_ns
@@ -67,35 +82,57 @@ SEGMENT_BYTES = 64 << 20
 Columns = tuple[Any, ...]  # (sids, seqs, signs, counts, ops, op_table, pairs)
 
 
+MAGIC = b"HJMC\x01"  # a columnar record (MatchBatchColumns); a legacy pickle starts with 0x80
+
+
 def encode(columns: Columns) -> bytes:
-    """The record payload of one chunk's columns: pickle (protocol 5) of the numeric columns, the
-    operation table and the pairs flattened to ``(rows, lengths, r_ids, s_ids)`` — one object
-    array per side, which pickles at C speed, instead of two small arrays per message. The last
-    column is either that flat form without lengths (``Chunk.flat``) or the row -> pairs dict."""
-    *head, pairs = columns
-    flat = None
-    if isinstance(pairs, tuple):
-        rows, r_all, s_all = pairs
-        flat = (rows, head[3][rows], r_all, s_all)  # a PAIRS message's count is its pair count
-    elif pairs:
-        rows = np.array(sorted(pairs), dtype=np.int64)
-        rs = [pairs[r][0] for r in rows.tolist()]
-        lens = np.fromiter((len(r) for r in rs), dtype=np.int64, count=len(rs))
-        flat = (rows, lens, np.concatenate(rs), np.concatenate([pairs[r][1] for r in rows.tolist()]))
-    return pickle.dumps((*head, flat), protocol=5)
+    """The record payload of one chunk's columns ``(sids, seqs, signs, counts, ops, op_table,
+    pairs)``: ``MAGIC`` and a ``MatchBatchColumns`` holding every operation of the table (rows
+    index it with ``ops``) and the pairs (``PairColumns``, or the per-message dict). Buffer
+    copies, no step per message or pair."""
+    sids, seqs, signs, counts, ops, table, pairs = columns
+    pcols = pair_columns(int(len(sids)), pairs)
+    arrays = op_arrays(table, np.arange(len(table), dtype=np.int64))
+    return MAGIC + encode_columns(sids, seqs, signs, counts, ops, arrays,
+                                  pcols).SerializeToString()
 
 
 def decode(payload: bytes) -> Columns:
-    """The columns ``encode`` wrote (the pairs as a dict row -> (r_ids, s_ids) again)."""
+    """The columns ``encode`` wrote: numpy and Arrow views of the record, the operation table as
+    an ``OpTable`` and the pairs as ``PairColumns`` (None without). A legacy record (a pickle of
+    the columns with the pairs as ``(rows, lengths, r_ids, s_ids)``) decodes to the same form."""
+    if payload[:len(MAGIC)] == MAGIC:
+        c = pb.MatchBatchColumns.FromString(payload[len(MAGIC):])
+        sids, seqs, signs, counts, op_index, table, pcols = decode_columns(c)
+        return (sids, seqs, signs, counts, op_index.astype(np.int32), table, pcols)
+    return _decode_pickle(payload)
+
+
+def _decode_pickle(payload: bytes) -> Columns:
+    """A record of the former format: a pickle (protocol 5) of the numeric columns, the
+    operation table (a list of tuples) and the pairs as ``(rows, lengths, r_ids, s_ids)``."""
     *head, flat = pickle.loads(payload)  # noqa: S301 - the server's own files, crc-checked
     pairs = None
     if flat is not None:
         rows, lens, r_all, s_all = flat
-        r_arr, s_arr = np.asarray(r_all, dtype=object), np.asarray(s_all, dtype=object)
-        ends = np.cumsum(lens).tolist()
-        starts = [0, *ends[:-1]]
-        pairs = {row: (r_arr[a:b], s_arr[a:b]) for row, a, b in zip(rows.tolist(), starts, ends, strict=True)}
+        pairs = PairColumns.of_flat(len(head[0]), np.asarray(rows, dtype=np.int64),
+                                    np.asarray(lens, dtype=np.int64),
+                                    np.asarray(r_all, dtype=object), np.asarray(s_all, dtype=object))
     return (*head, pairs)
+
+
+def encode_pickle(columns: Columns) -> bytes:
+    """A record payload in the former (pickle) format, for the upgrade tests only."""
+    *head, pairs = columns
+    flat = None
+    pcols = pair_columns(int(len(head[0])), pairs)
+    if pcols is not None:
+        lens = pcols.lengths()
+        rows = np.flatnonzero(lens)
+        flat = (rows, lens[rows], pcols.r_ids.to_numpy(zero_copy_only=False),
+                pcols.s_ids.to_numpy(zero_copy_only=False))
+    table = list(head[5])
+    return pickle.dumps((*head[:5], table, flat), protocol=5)
 
 
 class _Segment:
@@ -239,13 +276,18 @@ class MatchLog:
             self._roll(first_seq)
             seg = self.segments[-1]
         ns = time.time_ns()
-        body = _SEQS.pack(first_seq, last_seq, ns) + payload
-        rec = struct.pack("<II", len(payload), zlib.crc32(body)) + body
-        write_all(self._fd, rec)
+        seqs = _SEQS.pack(first_seq, last_seq, ns)
+        crc = zlib.crc32(payload, zlib.crc32(seqs))
+        head = struct.pack("<II", len(payload), crc) + seqs
+        # header and payload written as they are: no copy of a record of megabytes (a crash in
+        # between leaves a torn tail, which the next open truncates like any other)
+        write_all(self._fd, head)
+        write_all(self._fd, payload)
+        size = len(head) + len(payload)
         with self._lock:
-            seg.add(first_seq, last_seq, seg.size, len(rec), ns)
-            seg.size += len(rec)
-        self.written += len(rec)
+            seg.add(first_seq, last_seq, seg.size, size, ns)
+            seg.size += size
+        self.written += size
         self.appended_seq = last_seq
         return self.written
 

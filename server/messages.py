@@ -4,7 +4,8 @@ The engine answers an operation with who is affected (``Matches``: pairs; ``Affe
 counts) and a columnar batch with ``BatchOutput``; the delivery hub takes one ``Chunk`` per
 durable batch, built from one ``OpMatches`` per operation (``server/delivery.py``). This module
 is the translation between the two, one row per (operation, affected subscription): PAIRS rows
-carry their pairs, AFFECTED rows (``SubscriptionBook.affected``) only the signed count. It also
+carry their pairs (as ``PairColumns``: Arrow id arrays and offsets, no object per message or
+pair), AFFECTED rows (``SubscriptionBook.affected``) only the signed count. It also
 counts what it builds and what listeners receive (matches, messages, deliveries and the
 publish-to-delivery latency, ``server/metrics.py``).
 """
@@ -15,12 +16,14 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from hotjoin.matcher.batch import BatchOutput
 from hotjoin.matcher.model import Affected, Matches
 from hotjoin.server import metrics
 from hotjoin.server.book import SubscriptionBook
 from hotjoin.server.delivery import Chunk, Item, MatchBlock, OpMatches
+from hotjoin.server.match_columns import OpTable, PairColumns, ids_array, used_ops
 
 _SIDE_OF_CODE = np.array(["R", "S"], dtype=object)
 
@@ -46,6 +49,14 @@ class OpColumns:
     def received(self, ops: np.ndarray) -> np.ndarray:
         """Receive times (Unix ns) of rows with operation indexes ``ops``."""
         return np.full(len(ops), self.received_ns, dtype=np.int64)
+
+    def arrays(self, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:
+        """Operations ``used`` as columns: kind codes (0 publish), wire side codes, receive
+        times and event ids (Arrow), vectorised (``op_arrays``)."""
+        k = used.shape[0]
+        sides = np.where(self.sides[used] == "R", 1, 2).astype(np.uint8)
+        return (np.zeros(k, dtype=np.uint8), sides, np.full(k, self.received_ns, dtype=np.int64),
+                ids_array(self.ids[used]))
 
 
 class MessageBuilder:
@@ -75,12 +86,11 @@ class MessageBuilder:
         sids = out.subscription_ids
         order = np.argsort(sids, kind="stable")
         uniq, starts, counts = np.unique(sids[order], return_index=True, return_counts=True)
-        pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         wanted = ~self._book.affected[uniq]
         flat = None
         if wanted.any():
-            pairs, flat = _pairs_of(wanted, starts, counts, out.r_ids[order], out.s_ids[order])
-        sink.append(OpMatches(seq, sign, op, side, eid, received_ns, uniq, counts * sign, pairs or None, flat))
+            flat = _flat_pairs(wanted, counts, out.r_ids[order], out.s_ids[order])
+        sink.append(OpMatches(seq, sign, op, side, eid, received_ns, uniq, counts * sign, None, flat))
         self._m_messages.inc(len(uniq))
 
     def of_snapshot(self, result: Matches, sid: int, seq: int, received_ns: int,
@@ -89,9 +99,10 @@ class MessageBuilder:
         ``result`` (``Engine.result_columnar``) with sign +1, as one part of a chunk."""
         if len(result) == 0:
             return
-        pairs = None if self._book.affected[sid] else {0: (result.r_ids, result.s_ids)}
+        flat = (None if self._book.affected[sid]
+                else (np.zeros(1, dtype=np.int64), result.r_ids, result.s_ids))
         sink.append(OpMatches(seq, 1, "snapshot", "", "", received_ns, np.array([sid], dtype=np.int64),
-                              np.array([len(result)], dtype=np.int64), pairs))
+                              np.array([len(result)], dtype=np.int64), None, flat))
 
     def of_batch(self, out: BatchOutput, take: np.ndarray, seq: np.ndarray, side_code: np.ndarray,
                  ids: np.ndarray, received_ns: int) -> Chunk | None:
@@ -104,31 +115,33 @@ class MessageBuilder:
             return None
         ev = take[out.event]  # batch index of each output row's event
         sids = np.asarray(out.subscription, dtype=np.int64)
+        pcols = None
         if out.r_id is None:  # affected output: one row per (event, subscription) already
             counts = np.asarray(out.count, dtype=np.int64)
             self._m_matches.inc(int(np.abs(counts).sum()))
-            pairs = None
         else:
             self._m_matches.inc(m)
-            order = np.lexsort((sids, ev))
-            ev, sids = ev[order], sids[order]
+            # the engine emits pairs by event, then subscription: sort only when they are not
+            step_ev, step_q = ev[1:] - ev[:-1], sids[1:] - sids[:-1]
+            order = None
+            if not bool(((step_ev > 0) | ((step_ev == 0) & (step_q >= 0))).all()):
+                order = _group_order(ev, sids)
+                ev, sids = ev[order], sids[order]
             starts = np.flatnonzero(np.r_[True, (ev[1:] != ev[:-1]) | (sids[1:] != sids[:-1])])
             lens = np.diff(np.r_[starts, m])
-            sign = np.asarray(out.sign, dtype=np.int64)[order][starts]
+            sign = np.asarray(out.sign, dtype=np.int64)
+            sign = (sign if order is None else sign[order])[starts]
             ev, sids, counts = ev[starts], sids[starts], lens * sign
-            pairs = {}
             wanted = ~self._book.affected[sids]
             if wanted.any():
-                pairs, flat = _pairs_of(wanted, starts, lens, out.r_id[order], out.s_id[order])
-        used, op_index = np.unique(ev, return_inverse=True)
+                rows = np.flatnonzero(wanted)
+                pcols = PairColumns.of_flat(len(sids), rows, lens[rows],
+                                            *_pair_ids(wanted, lens, order, out.r_id, out.s_id))
+        used, op_index = used_ops(ev)  # ev is in seq (batch) order: O(rows), no sort
         signs = np.where(counts < 0, -1, 1).astype(np.int8)
         table = OpColumns(_SIDE_OF_CODE[side_code[used]], ids[used], received_ns)
         self._m_messages.inc(len(sids))
-        chunk = Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table,  # type: ignore[arg-type]
-                      pairs or None)
-        if pairs:
-            chunk.flat = flat
-        return chunk
+        return Chunk(sids, seq[ev], signs, np.abs(counts), op_index.astype(np.int32), table, pcols)
 
     def observe_delivery(self, items: list[Item]) -> None:
         """Count the messages a listener received and their publish-to-delivery latency."""
@@ -138,7 +151,7 @@ class MessageBuilder:
             if isinstance(it, MatchBlock):
                 n += len(it)
                 table = it.op_table
-                if isinstance(table, OpColumns):
+                if isinstance(table, OpColumns | OpTable):
                     rns = table.received(it.ops)
                 else:
                     rns = np.array([o[3] for o in table], dtype=np.int64)[it.ops]
@@ -147,26 +160,42 @@ class MessageBuilder:
             self._m_deliveries.inc(n)
 
 
-def _pairs_of(wanted: np.ndarray, starts: np.ndarray, lens: np.ndarray, r_ids: np.ndarray,
-              s_ids: np.ndarray) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]],
-                                          tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The pairs of the PAIRS rows (``wanted``; row i's run is ``starts[i]``, ``lens[i]`` long in
-    the id arrays) twice: per row, for the hub's messages, and flat — (rows, r_ids, s_ids), rows in
-    order — for the match log, which then stores them without regrouping."""
+def _flat_pairs(wanted: np.ndarray, lens: np.ndarray, r_ids: np.ndarray, s_ids: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs of the PAIRS rows (``wanted``; row i's run is ``lens[i]`` long, runs end to
+    end in the id arrays) as ``(rows, r_ids, s_ids)``: the AFFECTED rows' pairs left out by one
+    mask, no step per row."""
     want = np.flatnonzero(wanted).astype(np.int64)
-    pairs = _pairs_of_rows(want, starts, lens, r_ids, s_ids)
-    if want.size < wanted.shape[0]:  # leave out the AFFECTED rows' pairs
+    if want.size < wanted.shape[0]:
         keep = np.repeat(wanted, lens)
         r_ids, s_ids = r_ids[keep], s_ids[keep]
-    return pairs, (want, r_ids, s_ids)
+    return want, r_ids, s_ids
 
 
-def _pairs_of_rows(rows: np.ndarray, starts: np.ndarray, lens: np.ndarray, r_ids: np.ndarray,
-                   s_ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """``row -> (r_ids, s_ids)`` of each PAIRS row in ``rows``: its run ``starts[row]`` of
-    ``lens[row]`` pairs in the id arrays (views, no copy)."""
-    out = {}
-    for row in rows.tolist():
-        st, ln = int(starts[row]), int(lens[row])
-        out[row] = (r_ids[st:st + ln], s_ids[st:st + ln])
-    return out
+def _pair_ids(wanted: np.ndarray, lens: np.ndarray, order: np.ndarray | None, r_ids: np.ndarray,
+              s_ids: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The ids of the PAIRS rows' pairs (``wanted``; row i's run is ``lens[i]`` long once the
+    engine's rows are in ``order``, None: as they are) as Arrow arrays, in row order. The ids
+    are converted in the engine's order and then reordered by an Arrow ``take`` (a few ns per
+    id, against tens for gathering the id objects); the AFFECTED rows' pairs, if any, are left
+    out first."""
+    if not wanted.all():
+        keep = np.repeat(wanted, lens)
+        idx = np.flatnonzero(keep) if order is None else order[keep]
+        return ids_array(r_ids[idx]), ids_array(s_ids[idx])
+    r, s = ids_array(r_ids), ids_array(s_ids)
+    if order is not None:
+        take = pa.array(order.astype(np.int64))
+        r, s = r.take(take), s.take(take)
+    return r, s
+
+
+def _group_order(ev: np.ndarray, sids: np.ndarray) -> np.ndarray:
+    """The stable order of rows by (event, subscription): one stable argsort of the combined
+    key ``ev * (max sid + 1) + sid`` (the engine's rows come by event, so the sort runs over
+    presorted runs: ~2 ms for 93,000 rows, against ~20 ms for ``np.lexsort``), or ``lexsort``
+    when the key could overflow."""
+    span = int(sids.max()) + 1 if sids.shape[0] else 1
+    if int(ev.max()) < (1 << 62) // span:
+        return np.argsort(ev.astype(np.int64) * span + sids, kind="stable")
+    return np.lexsort((sids, ev))

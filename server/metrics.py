@@ -1,10 +1,11 @@
-"""Every Prometheus metric of the server, declared once (SPEC §4, Prometheus naming conventions).
+"""Every Prometheus metric of the server, declared once (docs/reference/metrics.md,
+Prometheus naming conventions).
 
 Counters and histograms are updated by the domain layer as operations happen; the per-topic
 engine gauges (stored tuples, subscriptions, τ, hotspots, router decisions) are read from
 ``Engine.stats()`` at scrape time by ``EngineCollector``, so the hot path pays nothing for them.
 Names are ``hotjoin_<what>_<unit>``, counters end in ``_total``, times are in seconds.
-server/METRICS.md lists every metric with its meaning and the values its labels take.
+docs/reference/metrics.md lists every metric with its meaning and the values its labels take.
 
 The registry also carries the process collector (``process_*``: RSS, CPU seconds, open file
 descriptors, start time; Linux) and the platform collector (``python_info``), plus
@@ -41,6 +42,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+from hotjoin.matcher.model import KINDS as JOIN_KINDS
 
 disable_created_metrics()
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -132,7 +135,7 @@ GAPS = Counter(
 TOPIC_DAMAGED = Gauge(
     "hotjoin_topic_damaged",
     "1 for each topic set aside at start-up because a file of it does not verify (the log names "
-    "the file and the reason; server/PERSISTENCE.md, 'Damage and repair').",
+    "the file and the reason; docs/reference/persistence.md, 'Damage and repair').",
     ["topic"],
     registry=REGISTRY,
 )
@@ -290,7 +293,7 @@ def storage_error_label(error: OSError, sync: bool = False) -> str:
     return f"fsync_{name}" if sync else name
 
 
-# ---- security (server/SECURITY.md): never labelled with token material ----------------------
+# ---- security (docs/how-to/security.md): never labelled with token material ----------------------
 AUTH_FAILURES = Counter(
     "hotjoin_auth_failures_total",
     "RPCs refused as UNAUTHENTICATED, by reason (missing, malformed, invalid, revoked).",
@@ -350,7 +353,7 @@ class EngineCollector(Collector):
             "side (1 = the cost profile is right on this workload).",
             labels=["topic", "strategy", "side"],
         )
-        # durable delivery (server/PERSISTENCE.md), per topic: no per-subscription label
+        # durable delivery (docs/reference/persistence.md), per topic: no per-subscription label
         delivery = [(GaugeMetricFamily(f"hotjoin_{m}", h, labels=["topic"]), key) for m, h, key in (
             ("delivery_buffer_bytes", "Estimated bytes of undelivered messages held in memory.",
              "buffer_bytes"),
@@ -375,7 +378,7 @@ class EngineCollector(Collector):
         workers: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             k: GaugeMetricFamily(f"hotjoin_worker_{k}", h, labels=["topic", "worker"]) for k, h in (
                 ("healthy", "Scale-out worker answering (1) or being restarted (0); "
-                 "docs/scale-out.md."),
+                 "docs/how-to/scale-out.md."),
                 ("sequence", "Last sequence number a scale-out worker applied."),
                 ("memory_bytes", "Bytes of numpy arrays held by a scale-out worker's engine."))}
         # a count of events only goes up: a counter (hotjoin_worker_restarts_total), so that
@@ -400,7 +403,7 @@ class EngineCollector(Collector):
                 hot.add_metric([name, kind], n)
             for strategy, n in st.get("decisions", {}).items():
                 decisions.add_metric([name, strategy], n)
-            for kind in ("band", "select", "window"):
+            for kind in JOIN_KINDS:  # every kind of the engine, interval joins included
                 for side, per in (st.get(kind) or {}).get("corrections", {}).items():
                     for strategy, x in per.items():
                         corrections.add_metric([name, strategy, side], x)
@@ -425,7 +428,7 @@ class EngineCollector(Collector):
 class StorageCollector(Collector):
     """Bytes on disk per topic and file kind (log, checkpoint, matches, other), read at scrape time from
     the data directory (``DIR/topics/<dir>/``, the topic's name from its ``topic.json``): a
-    stat per file, no lock on the topic (server/PERSISTENCE.md describes the files)."""
+    stat per file, no lock on the topic (docs/reference/persistence.md describes the files)."""
 
     def __init__(self, data_dir: Path | None) -> None:
         self._data_dir = data_dir
@@ -474,7 +477,7 @@ class StorageCollector(Collector):
     def _filesystem(self) -> Iterator[GaugeMetricFamily]:
         """Free and total bytes of the data directory's filesystem (``os.statvfs``): free is what
         the server may use (``f_bavail``, without the blocks reserved for root), so an alert on
-        it fires before writes fail with ENOSPC (server/PERSISTENCE.md, "Disk faults")."""
+        it fires before writes fail with ENOSPC (docs/reference/persistence.md, "Disk faults")."""
         if self._data_dir is None:
             return
         try:

@@ -1,4 +1,4 @@
-"""Per-principal quotas and limits (server/SECURITY.md): each breach is RESOURCE_EXHAUSTED and
+"""Per-principal quotas and limits (docs/how-to/security.md): each breach is RESOURCE_EXHAUSTED and
 counts in ``hotjoin_quota_rejections_total{quota, principal}``.
 
 | quota | what | default |

@@ -4,7 +4,7 @@ Every durable file of a topic — the event log (``server/log.py``), the match l
 (``server/match_log.py``) and the committed cursors (``server/cursors.py``) — is a sequence of
 records ``[u32 length][u32 crc32][covered header][body]``: ``length`` counts the body, the CRC
 covers the header bytes after it (``covered``: 24 in the match log, 0 elsewhere) and the body.
-Reading one classifies what follows the last good record (server/PERSISTENCE.md, "Damage and
+Reading one classifies what follows the last good record (docs/reference/persistence.md, "Damage and
 repair"):
 
 - **a torn tail**: the file ends inside a record (its header, or its declared length runs past

@@ -9,7 +9,7 @@ A compacted log starts with a snapshot that is loaded as the engine's state inst
 offset on are replayed. Without retention a run of logged publishes leaves exactly its tuples
 stored (each was accepted when logged: new id, not late), so the run is loaded as columns at once
 (``restore_event_columns``, then ``restore_clock``). Every engine call is a member of the engine
-contract (``hotjoin.matcher.contract.TopicEngine``). ``server/PERSISTENCE.md`` has the formats.
+contract (``hotjoin.matcher.contract.TopicEngine``). ``docs/reference/persistence.md`` has the formats.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from hotjoin.server.convert import (
     decode_event,
     decode_side,
     decode_spec,
+    preset_of,
 )
 from hotjoin.server.log import LogCorruptError, read_batches, read_log
 
@@ -83,7 +84,8 @@ class LogReplay:
                     self._events.append(decode_event(op.publish, op.publish.time))
                 elif kind == "subscribe":
                     sub, affected, snap, subscriber = decode_spec(op.subscribe.spec)
-                    self._subs.append((op, sub, SubMeta(affected, snap, subscriber, op.seq)))
+                    self._subs.append((op, sub, SubMeta(affected, snap, subscriber, op.seq,
+                                                        preset_of(sub))))
                 elif kind == "publish_columns":
                     log_ops += self._replay_columns(op) - 1
                 elif kind == "delete":
@@ -114,8 +116,11 @@ class LogReplay:
         if not cols.n:
             return
         seq, run_max = cols.last_seq, cols.max_time
-        for side, *columns in cols.take():
-            engine.restore_event_columns(side, *columns)
+        for side, *columns, ends in cols.take():
+            if ends is None:  # points only: the call as before interval events existed
+                engine.restore_event_columns(side, *columns)
+            else:
+                engine.restore_event_columns(side, *columns, ends=ends)
         old = engine.watermark
         old_max = None if old is None else old + engine.lateness
         engine.restore_clock(seq, run_max if old_max is None else max(old_max, run_max))  # type: ignore[type-var]
@@ -160,7 +165,7 @@ class LogReplay:
         if engine.seq != op.seq - 1:
             raise LogCorruptError(f"columnar publish at seq {op.seq} follows seq {engine.seq}")
         res = apply_publish_batch(engine, b.side_codes().astype(np.int8), b.ids,
-                                  b.keys, b.values, b.times, b.payloads, "none")
+                                  b.keys, b.values, b.times, b.payloads, "none", b.ends)
         bad = np.flatnonzero(res.status != EventStatus.OK)
         if bad.size or engine.seq != op.seq + n - 1:
             why = res.reasons.get(int(bad[0]), "") if bad.size else f"engine at seq {engine.seq}"

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from hotjoin.matcher.model import KINDS as JOIN_KINDS
 from hotjoin.server import metrics
 from hotjoin.server.convert import check_time_option
 from hotjoin.server.datadir import DataDirLock
@@ -33,11 +34,11 @@ from hotjoin.server.topic import Topic
 log = logging.getLogger("hotjoin.server")
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # matched with fullmatch: "$" would allow "x\n"
-KINDS = ("select", "band", "window")
+KINDS = JOIN_KINDS  # the engine's subscription kinds, the keys of a topic's strategy map
 DEFAULT_MAX_ADVANCE = 86_400_000
 """A new topic's ``max_advance`` when CreateTopic leaves it out: one day when event times are
 milliseconds (the unit of the server's own clock). Topics created before the option existed have
-no ``max_advance`` in their ``topic.json`` and stay unbounded (server/PERSISTENCE.md)."""
+no ``max_advance`` in their ``topic.json`` and stay unbounded (docs/reference/persistence.md)."""
 
 
 def check_topic_name(name: str) -> str:
@@ -104,7 +105,7 @@ def open_topic(opts: Mapping[str, Any], directory: Path | None, settings: TopicS
 class DamagedTopic:
     """A topic that could not be opened at start-up: its name and directory, the file that did
     not read and why, and its options when ``topic.json`` itself was readable. Every RPC on it
-    answers FAILED_PRECONDITION until an operator repairs it (server/PERSISTENCE.md)."""
+    answers FAILED_PRECONDITION until an operator repairs it (docs/reference/persistence.md)."""
 
     name: str
     directory: Path
@@ -154,7 +155,7 @@ class TopicRegistry:
 
     def _load(self, data_dir: Path) -> None:
         """Open every topic of ``data_dir``; one that cannot be opened is set aside as damaged
-        (``DamagedTopic``) and the others serve (server/PERSISTENCE.md, "Damage and repair")."""
+        (``DamagedTopic``) and the others serve (docs/reference/persistence.md, "Damage and repair")."""
         (data_dir / "topics").mkdir(parents=True, exist_ok=True)
         for d in sorted((data_dir / "topics").iterdir()):
             if not d.is_dir() or d.name.startswith(".deleted-"):
@@ -191,7 +192,7 @@ class TopicRegistry:
         """Create a topic; the options are validated by building its engine first.
 
         ``max_advance``: how far one event may move the topic's clock (event-time units); None:
-        ``DEFAULT_MAX_ADVANCE``, 0: no bound, 0..2^61 accepted (server/ERRORS.md).
+        ``DEFAULT_MAX_ADVANCE``, 0: no bound, 0..2^61 accepted (docs/reference/errors.md).
         """
         check_topic_name(name)
         if delivery_retention_bytes is not None and delivery_retention_bytes < 0:

@@ -23,7 +23,7 @@ damage may be acknowledged data. An operator decides, with these two functions (
   - the cursors: cut at the damaged record (positions committed after it fall back);
   - ``topic.json``: rewritten from the options the operator gives (``options``).
 
-Both return JSON-ready dicts; ``server/PERSISTENCE.md`` ("Damage and repair") shows a session.
+Both return JSON-ready dicts; ``docs/reference/persistence.md`` ("Damage and repair") shows a session.
 """
 
 from __future__ import annotations

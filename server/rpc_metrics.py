@@ -1,5 +1,5 @@
 """Per-RPC metrics from a server interceptor: requests by method and status code, latency by
-method, streams in flight (server/METRICS.md).
+method, streams in flight (docs/reference/metrics.md).
 
 The interceptor is the outermost one (``server/app.py``), so it also counts what the guard
 refuses (UNAUTHENTICATED, RESOURCE_EXHAUSTED). Label values are bounded: ``method`` is one of

@@ -39,11 +39,16 @@ from hotjoin.server.convert import (
 from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
+from hotjoin.server.match_columns import PairColumns, encode_columns, op_arrays, used_ops
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import DamagedTopic, TopicRegistry
 from hotjoin.server.topic import ColumnsOutcome, Status, Topic
 
 PAIRS_PER_MESSAGE = 10_000
+# A columnar MatchBatch holds at most this many rows and this many pairs (~1-2 MB with ids of
+# ~10 bytes): large enough that gRPC's cost per message is noise, small enough to stream.
+COLUMNAR_ROWS = 65_536
+COLUMNAR_PAIRS = 65_536
 PUBLISH_PIPELINE = 4  # batches of one stream applied ahead of their acknowledgement
 LISTEN_POLL_SECONDS = 0.5
 
@@ -162,17 +167,20 @@ def encode_statuses(statuses: list[Status]) -> list[pb.EventStatus]:
 
 
 def encode_items(items: Iterable[Item], batch: bool = False,
-                 batch_pairs: bool = False) -> Iterator[pb.ListenResponse]:
+                 batch_pairs: bool = False, columnar: bool = False) -> Iterator[pb.ListenResponse]:
     """Listen messages of delivery items; PAIRS messages are split into parts (``more``).
 
     With ``batch`` the messages without pairs of a ``MatchBlock`` go out as one ``MatchBatch``
     (its row columns encoded by one compiled pass, ``convert.match_batch_columns``, no Python
     object per match); with ``batch_pairs`` too
-    the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns.
+    the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns. With
+    ``columnar`` every block goes out as ``MatchBatch.columns`` messages (``columnar_messages``).
     """
     for it in items:
         if isinstance(it, MatchBlock):
-            if batch and not it.pairs:
+            if columnar:
+                yield from columnar_messages(it)
+            elif batch and it.pcols is None:
                 yield _match_batch(it)
             else:
                 yield from _block_messages(it, batch, batch_pairs and batch)
@@ -186,16 +194,54 @@ def encode_items(items: Iterable[Item], batch: bool = False,
             yield pb.ListenResponse(caught_up=pb.CaughtUp(seq=it.seq))
 
 
+def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse]:
+    """A block as ``MatchBatch`` messages with ``columns`` (``server/match_columns.py``): runs of
+    up to ``COLUMNAR_ROWS`` rows and ``COLUMNAR_PAIRS`` pairs, each encoded from array slices;
+    a row of more than ``PAIRS_PER_MESSAGE`` pairs goes alone as split ``Match`` parts, as in
+    every other form. A step per message, none per row or pair."""
+    n = len(b)
+    pc = b.pcols
+    if pc is None:
+        for a in range(0, n, COLUMNAR_ROWS):
+            yield _columnar_batch(b, a, min(n, a + COLUMNAR_ROWS))
+        return
+    lens = pc.lengths()
+    cum = pc.offsets  # cum[i]: pairs before row i
+    big = np.flatnonzero(lens > PAIRS_PER_MESSAGE).tolist()
+    a = 0
+    for stop in [*big, n]:
+        while a < stop:
+            e = int(np.searchsorted(cum, cum[a] + COLUMNAR_PAIRS, side="right")) - 1
+            e = max(a + 1, min(stop, e, a + COLUMNAR_ROWS))
+            yield _columnar_batch(b, a, e)
+            a = e
+        if stop < n:  # one large PAIRS message: split Match parts
+            one = np.array([stop])
+            yield from _block_messages(MatchBlock(b.sids[one], b.seqs[one], b.signs[one],
+                                                  b.counts[one], b.ops[one], b.op_table,
+                                                  pc.take(one)), batch=False)
+            a = stop + 1
+
+
+def _columnar_batch(b: MatchBlock, a: int, e: int) -> pb.ListenResponse:
+    """Rows ``a .. e-1`` of ``b`` as one columnar ``MatchBatch``."""
+    ops = b.ops[a:e]
+    used, op_index = used_ops(ops)
+    pairs: PairColumns | None = None
+    if b.pcols is not None:
+        pairs = b.pcols.take(np.arange(a, e, dtype=np.int64))
+    cols = encode_columns(b.sids[a:e], b.seqs[a:e], b.signs[a:e], b.counts[a:e], op_index,
+                          op_arrays(b.op_table, used), pairs)
+    return pb.ListenResponse(matches=pb.MatchBatch(columns=cols))
+
+
 def _match_batch(b: MatchBlock) -> pb.ListenResponse:
-    used, op_index = np.unique(b.ops, return_inverse=True)
+    used, op_index = used_ops(b.ops)
     mb = match_batch_columns(b.sids, b.seqs, b.signs, b.counts, op_index)
-    if b.pairs:
-        rows = sorted(b.pairs)
-        counts = np.zeros(len(b), dtype=np.int64)
-        counts[rows] = [len(b.pairs[r][0]) for r in rows]
-        mb.pair_counts.extend(counts.tolist())
-        mb.r_ids.extend(np.concatenate([b.pairs[r][0] for r in rows]).tolist())
-        mb.s_ids.extend(np.concatenate([b.pairs[r][1] for r in rows]).tolist())
+    if b.pcols is not None:
+        mb.pair_counts.extend(b.pcols.lengths().tolist())
+        mb.r_ids.extend(b.pcols.r_ids.to_pylist())
+        mb.s_ids.extend(b.pcols.s_ids.to_pylist())
     table = b.op_table
     for k in used.tolist():
         op, side, eid, rns = table[k]
@@ -565,7 +611,8 @@ class ListenService(rpc.ListenServiceServicer):
                         if admin:
                             now.require(topic.name, "admin", "listen to other principals' subscriptions")
                         p = now
-                    yield from encode_items(items, request.batch, request.batch_pairs)
+                    yield from encode_items(items, request.batch, request.batch_pairs,
+                                            request.columnar)
             finally:
                 lis.close()
 
@@ -606,7 +653,7 @@ class ListenService(rpc.ListenServiceServicer):
 def check_listen(request: pb.ListenRequest, seq: int) -> None:
     """Refuse a Listen whose subscriber name is too long (as Subscribe does) or whose cursor lies
     beyond the topic's sequence ``seq``: OUT_OF_RANGE, since such a cursor would silently skip the
-    matches of the operations up to it (server/ERRORS.md)."""
+    matches of the operations up to it (docs/reference/errors.md)."""
     try:
         check_subscriber(request.subscriber)
     except ValueError as e:
@@ -638,7 +685,7 @@ class StatsService(rpc.StatsServiceServicer):
             out.delivery.CopyFrom(pb.DeliveryStats(**st["delivery"]))
         if st.get("scheme"):
             out.scale_out_scheme = st["scheme"]
-        for w in st.get("workers", ()):  # scale-out (docs/scale-out.md)
+        for w in st.get("workers", ()):  # scale-out (docs/how-to/scale-out.md)
             out.workers.add(**{k: w[k] for k in ("worker", "healthy", "seq", "lag", "memory_bytes",
                                                  "restarts", "subscriptions")})
         return out

@@ -21,7 +21,7 @@ CHECKPOINT_MIN_OPS = 200_000
 
 @dataclass(frozen=True, slots=True)
 class DeliveryOptions:
-    """Delivery bounds of a topic (server/PERSISTENCE.md "Durable delivery"): the match log's
+    """Delivery bounds of a topic (docs/reference/persistence.md "Durable delivery"): the match log's
     retention (``retention_bytes`` 0 turns the match log off: messages live in memory only;
     ``retention_ms`` −1: no time limit), its segment size, the memory ring's and one listener
     drain's bytes."""
@@ -42,7 +42,7 @@ class TopicSettings:
     ``hotjoin.matcher.contract``: ``matcher.Engine``, or ``ShardedEngineFactory``); ``sync``: fsync
     the log (group commit); ``buffer_capacity`` / ``buffer_max_pairs``: per-subscription bounds
     when messages live in memory only; ``compact_*`` and ``checkpoint_min_ops``: log compaction and
-    checkpoints (server/PERSISTENCE.md); ``delivery``: the match log's and buffers' bounds.
+    checkpoints (docs/reference/persistence.md); ``delivery``: the match log's and buffers' bounds.
     """
 
     engine_factory: EngineFactory = Engine

@@ -47,6 +47,7 @@ from hotjoin.server.book import SubscriptionBook
 from hotjoin.server.convert import (
     MAX_ID_LEN,
     MAX_PAYLOAD,
+    MAX_TIME,
     EventBatch,
     SubMeta,
     decode_event,
@@ -55,6 +56,8 @@ from hotjoin.server.convert import (
     decode_spec,
     encode_columns,
     encode_spec,
+    event_end,
+    preset_of,
 )
 from hotjoin.server.cursors import CursorStore
 from hotjoin.server.delivery import Chunk, DeliveryHub, Listener, OpMatches
@@ -128,7 +131,7 @@ class Topic:
         self.delivery = settings.delivery
         self.lateness = lateness
         self.retention = retention
-        self.max_advance = int(max_advance or 0)  # 0: no bound (topic.json, server/PERSISTENCE.md)
+        self.max_advance = int(max_advance or 0)  # 0: no bound (topic.json, docs/reference/persistence.md)
         self.strategy = dict(strategy)
         self.directory = directory
         self._lock = threading.Lock()
@@ -217,7 +220,8 @@ class Topic:
                     out = publish(ev)
                 except DuplicateEventError as x:
                     same = _same_event(engine.get_event(side, eid), ev.key, ev.value,
-                                       ev.time if e.HasField("time") else None, ev.payload)
+                                       ev.time if e.HasField("time") else None, ev.payload,
+                                       event_end(ev))
                     why = _identical_reason(side, eid) if same else str(x)
                     statuses.append(Status("duplicate", eid, 0, why, same))
                     continue
@@ -229,12 +233,15 @@ class Topic:
                     continue
                 seq = engine.seq
                 statuses.append(Status("ok", eid, seq))
-                if e.id and e.HasField("time"):
+                point_end = e.HasField("end") and event_end(ev) is None  # end == time: a point
+                if e.id and e.HasField("time") and not point_end:
                     logged = e
                 else:
                     logged = pb.Event()
                     logged.CopyFrom(e)
                     logged.id, logged.time = eid, ev.time
+                    if point_end:
+                        logged.ClearField("end")
                 ops.append(pb.LogOp(seq=seq, publish=logged, received_unix_nanos=received_ns))
                 if len(out):
                     self.messages.of_operation(out, seq, 1, "publish", side, eid, received_ns, parts)
@@ -278,6 +285,18 @@ class Topic:
             for i in np.flatnonzero(big & (status == 0)).tolist():
                 status[i], reasons[i] = EventStatus.INVALID, f"payload larger than {MAX_PAYLOAD} bytes"
         times = batch.times if batch.times is not None else np.full(n, now_ms, dtype=np.int64)
+        ends = batch.ends
+        if ends is not None:  # interval events (server/convert.py ``check_event_end``)
+            far = (ends > MAX_TIME) | (ends < -MAX_TIME)
+            for i in np.flatnonzero(far & (status == 0)).tolist():
+                status[i], reasons[i] = EventStatus.INVALID, (
+                    f"event end {int(ends[i])} is outside the supported range [-2^61, 2^61]")
+            for i in np.flatnonzero(~far & (ends < times) & (status == 0)).tolist():
+                status[i], reasons[i] = EventStatus.INVALID, (
+                    f"event end {int(ends[i])} is before its time {int(times[i])} "
+                    "(an interval needs end >= time)")
+            if not bool((ends != times).any()):
+                ends = None  # all points
         seq = np.zeros(n, dtype=np.int64)
         assigned: dict[int, str] = {}
         with self._lock:
@@ -302,7 +321,7 @@ class Topic:
             res = apply_publish_batch(
                 engine, sub(side_code).astype(np.int8), sub(ids), sub(batch.keys), sub(batch.values),
                 sub(times), payloads if payloads is None or whole else [payloads[i] for i in take.tolist()],
-                output)
+                output, None if ends is None else sub(ends))
             status[take] = res.status
             seq[take] = res.seq
             for j, why in res.reasons.items():
@@ -311,10 +330,11 @@ class Topic:
             identical: set[int] = set()
             for i in take[res.status == EventStatus.DUPLICATE].tolist():
                 side, eid = ("R" if side_code[i] == 0 else "S"), ids[i]
+                end_i = None if ends is None or ends[i] == times[i] else int(ends[i])
                 if _same_event(engine.get_event(side, eid), float(batch.keys[i]),
                                float(batch.values[i]),
                                None if batch.times is None else int(batch.times[i]),
-                               b"" if payloads is None else payloads[i]):
+                               b"" if payloads is None else payloads[i], end_i):
                     identical.add(i)
                     reasons[i] = _identical_reason(side, eid)
             ok_local = np.flatnonzero(res.status == EventStatus.OK)
@@ -326,7 +346,8 @@ class Topic:
                 if last - first + 1 != ok.size or first != engine.seq - ok.size + 1:
                     self.durability.fail("engine sequence diverged from the topic's log; topic closed")
                 cols = encode_columns(side_code[ok] + 1, ids[ok], batch.keys[ok], batch.values[ok],
-                                      times[ok], None if payloads is None else [payloads[i] for i in ok.tolist()])
+                                      times[ok], None if payloads is None else [payloads[i] for i in ok.tolist()],
+                                      None if ends is None else ends[ok])
                 op = pb.LogOp(seq=first, publish_columns=cols, received_unix_nanos=received_ns)
                 chunk = self.messages.of_batch(res.output, take, seq, side_code, ids, received_ns)
                 self._m_to_match.observe_many(np.full(ok.size, (time.time_ns() - received_ns) / 1e9))
@@ -424,7 +445,8 @@ class Topic:
             for k, sid in enumerate(ids):
                 sub, affected, snap, subscriber = decoded[k]
                 reg = seq0 + 1 + k
-                self.book.register(sid, SubMeta(affected, snap, subscriber, reg), owner)
+                self.book.register(sid, SubMeta(affected, snap, subscriber, reg, preset_of(sub)),
+                                   owner)
                 ops.append(
                     pb.LogOp(
                         seq=reg,
@@ -582,7 +604,7 @@ class Topic:
         newest seq)``. Lag is max(0, newest − committed): sequence numbers between the commit
         and the subscription's newest message, 0 when nothing newer was delivered to it (other
         subscriptions' operations do not count), None without a commit; pending and newest as
-        ``DeliveryHub.backlog`` (counted since the server started; server/PERSISTENCE.md).
+        ``DeliveryHub.backlog`` (counted since the server started; docs/reference/persistence.md).
         O(subscriptions asked for), the backlog read as one vectorised gather."""
         with self._lock:
             self._check_open()
@@ -615,7 +637,7 @@ class Topic:
         """Engine stats plus the topic's seq, watermark and listener count, ``delivery``
         (``delivery_stats``) and ``subscribers``: per subscriber name with live subscriptions
         ``(pending messages, pending bytes, largest committed lag or None)``
-        (``DeliveryHub.subscriber_backlog``: one vectorised pass; server/METRICS.md)."""
+        (``DeliveryHub.subscriber_backlog``: one vectorised pass; docs/reference/metrics.md)."""
         with self._lock:
             self._check_open()
             st = dict(self.engine.stats())
@@ -708,7 +730,7 @@ class Topic:
         When a write fails (ENOSPC, EIO, ...) the batch is undone: both logs are cut back to
         where it began (``Durability.rollback``), the engine and the book are rebuilt from the
         files (``_rebuild_engine``) and the request gets RESOURCE_EXHAUSTED (a full disk) or
-        UNAVAILABLE; the next batch simply tries again (server/PERSISTENCE.md, "Disk faults")."""
+        UNAVAILABLE; the next batch simply tries again (docs/reference/persistence.md, "Disk faults")."""
         durability, hub = self.durability, self.hub
 
         def release() -> None:
@@ -745,13 +767,15 @@ def _check_batch(n: int, limit: int, what: str) -> None:
 
 
 def _same_event(stored: Event | None, key: float, value: float, time: int | None,
-                payload: bytes) -> bool:
+                payload: bytes, end: int | None = None) -> bool:
     """Whether a rejected duplicate equals the ``stored`` event of its side and id: same key,
-    value and payload, and the same time unless the request carried none (an event sent without
-    a time takes the server's clock, so it matches any stored time). ``stored`` None (no longer
-    stored) counts as a conflict. O(payload size)."""
+    value, payload and end (``end`` None: a point, which equals a stored point only), and the
+    same time unless the request carried none (an event sent without a time takes the server's
+    clock, so it matches any stored time). ``stored`` None (no longer stored) counts as a
+    conflict. O(payload size)."""
     return (stored is not None and stored.key == key and stored.value == value
-            and (time is None or stored.time == time) and stored.payload == payload)
+            and (time is None or stored.time == time) and stored.payload == payload
+            and event_end(stored) == end)
 
 
 def _identical_reason(side: str, eid: str) -> str:
@@ -761,7 +785,7 @@ def _identical_reason(side: str, eid: str) -> str:
 
 def _count_rejections(topic: str, statuses: list[Status]) -> None:
     """Count a batch's rejected events by reason; identical duplicates (re-sent events) under
-    ``duplicate_identical`` (server/METRICS.md)."""
+    ``duplicate_identical`` (docs/reference/metrics.md)."""
     counts: dict[str, int] = {}
     for st in statuses:
         if st.code != "ok":

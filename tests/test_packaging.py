@@ -1,4 +1,4 @@
-"""The repository installs under one namespace, ``hotjoin.*`` (SPEC §1, §7), and its doctests run."""
+"""The repository installs under one namespace, ``hotjoin.*`` (docs/design.md#engine-api), and its doctests run."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_every_package_folder_is_installed() -> None:
 
 def test_public_engine_api_from_hotjoin() -> None:
     import hotjoin.matcher
-    from hotjoin import (  # noqa: F401  (SPEC §7's import line)
+    from hotjoin import (  # noqa: F401  (the import line of docs/design.md)
         BandJoin,
         Delivery,
         DuplicateEventError,

@@ -1,4 +1,4 @@
-"""``hotjoin auth token|hash|check``: make bearer tokens and check auth files (server/SECURITY.md).
+"""``hotjoin auth token|hash|check``: make bearer tokens and check auth files (docs/how-to/security.md).
 
 ``hotjoin auth token --name alice --grant trades=publish,subscribe`` prints a fresh random token
 (for the client; it is stored nowhere) and the auth-file lines holding only its SHA-256 hash, so

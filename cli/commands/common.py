@@ -1,6 +1,6 @@
 """Helpers shared by the client sub-commands: connection options, error reporting, JSON output.
 
-Connection options (server/SECURITY.md): ``--target`` (default ``$HOTJOIN_TARGET``, else
+Connection options (docs/how-to/security.md): ``--target`` (default ``$HOTJOIN_TARGET``, else
 127.0.0.1:50051); ``--token-file`` or the environment
 variable ``HOTJOIN_TOKEN`` (``--token`` works too but shows the token in the process list);
 ``--tls`` / ``--tls-ca`` for a TLS server, ``--tls-cert`` + ``--tls-key`` for mutual TLS,
@@ -33,7 +33,7 @@ def add_target(p: argparse.ArgumentParser, hidden: bool = False, after_action: b
     help too and leaving a value given before the action alone when absent; ``hidden``: the
     same, left out of the help.
     """
-    group = p.add_argument_group("connection (server/SECURITY.md)")
+    group = p.add_argument_group("connection (docs/how-to/security.md)")
     target_default = os.environ.get(TARGET_ENV) or DEFAULT_TARGET
 
     def add(*names: str, help: str, **kw: Any) -> None:

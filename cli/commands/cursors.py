@@ -6,7 +6,7 @@ pending_bytes``; ``-`` for committed and lag when nothing was committed), then o
 subscriber (``subscriptions committed max_lag pending pending_bytes``) and a total. Lag is the
 subscription's newest seq − its committed seq (0 when nothing newer was delivered to it);
 pending counts the messages owed to it that no listener has been sent yet, and their estimated
-bytes, since the server started (server/METRICS.md). ``--by-subscriber`` prints only the
+bytes, since the server started (docs/reference/metrics.md). ``--by-subscriber`` prints only the
 per-subscriber lines. ``--json`` prints the ``GetCursorsResponse`` (the wire form) instead (with
 ``--by-subscriber``: the per-subscriber lines as JSON). With ``--commit SEQ`` it first commits
 SEQ for every subscription of ``--subscriber`` (or for the ids given with ``--id``), e.g. to

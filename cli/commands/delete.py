@@ -1,5 +1,5 @@
 """``hotjoin delete TOPIC SIDE:ID [...]``: delete stored events (each pair they formed is
-delivered again with sign −1; README, "Walk-through").
+delivered again with sign −1; docs/how-to/cli.md, "Walk-through").
 
 Events are named ``R:r1`` / ``S:s7``, on the command line or one per line in ``--file`` (``-``
 for stdin). An event the server does not hold is reported and makes the exit code 1 unless

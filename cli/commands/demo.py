@@ -198,8 +198,14 @@ def _demo(args: argparse.Namespace, target: str, proc: subprocess.Popen[bytes], 
                              args.batch_size, "incoming R", printer)
         print(f"published {n_r} R tuples in {dt_r:.2f}s ({n_r / max(dt_r, 1e-9):.0f} events/s), "
               "each batch acknowledged once durable")
-        deadline, last = time.monotonic() + 30, time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - printer.last_at < 1.0:
+        # wait for the listener: until it has been quiet for 2 s after its first message (or
+        # for 10 s without any: a busy machine may start delivering late), at most 30 s
+        published = last = time.monotonic()
+        deadline = published + 30
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if (now - printer.last_at >= 2.0 if printer.messages else now - published >= 10.0):
+                break
             time.sleep(0.1)
             if time.monotonic() - last >= 1.0:
                 last = time.monotonic()

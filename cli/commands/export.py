@@ -1,4 +1,4 @@
-"""``hotjoin export TOPIC``: write a topic's event log and subscriptions as Parquet (server/EXPORT.md).
+"""``hotjoin export TOPIC``: write a topic's event log and subscriptions as Parquet (docs/reference/export-format.md).
 
 Reads the server's data directory directly, so it works while the server runs and exports a
 consistent copy (the operations up to one sequence number, named in the output's

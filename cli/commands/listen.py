@@ -7,7 +7,7 @@ snake_case, zero values kept, integers as numbers), keyed by its kind:
 - ``{"match": {"subscription_id": 0, "seq": 5, "sign": 1, "count": 1, "pairs": [...], ...}}``
   what one operation changed in one subscription's result;
 - ``{"gap": {"subscription_id": 0, "from_seq": 3, "to_seq": 9, "reason": "..."}}`` messages no
-  longer retained (server/PERSISTENCE.md);
+  longer retained (docs/reference/persistence.md);
 - ``{"caught_up": {"seq": 12}}`` everything retained up to seq 12 has been printed; live matches
   follow (once per connection);
 - ``{"unsubscribed": {"subscription_id": 0, "seq": 14}}`` the subscription was cancelled.
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         '  {"unsubscribed": {"subscription_id": ..., "seq": ...}}  the subscription was '
         "cancelled\n"
         "Reconnects and resumes by itself; --commit keeps the position on the server for the "
-        "next run (server/PERSISTENCE.md).")
+        "next run (docs/reference/persistence.md).")
     add_target(p)
     p.add_argument("topic")
     p.add_argument("--subscriber", default="",

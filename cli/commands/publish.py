@@ -2,7 +2,9 @@
 
 Fields (README "File formats", ``examples/events.jsonl``), named exactly as in ``FIELDS``:
 ``side`` (R or S), ``id`` (empty or null: assigned by the server), ``key``, ``value``, ``time``
-(an integer; required unless ``--server-time``) and optionally ``payload`` (text or binary).
+(an integer; required unless ``--server-time``) and optionally ``payload`` (text or binary) and
+``end`` (an integer >= time: the event is the interval ``[time, end]``; empty or null: a point;
+an end needs a time, docs/design.md "Interval events").
 Any other field (a JSON key, a CSV header column, a Parquet column) is an error, with a hint for
 a near miss (``tme``: did you mean ``time``?). ``-`` reads JSON lines from stdin.
 
@@ -45,7 +47,7 @@ from typing import Any
 from hotjoin.cli.commands.common import add_target, client, rpc_error_line, rpc_errors
 
 # The fields of an event, in the order files usually list them. Every other name is an error.
-FIELDS = ("side", "id", "key", "value", "time", "payload")
+FIELDS = ("side", "id", "key", "value", "time", "payload", "end")
 REQUIRED = ("side", "key", "value")  # and time, unless --server-time
 INT64 = 2**63
 _TIME_HINT = "give every event a time, or pass --server-time to take the server's clock"
@@ -55,10 +57,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "publish", help="publish events from JSON lines, CSV or Parquet",
         description="Publish events. One event per JSON line (.jsonl/.json or - for stdin), per "
-        "CSV row (header side,id,key,value,time[,payload]) or per Parquet row, e.g.\n  "
+        "CSV row (header side,id,key,value,time[,payload][,end]) or per Parquet row, e.g.\n  "
         "{\"side\": \"R\", \"id\": \"r1\", \"key\": 10.0, \"value\": 1.5, \"time\": 1000}\n"
         f"The fields are {', '.join(FIELDS)}; any other field is an error. side is R or S; an "
-        "empty id is assigned by the server; time (ms) is required unless --server-time. The "
+        "empty id is assigned by the server; time (ms) is required unless --server-time; end "
+        "(optional, >= time) makes the event the interval [time, end] for interval joins. The "
         "whole file is checked first: a bad line publishes nothing. Publishing a file again is "
         "safe: events already stored with the same content are counted as identical "
         "duplicates and skipped (events without an id get new ids each time). See "
@@ -87,7 +90,7 @@ def unknown_field(name: str) -> str:
     >>> unknown_field("tme")
     "unknown field 'tme' (did you mean 'time'?)"
     >>> unknown_field("colour")
-    "unknown field 'colour' (the fields are side, id, key, value, time, payload)"
+    "unknown field 'colour' (the fields are side, id, key, value, time, payload, end)"
     """
     close = difflib.get_close_matches(name, FIELDS, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(FIELDS)}"
@@ -145,7 +148,7 @@ def _types() -> dict[str, Any]:
     import pyarrow as pa
 
     return {"side": pa.string(), "id": pa.string(), "key": pa.float64(), "value": pa.float64(),
-            "time": pa.int64(), "payload": pa.string()}
+            "time": pa.int64(), "payload": pa.string(), "end": pa.int64()}
 
 
 def read_batches(path: str, batch_size: int) -> Iterator[Any]:
@@ -222,6 +225,15 @@ def check_batch(batch: Any, server_time: bool) -> int:
     t = of("time", (pa.types.is_integer, pa.types.is_null))
     if t is not None and t.null_count and not server_time:
         raise ValueError("a missing time")
+    end = of("end", (pa.types.is_integer, pa.types.is_null))
+    if end is not None and end.null_count < batch.num_rows:
+        if t is None or pa.types.is_null(t.type):
+            raise ValueError("an end without a time")
+        e64, t64 = end.cast(pa.int64()), t.cast(pa.int64())
+        if pc.any(pc.and_(pc.is_valid(e64), pc.is_null(t64))).as_py():
+            raise ValueError("an end without a time")
+        if pc.any(pc.less(e64, t64)).as_py():
+            raise ValueError("an end before its time")
     of("payload", (*text, pa.types.is_binary, pa.types.is_large_binary, pa.types.is_null))
     ids = of("id", (*text, pa.types.is_null))
     if ids is None or pa.types.is_null(ids.type):
@@ -321,6 +333,8 @@ def row_to_event(row: dict[str, Any], text: bool = False, server_time: bool = Fa
 
     >>> row_to_event({"side": "R", "id": "r1", "key": 1, "value": 2.5, "time": 7}).time
     7
+    >>> row_to_event({"side": "S", "id": "s1", "key": 1, "value": 2, "time": 7, "end": 9}).end
+    9
     >>> row_to_event({"side": "R", "key": 1, "value": 2, "tme": 7})
     Traceback (most recent call last):
     ValueError: unknown field 'tme' (did you mean 'time'?)
@@ -354,6 +368,23 @@ def row_to_event(row: dict[str, Any], text: bool = False, server_time: bool = Fa
         raise ValueError(f"time must be an integer, got {t!r}")
     if t is not None and not -INT64 <= t < INT64:
         raise ValueError(f"time {t} does not fit in 64 bits")
+    end = row.get("end")
+    if _absent(row, "end"):
+        end = None
+    else:
+        if text:
+            try:
+                end = int(end)
+            except ValueError:
+                raise ValueError(f"end must be an integer, got {end!r}") from None
+        elif isinstance(end, bool) or not isinstance(end, int):
+            raise ValueError(f"end must be an integer, got {end!r}")
+        if t is None:
+            raise ValueError("end needs a time (an interval event is [time, end])")
+        if not -INT64 <= end < INT64:
+            raise ValueError(f"end {end} does not fit in 64 bits")
+        if end < t:
+            raise ValueError(f"end {end} is before time {t} (an interval needs end >= time)")
     payload = row.get("payload")
     if payload is None:
         payload = b""
@@ -361,7 +392,7 @@ def row_to_event(row: dict[str, Any], text: bool = False, server_time: bool = Fa
         payload = payload.encode()
     elif not isinstance(payload, (bytes, bytearray)):
         raise ValueError(f"payload must be a string, got {payload!r}")
-    return event(side, eid, key, value, t, bytes(payload))
+    return event(side, eid, key, value, t, bytes(payload), end)
 
 
 def _first_bad_row(path: str, name: str, server_time: bool) -> FileSummary:

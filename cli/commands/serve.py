@@ -1,5 +1,5 @@
-"""``hotjoin serve``: run the gRPC server (README) until SIGINT/SIGTERM; SIGHUP reloads the
-auth file. Security options (TLS, auth, quotas, audit log) are described in server/SECURITY.md."""
+"""``hotjoin serve``: run the gRPC server (docs/how-to/cli.md) until SIGINT/SIGTERM; SIGHUP reloads the
+auth file. Security options (TLS, auth, quotas, audit log) are described in docs/how-to/security.md."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
                    help="checkpoint a topic whose log is not compacted once this many operations "
                         "(and half as many as its live records) were logged since the last one, so a restart "
                         "replays only the tail (default 200000; 0 disables)")
-    d = p.add_argument_group("durable delivery (server/PERSISTENCE.md)")
+    d = p.add_argument_group("durable delivery (docs/reference/persistence.md)")
     d.add_argument("--delivery-retention-bytes", type=int, default=1 << 30,
                    help="per topic: keep delivery messages on disk for resuming listeners until the "
                         "topic's match log exceeds this size (default 1 GiB; 0: memory only, no "
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
     d.add_argument("--listener-max-bytes", type=int, default=4 << 20,
                    help="per listener: messages taken from the buffers at once, the listener's "
                         "backlog in memory (default 4 MiB)")
-    w = p.add_argument_group("scale-out (docs/scale-out.md)")
+    w = p.add_argument_group("scale-out (docs/how-to/scale-out.md)")
     w.add_argument("--workers", type=int, default=0,
                    help="match each topic in N Ray actors (default 0: in this process, no Ray)")
     w.add_argument("--ray-address", default=None,
@@ -68,12 +68,12 @@ def register(sub: Any) -> None:
                         "every worker stores every tuple; 'key' shards the tuples by join key, so "
                         "each event is matched by one worker (a band join subscription replicates "
                         "the S tuples to every worker); 'key-replicated' keeps S on every worker "
-                        "and spreads R round robin, which splits hot keys (docs/scale-out.md)")
+                        "and spreads R round robin, which splits hot keys (docs/how-to/scale-out.md)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0,
                    help="on SIGTERM/SIGINT: stop accepting work, let in-flight batches finish or "
                         "answer UNAVAILABLE, end listeners, and exit within this many seconds "
-                        "(default 10; server/ERRORS.md)")
-    s = p.add_argument_group("security (server/SECURITY.md)")
+                        "(default 10; docs/reference/errors.md)")
+    s = p.add_argument_group("security (docs/how-to/security.md)")
     s.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate chain (PEM)")
     s.add_argument("--tls-key", type=Path, help="the private key of --tls-cert (PEM)")
     s.add_argument("--tls-client-ca", type=Path,
@@ -87,7 +87,7 @@ def register(sub: Any) -> None:
                    help="allow a non-loopback --host without TLS and/or --auth-file (logs a warning)")
     s.add_argument("--metrics-host", default=None,
                    help="address of the /metrics endpoint, which has no authentication (default: --host)")
-    q = p.add_argument_group("quotas, per principal (0 disables a limit; server/SECURITY.md)")
+    q = p.add_argument_group("quotas, per principal (0 disables a limit; docs/how-to/security.md)")
     q.add_argument("--max-message-bytes", type=int, default=64 << 20,
                    help="largest request message (default 64 MiB)")
     q.add_argument("--max-batch-events", type=int, default=10_000,

@@ -2,13 +2,22 @@
 
 Flags: ``--kind`` and ``--subscriber`` are required (no silent default join, no anonymous
 subscriber); each kind takes only its own parameters (select: ``--a --c``; band: ``--b`` required,
-``--a --c`` optional; window: ``--a --c --w``), anything else is refused rather than ignored.
+``--a --c`` optional; window: ``--a --c --w``; interval: ``--b`` required, ``--a --c``, and either
+``--relation`` (with ``--delta``/``--eps`` for an ISEQL join) or the raw endpoint ranges
+``--ss --se --es --ee``), anything else is refused rather than ignored.
+
+Interval relations (docs/design.md, "Interval joins"): Allen's thirteen by name (``overlaps``,
+or ``allen:overlaps``), the ISEQL joins as ``iseql:NAME`` (``iseql:left_overlap --delta 5 --eps
+3``; the prefix is required, as ``before`` and ``during`` exist in both families). Endpoint
+ranges are ``LO:HI`` of integers.
 
 File lines (README "File formats", ``examples/subscriptions.jsonl``) look like ``{"kind":
 "band", "b": [-1, 1], "a": [0, null], "delivery": "affected", "snapshot": false, "subscriber":
-"me"}``: ranges ``[lo, hi]`` with ``null`` for unbounded, ``w`` for window joins. The same rules
-hold per line; ``--subscriber`` supplies the subscriber of lines that name none. The file is
-registered atomically (all or nothing), with progress on stderr for large files.
+"me"}``: ranges ``[lo, hi]`` with ``null`` for unbounded, ``w`` for window joins; interval joins
+as ``{"kind": "interval", "b": [0, 0], "relation": "iseql:left_overlap", "delta": 5, "eps": 3}``
+or with ``"ss": [1, null]`` etc. The same rules hold per line; ``--subscriber`` supplies the
+subscriber of lines that name none. The file is registered atomically (all or nothing), with
+progress on stderr for large files.
 """
 
 from __future__ import annotations
@@ -23,11 +32,15 @@ from typing import Any
 
 from hotjoin.cli.commands.common import add_target, client, range_arg, rpc_errors
 
-KINDS = ("select", "band", "window")
-# The parameters each kind takes (ranges are [lo, hi]; w an integer).
-PARAMS = {"select": ("a", "c"), "band": ("b", "a", "c"), "window": ("a", "c", "w")}
-REQUIRED = {"select": (), "band": ("b",), "window": ("w",)}
-FIELDS = {"kind", "a", "b", "c", "w", "delivery", "snapshot", "subscriber"}
+KINDS = ("select", "band", "window", "interval")
+ENDPOINTS = ("ss", "se", "es", "ee")
+INTERVAL_ONLY = ("relation", "delta", "eps", *ENDPOINTS)
+# The parameters each kind takes (ranges are [lo, hi]; w, delta, eps integers; relation a name).
+PARAMS = {"select": ("a", "c"), "band": ("b", "a", "c"), "window": ("a", "c", "w"),
+          "interval": ("b", "a", "c", *INTERVAL_ONLY)}
+REQUIRED = {"select": (), "band": ("b",), "window": ("w",), "interval": ("b",)}
+ALL_PARAMS = ("a", "b", "c", "w", *INTERVAL_ONLY)
+FIELDS = {"kind", *ALL_PARAMS, "delivery", "snapshot", "subscriber"}
 CHUNK = 20_000  # subscriptions per streamed message of a bulk subscribe
 
 
@@ -39,8 +52,13 @@ def register(sub: Any) -> None:
         "or many, atomically, from a JSON-lines file (--file), one per line, e.g.\n"
         '  {"kind": "band", "subscriber": "alice", "b": [-2.5, 2.5], "a": [0, null]}\n'
         "Kinds: select (r.key == s.key; --a, --c), band (s.key - r.key in B; --b required, "
-        "--a, --c), window (select plus |r.time - s.time| <= w; --a, --c, --w required). Ranges "
-        "are LO:HI, either side empty for unbounded. See examples/subscriptions.jsonl.")
+        "--a, --c), window (select plus |r.time - s.time| <= w; --a, --c, --w required), "
+        "interval (interval events [time, end]; --b required, --a, --c, and --relation or the "
+        "raw endpoint ranges --ss/--se/--es/--ee), e.g.\n"
+        "  hotjoin subscribe trades --kind interval --subscriber bob --b 0:0 --relation overlaps\n"
+        "  hotjoin subscribe trades --kind interval --subscriber bob --b 0:0 "
+        "--relation iseql:left_overlap --delta 5 --eps 3\n"
+        "Ranges are LO:HI, either side empty for unbounded. See examples/subscriptions.jsonl.")
     add_target(p)
     p.add_argument("topic")
     p.add_argument("--file", help="JSON lines, one subscription per line (- for stdin)")
@@ -52,6 +70,17 @@ def register(sub: Any) -> None:
                    help="range B on s.key - r.key (band joins; required for them)")
     p.add_argument("--c", type=range_arg, default=None, metavar="LO:HI", help="range C on s.value")
     p.add_argument("--w", type=int, default=None, help="window w >= 0 (window joins; required for them)")
+    p.add_argument("--relation", default=None, metavar="NAME",
+                   help="interval joins: an Allen relation (before, after, meets, met_by, overlaps, "
+                   "overlapped_by, starts, started_by, during, contains, finishes, finished_by, "
+                   "equals; r's relation to s) or an ISEQL join iseql:NAME (start_preceding, "
+                   "end_following, before, left_overlap, during) with --delta/--eps")
+    p.add_argument("--delta", type=int, default=None, help="ISEQL parameter delta >= 0")
+    p.add_argument("--eps", type=int, default=None, help="ISEQL parameter eps >= 0")
+    for name, what in (("ss", "s.time - r.time"), ("se", "s.time - r.end"),
+                       ("es", "s.end - r.time"), ("ee", "s.end - r.end")):
+        p.add_argument(f"--{name}", type=range_arg, default=None, metavar="LO:HI",
+                       help=f"interval joins: raw range of {what} (integers)")
     p.add_argument("--delivery", choices=("pairs", "affected"), default="pairs",
                    help="one message per pair, or per subscription and event with the pair count")
     p.add_argument("--snapshot", action="store_true", help="deliver the current result first")
@@ -72,6 +101,86 @@ def _range(v: Any, name: str) -> tuple[float | None, float | None]:
     return out[0], out[1]
 
 
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def _int_range(v: Any, name: str) -> tuple[int | None, int | None]:
+    """An endpoint range ``[lo, hi]`` of integers (``null`` unbounded)."""
+    lo, hi = _range(v, name)
+    for x in (lo, hi):
+        if x is not None and not float(x).is_integer():
+            raise ValueError(f"{name} bounds must be integers or null, got {json.dumps(v)}")
+    return (None if lo is None else int(lo)), (None if hi is None else int(hi))
+
+
+def _param_int(d: dict[str, Any], name: str) -> int | None:
+    v = d.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not float(v).is_integer():
+        raise ValueError(f"{name} must be an integer >= 0, got {json.dumps(v)}")
+    if v < 0:
+        raise ValueError(f"{name} must be >= 0, got {json.dumps(v)}")
+    return int(v)
+
+
+def interval_from_dict(d: dict[str, Any]) -> Any:
+    """The ``IntervalJoin`` of one interval subscription's fields: ``relation`` (Allen name,
+    ``allen:NAME`` or ``iseql:NAME``) with ``delta``/``eps``, or raw ``ss``/``se``/``es``/``ee``
+    ranges; ``ValueError`` naming what is wrong.
+
+    >>> interval_from_dict({"b": [0, 0], "relation": "iseql:left_overlap", "delta": 5,
+    ...                     "eps": 3}).preset
+    'iseql:left_overlap(5,3)'
+    >>> interval_from_dict({"b": [0, 0], "ss": [1, None]}).ss.lo
+    1
+    """
+    from hotjoin.matcher.model import ALLEN_RELATIONS, ISEQL_JOINS, IntervalJoin, Range
+
+    def r(name: str) -> Range:
+        return Range() if d.get(name) is None else Range(*_range(d[name], name))
+
+    b, a, c = r("b"), r("a"), r("c")
+    relation = d.get("relation")
+    delta, eps = _param_int(d, "delta"), _param_int(d, "eps")
+    raw = [k for k in ENDPOINTS if d.get(k) is not None]
+    if relation is None:
+        if delta is not None or eps is not None:
+            raise ValueError("delta and eps go with an ISEQL relation (relation iseql:NAME)")
+        ends = {k: Range(*_int_range(d[k], k)) for k in raw}
+        return IntervalJoin(b=b, a=a, c=c, **ends)
+    if raw:
+        raise ValueError(f"give a relation or the raw ranges ({', '.join(raw)}), not both")
+    if not isinstance(relation, str):
+        raise ValueError(f"relation must be a name, got {json.dumps(relation)}")
+    family, sep, name = relation.partition(":")
+    if not sep:
+        family, name = "allen", relation
+    if family == "allen":
+        if delta is not None or eps is not None:
+            raise ValueError(f"Allen relation {name!r} takes no delta or eps")
+        if name not in ALLEN_RELATIONS:
+            hint = " (ISEQL joins are spelled iseql:NAME)" if name in ISEQL_JOINS else ""
+            raise ValueError(f"unknown Allen relation {name!r}{hint}; one of "
+                             f"{', '.join(ALLEN_RELATIONS)}")
+        return IntervalJoin.allen(name, b=b, a=a, c=c)
+    if family != "iseql":
+        raise ValueError(f"relation {relation!r}: expected an Allen name, allen:NAME or iseql:NAME")
+    takes = {"start_preceding": ("delta",), "end_following": ("eps",), "before": ("delta",),
+             "left_overlap": ("delta", "eps"), "during": ("delta", "eps")}.get(name)
+    if takes is None:
+        raise ValueError(f"unknown ISEQL join {name!r}; one of {', '.join(ISEQL_JOINS)}")
+    given = {"delta": delta, "eps": eps}
+    extra = [k for k, v in given.items() if v is not None and k not in takes]
+    if extra:
+        raise ValueError(f"iseql:{name} takes {' and '.join(takes)}, not {', '.join(extra)}")
+    missing = [k for k in takes if given[k] is None]
+    if missing:
+        raise ValueError(f"iseql:{name} needs {' and '.join(missing)}")
+    return IntervalJoin.iseql(name, delta=delta, eps=eps, b=b, a=a, c=c)
+
+
 def spec_from_dict(d: dict[str, Any], subscriber: str | None = None) -> Any:
     """A ``SubscriptionSpec`` from one JSON object; ``ValueError`` says what is wrong."""
     from hotjoin.clients.client import band, select, window
@@ -83,17 +192,18 @@ def spec_from_dict(d: dict[str, Any], subscriber: str | None = None) -> Any:
         raise ValueError(f"unknown field(s) {', '.join(unknown)} (fields: {', '.join(sorted(FIELDS))})")
     kind = d.get("kind")
     if kind not in KINDS:
-        raise ValueError("missing field 'kind' (select, band or window)" if kind is None
-                         else f"kind must be select, band or window, got {kind!r}")
-    given = {k for k in ("a", "b", "c", "w") if d.get(k) is not None}
+        raise ValueError("missing field 'kind' (select, band, window or interval)" if kind is None
+                         else f"kind must be select, band, window or interval, got {kind!r}")
+    given = {k for k in ALL_PARAMS if d.get(k) is not None}
     extra = sorted(given - set(PARAMS[kind]))
     if extra:
-        raise ValueError(f"a {kind} join takes no {', '.join(extra)} "
+        raise ValueError(f"{_a(kind)} {kind} join takes no {', '.join(extra)} "
                          f"(it takes {', '.join(PARAMS[kind])})")
     missing = [k for k in REQUIRED[kind] if k not in given]
     if missing:
-        hint = ' (b: [null, null] explicitly for every pair)' if kind == "band" else ""
-        raise ValueError(f"a {kind} join needs {', '.join(missing)}{hint}")
+        hint = (' (b: [null, null] explicitly for every pair)' if kind == "band" else
+                ' (b: [0, 0] for equal keys)' if kind == "interval" else "")
+        raise ValueError(f"{_a(kind)} {kind} join needs {', '.join(missing)}{hint}")
     who = d.get("subscriber") or subscriber
     if not who or not isinstance(who, str):
         raise ValueError("no subscriber: give 'subscriber' (or --subscriber)")
@@ -115,6 +225,10 @@ def spec_from_dict(d: dict[str, Any], subscriber: str | None = None) -> Any:
         if isinstance(w, bool) or not isinstance(w, int) or w < 0:
             raise ValueError(f"w must be an integer >= 0, got {json.dumps(w)}")
         return window(r("a"), r("c"), w, **common)
+    if kind == "interval":
+        from hotjoin.clients.convert import spec_to_wire
+
+        return spec_to_wire(interval_from_dict(d), **common)
     return band(r("b"), r("a"), r("c"), **common)
 
 
@@ -178,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
     from hotjoin.cli.main import CliError
 
     if args.file:
-        flags = [f"--{k}" for k in ("kind", "a", "b", "c", "w") if getattr(args, k) is not None]
+        flags = [f"--{k}" for k in ("kind", *ALL_PARAMS) if getattr(args, k) is not None]
         flags += [f for f, on in (("--snapshot", args.snapshot), ("--delivery", args.delivery != "pairs"))
                   if on]
         if flags:
@@ -187,22 +301,23 @@ def run(args: argparse.Namespace) -> int:
         specs = _read_specs(args.file, args.subscriber)
     else:
         if args.kind is None:
-            raise CliError("--kind is required (select, band or window), or --file")
+            raise CliError("--kind is required (select, band, window or interval), or --file")
         if not args.subscriber:
             raise CliError("--subscriber is required (the name listeners use to receive the matches)")
         kind = args.kind
-        given = [k for k in ("a", "b", "c", "w") if getattr(args, k) is not None]
+        given = [k for k in ALL_PARAMS if getattr(args, k) is not None]
         extra = [f"--{k}" for k in given if k not in PARAMS[kind]]
         if extra:
             raise CliError(f"--kind {kind} takes no {', '.join(extra)} "
                            f"(it takes {', '.join('--' + k for k in PARAMS[kind])})")
         missing = [f"--{k}" for k in REQUIRED[kind] if k not in given]
         if missing:
-            hint = " (--b=: explicitly for every pair)" if kind == "band" else ""
+            hint = (" (--b=: explicitly for every pair)" if kind == "band" else
+                    " (--b 0:0 for equal keys)" if kind == "interval" else "")
             raise CliError(f"--kind {kind} needs {', '.join(missing)}{hint}")
         if args.w is not None and args.w < 0:
             raise CliError(f"--w must be >= 0, got {args.w}")
-        d = {"kind": kind, "a": args.a, "b": args.b, "c": args.c, "w": args.w,
+        d = {"kind": kind, **{k: getattr(args, k) for k in ALL_PARAMS},
              "delivery": args.delivery, "snapshot": args.snapshot, "subscriber": args.subscriber}
         try:
             specs = [spec_from_dict(d)]

@@ -1,9 +1,10 @@
 """``hotjoin subscriptions TOPIC``: list subscriptions, like ``kafka-consumer-groups --describe``.
 
 One JSON line per subscription (``common.message_dict`` of the server's ``Subscription``: id,
-spec with kind, ranges and subscriber, ``registered_seq``, and whatever progress fields the
+spec with kind, ranges (an interval join's endpoint ranges and its ``preset`` name, e.g.
+``allen:overlaps``; the table shows the preset instead of the ranges) and subscriber, ``registered_seq``, and whatever progress fields the
 server reports), each with the topic's current sequence number ``topic_seq``; ``--table`` prints
-aligned columns instead. With server-kept cursors (server/PERSISTENCE.md, "Durable delivery";
+aligned columns instead. With server-kept cursors (docs/reference/persistence.md, "Durable delivery";
 the client's ``get_cursors``, the ``GetCursors`` RPC), each line also carries ``committed_seq`` and ``lag`` (topic seq minus
 committed seq); a subscription that never committed shows ``-`` in the table.
 """
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
 
 def _describe(d: dict[str, Any]) -> str:
     spec = d.get("spec", {})
-    kind = next((k for k in ("select", "band", "window") if k in spec), "?")
+    kind = next((k for k in ("select", "band", "window", "interval") if k in spec), "?")
 
     def rng(r: dict[str, Any] | None) -> str:
         r = r or {}
@@ -40,6 +41,13 @@ def _describe(d: dict[str, Any]) -> str:
     parts = [f"{k}={rng(p.get(k))}" for k in ("b", "a", "c") if k in p]
     if kind == "window":
         parts.append(f"w={p.get('w', 0)}")
+    if kind == "interval":  # the preset's name (docs/design.md), else the raw endpoint ranges
+        if p.get("preset"):
+            parts.insert(0, p["preset"])
+        else:
+            parts += [f"{k}={rng(p.get(k))}" for k in ("ss", "se", "es", "ee")
+                      if (p.get(k) or {}).get("lo") is not None
+                      or (p.get(k) or {}).get("hi") is not None]
     return f"{kind} " + " ".join(parts)
 
 

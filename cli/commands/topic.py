@@ -15,7 +15,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("topic", help="create, list, show or delete topics; inspect or repair one "
                        "offline", description="Topics of a running server: create, list, show, "
                        "delete; of a stopped server's data directory: inspect, repair "
-                       "(server/PERSISTENCE.md). `hotjoin topic ACTION --help` lists an action's "
+                       "(docs/reference/persistence.md). `hotjoin topic ACTION --help` lists an action's "
                        "options.")
     add_target(p)
     tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")

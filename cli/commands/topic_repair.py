@@ -6,7 +6,7 @@ so it also works while the server runs. It exits 0 for an undamaged topic and 1 
 one (as ``fsck`` does). ``repair`` needs the server stopped (it takes the data directory's
 lock), cuts each damaged file at its last good record, moves every byte it cuts into
 ``DIR/repairs/NAME-<time>/`` and prints what it did (``server/repair.py``;
-``server/PERSISTENCE.md``, "Damage and repair").
+``docs/reference/persistence.md``, "Damage and repair").
 """
 
 from __future__ import annotations

@@ -532,7 +532,7 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
     compiled call per event and run (the earlier ``ssi``) cost ~0.6 µs, an inlined one
     ~0.3 µs, and the counted bindings left inside the loops ~30 % of the rest (1.36 →
     0.95 µs per event with ``_nrt=False``), all in reference counting
-    (``docs/benchmarks-batch.md``). In COUNT, a count goes
+    (``docs/benchmarks/batch.md``). In COUNT, a count goes
     straight to its row when one run is searched; ``acc`` sums it over two runs, and is the
     result for the one-at-a-time caller (untagged rows).
     """

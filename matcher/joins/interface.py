@@ -317,7 +317,7 @@ class KindIndex:
     def export_state(self) -> dict[str, Any] | None:
         """What results depend on beyond the subscriptions and the stored tuples, or None.
         An index is a function of those two and is built anew on load, so no kind exports
-        anything today (server/PERSISTENCE.md); a kind whose results depend on more returns
+        anything today (docs/reference/persistence.md); a kind whose results depend on more returns
         it here and gets it back in :meth:`load_state`."""
         return None
 
@@ -328,7 +328,7 @@ class KindIndex:
     def stats(self) -> dict[str, Any]:
         """Sizes and counters for ``Engine.stats()``: ``subscriptions`` always; ``tau`` (the
         stabbing number probed per tuple), ``hotspots``, a router's ``decisions`` (per member)
-        and ``corrections`` (per side and member) where they apply (server/METRICS.md)."""
+        and ``corrections`` (per side and member) where they apply (docs/reference/metrics.md)."""
         return {"subscriptions": len(self)}
 
     def check_invariants(self) -> None:

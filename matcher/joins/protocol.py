@@ -27,7 +27,7 @@ flat arrays that append to one output buffer:
   (``t = TreeArrays(*tree)``, free in compiled code): numba types a NamedTuple argument in
   Python, ~1 µs per bundle per call, a plain tuple in C (~25 ns per array more than a
   positional array). A per-event kernel whose call is that short keeps positional arrays at
-  its entry (``sj_scan``, ``sj_vanilla``; ``docs/benchmarks.md``);
+  its entry (``sj_scan``, ``sj_vanilla``; ``docs/benchmarks/engine.md``);
 * **reference counting**: numba counts references to every array a compiled function binds (an
   atomic increment and decrement per binding: per call of a non-inlined kernel, per argument
   of an inlined helper, per tuple unpacked in a loop). In a loop over events and groups that
@@ -36,7 +36,7 @@ flat arrays that append to one output buffer:
   runtime (``_nrt=False``, ``matcher/config.py``'s ``NO_NRT``: numba's switch for its runtime,
   which its own maintainers use to show this cost: numba/numba#2350): the arrays
   are borrowed from the caller for the call's duration, so nothing needs counting
-  (``band_kernels.ssi_many``; ``docs/benchmarks-batch.md``);
+  (``band_kernels.ssi_many``; ``docs/benchmarks/batch.md``);
 * **the id list**: :class:`DenseIds`, a kind's live subscriptions as a dense array (the base
   of every strategy, ``joins/interface.KindIndex``).
 
@@ -227,8 +227,8 @@ class BatchRows:
                 setattr(self, name, a)
 
     def grow(self) -> None:
-        """Double the capacity (a kernel stopped for want of room)."""
-        self.reserve(self.e.shape[0])
+        """Double the capacity (a kernel stopped for want of room), empty or not."""
+        self.reserve(2 * self.e.shape[0] - self.n)
 
     def append(self, e: int, q: np.ndarray, x: np.ndarray) -> None:
         """Rows ``(e, q[i], x[i])``."""
@@ -261,7 +261,7 @@ class BatchRows:
         Few rows are copied out; when they fill at least half of the buffer, the arrays
         themselves are handed over (trimmed views, at most 2× their size) and the buffer
         takes fresh arrays of the same capacity: on output-heavy batches (millions of rows)
-        the copy cost ~7 of ~69 µs per event (``docs/benchmarks-batch.md``), and fresh arrays
+        the copy cost ~7 of ~69 µs per event (``docs/benchmarks/batch.md``), and fresh arrays
         page-fault just as the copy's own did."""
         n = self.n
         self.n = 0

@@ -24,7 +24,7 @@ Per stabbing group the paper probes an R-tree with two join result points (§3.2
 is two runs sorted by the other range's lower and upper end with the own bounds copied in, and
 the probe scans the two prefixes that can hold a partner without data-dependent branches
 (:mod:`matcher.structures.scan_runs`, ``select_kernels.sj_scan``): ~2 ns per candidate against
-~8 ns with a branch (``docs/benchmarks-select-window.md``). COUNT (AFFECTED) takes each
+~8 ns with a branch (``docs/benchmarks/engine.md``). COUNT (AFFECTED) takes each
 affected subscription's pair count from two binary searches over the key's sorted values.
 
 SJ-Hotspot's scattered part: the paper runs SJ-SelectFirst there (§3.2.3, §5.1 Fig. 9), which is

@@ -115,7 +115,7 @@ def sj_vanilla(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, base: int, size
 
     Positional arrays: with the partner run, table and subscription bundles the call costs
     ~0.4 µs more, and SJ-Vanilla was 5–6 % slower on the small points of ``hotjoin bench
-    select --quick`` (Fig. 7–9; ``docs/benchmarks.md``).
+    select --quick`` (Fig. 7–9; ``docs/benchmarks/engine.md``).
     """
     oth = A_LO + C_LO - own
     for i in range(qids.shape[0]):
@@ -299,7 +299,7 @@ def sj_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
     positional: this is a per-event kernel of a few µs on small workloads (``hotjoin bench
     select --quick``: ~5 µs per tuple), and the partner run, table, subscription and scratch
     bundles cost ~0.6 µs more per call (Python-side tuples and numba's typing of nested tuples):
-    SJ-SSI, SJ-Hotspot and auto 7–15 % slower there (``docs/benchmarks.md``).
+    SJ-SSI, SJ-Hotspot and auto 7–15 % slower there (``docs/benchmarks/engine.md``).
     """
     (gstart, gcount, l_key, l_wlo, l_whi, l_q, r_key, r_olo, r_wlo, r_whi, r_q, dstart, dsize,
      dids, l_ohi) = ScanArrays(*runs)

@@ -62,12 +62,14 @@ def relative_error(estimate: np.ndarray | float, true: np.ndarray | float) -> np
 
 
 def open_end(hi: float, resolution: float) -> float:
-    """End of the half-open form ``[lo, hi⁺)`` of the closed ``[lo, hi]`` (module docstring).
+    """End of the half-open form ``[lo, hi⁺)`` of the closed ``[lo, hi]`` (module docstring),
+    never below the next double, as :func:`open_ends`.
 
     >>> open_end(3.0, 1.0), open_end(3.0, 0.0) > 3.0
     (4.0, True)
     """
-    return hi + resolution if resolution > 0 else math.nextafter(hi, _INF)
+    nxt = math.nextafter(hi, _INF)
+    return max(hi + resolution, nxt) if resolution > 0 else nxt
 
 
 def open_ends(hi: np.ndarray, resolution: float) -> np.ndarray:

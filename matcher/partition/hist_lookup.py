@@ -35,7 +35,7 @@ then the estimates."""
 def lookup_array(form: float, lo: float, hi: float, inv_w: float, buckets: int,
                  breaks: np.ndarray, est: list[float]) -> np.ndarray:
     """One float64 array holding what :func:`estimate_at` reads (one array crosses into a
-    kernel for less than three: ~25 ns per array argument, ``docs/benchmarks.md``)."""
+    kernel for less than three: ~25 ns per array argument, ``docs/benchmarks/engine.md``)."""
     out = np.empty(LOOKUP_HEADER + breaks.shape[0] + len(est))
     out[:LOOKUP_HEADER] = (form, lo, hi, inv_w, buckets, breaks.shape[0])
     out[LOOKUP_HEADER:LOOKUP_HEADER + breaks.shape[0]] = breaks

@@ -93,7 +93,7 @@ class SSIHistogram(Churn):
     **Updates** between builds: :meth:`add` / :meth:`remove` apply an interval to the pieces as in
     HIST-EQW (+1 on pieces it covers, the covered fraction on partial ones); see the module
     docstring for the rebuild rule.  ``estimate`` is one ``bisect`` on a list, O(log buckets),
-    0.11–0.15 µs measured (``docs/benchmarks-histogram.md``).
+    0.11–0.15 µs measured (``docs/benchmarks/engine.md``).
 
     >>> h = SSIHistogram.build(np.array([0.0, 1.0, 2.0]), np.array([3.0, 3.0, 3.0]), buckets=4)
     >>> [h.estimate(x) for x in (-1.0, 0.0, 1.5, 2.0, 3.0, 3.5)], h.tau, h.pieces

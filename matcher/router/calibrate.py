@@ -2,7 +2,7 @@
 
 ``time_members`` is the measuring core shared by ``hotjoin calibrate`` and ``hotjoin bench
 router``: for each incoming tuple it records every member strategy's feature vector
-(:mod:`matcher.cost_model`), the router's choice, and the time of each member run alone on that
+(:mod:`matcher.router.cost_model`), the router's choice, and the time of each member run alone on that
 tuple (``force``), each member in a pass of its own over the tuples as a static engine would run
 them (passes in a random order, median over rounds). From those the
 benchmark derives the static strategies, Dynamic and ``*-Optimum`` (the fastest member per
@@ -123,8 +123,7 @@ def evict_caches() -> None:
     0.3–0.4 ms per tuple through the whole table) started colder than one after a light pass,
     and the fixed order of passes (seed 7) put the router after a heavy pass in three rounds
     of five and SJ-SelectFirst in two: at Fig. 18's first point the router measured 3–4 %
-    slower than SJ-SelectFirst even with its decision replaced by SJ-SelectFirst's own call
-    (session 14)."""
+    slower than SJ-SelectFirst even with its decision replaced by SJ-SelectFirst's own call."""
     if not _evict_buffer:
         _evict_buffer.append(np.ones(EVICT_BYTES // 8))
     _evict_buffer[0].sum()
@@ -202,7 +201,7 @@ def time_batches(e: Engine, kind: str, side: str, keys: np.ndarray, values: np.n
     """:func:`time_members` on the batch path: every member alone and the router probe the
     same tuples (those with partners; the first ``lead_in`` of them untimed) in calls of
     ``batch`` tuples to ``Engine.probe_batch`` — the compiled matching of ``publish_batch``,
-    with SJ-/WJ-Dynamic deciding inside the batch (issue 14 item 3). A pass is timed as a
+    with SJ-/WJ-Dynamic deciding inside the batch. A pass is timed as a
     whole (no per-tuple times: Optimum is not defined here); passes run in a random order
     after evicted caches, ``rounds`` times. Every runner must report the same affected counts
     on every tuple (AssertionError otherwise)."""

@@ -67,6 +67,14 @@ class BandQuantities(NamedTuple):
     m: float
 
 
+class IntervalQuantities(NamedTuple):
+    """An interval join's inputs for one incoming tuple: |Q| (n) and the other side's |S| (m);
+    as Theorem 2's, the same for every tuple."""
+
+    n: float
+    m: float
+
+
 class SelectQuantities(NamedTuple):
     """§4.1's inputs for one incoming select tuple of direction ``d``: |S|, |Q|, the key's
     partner count m′ and the estimate n′(v). A plan reads only the slowly moving ones (d, |S|,
@@ -316,15 +324,36 @@ class WJHotspot(CostModel):
                 c[4] * ns / x.n if x.n else 0.0, float(member.tau(x.d)))
 
 
+class IJNestedLoop(CostModel):
+    """IJ-NestedLoop: n searches of the key order (one per subscription), O(n log m)."""
+
+    name, terms = "IJ-NestedLoop", ("1", "n·lg m")
+
+    def features(self, member: Any, x: IntervalQuantities) -> list[float]:
+        return [1.0, x.n * lg(x.m)]
+
+
+class IJSSI(CostModel):
+    """IJ-SSI: τ searches of the key order, O(τ log m) (as BJ-SSI, Theorem 2); its pending
+    subscriptions cost a nested loop each."""
+
+    name, terms = "IJ-SSI", ("1", "τ·lg m", "pending·lg m")
+
+    def features(self, member: Any, x: IntervalQuantities) -> list[float]:
+        lgm = lg(x.m)
+        return [1.0, member.tau() * lgm, member.pending().shape[0] * lgm]
+
+
 MODELS: dict[str, CostModel] = {m.name: m for m in (
     SJJoinFirst(), SJSelectFirst(), SJVanilla(), SJHotspot(), SJSSI(),
     BJQOuter(), BJDOuter(), BJMJ(), BJSSI(), BJHotspot(),
-    WJJoinFirst(), WJSelectFirst(), WJSSI(), WJHotspot())}
+    WJJoinFirst(), WJSelectFirst(), WJSSI(), WJHotspot(), IJNestedLoop(), IJSSI())}
 """Every strategy's cost model, by paper name: the router, ``hotjoin calibrate`` and the tests
 use these objects and nothing else."""
 FEATURES: dict[str, tuple[str, ...]] = {name: m.terms for name, m in MODELS.items()}
 """Each strategy's feature names, the order of its fitted constants (Table II)."""
-KIND_OF = {name: {"SJ": "select", "BJ": "band", "WJ": "window"}[name[:2]] for name in FEATURES}
+KIND_OF = {name: {"SJ": "select", "BJ": "band", "WJ": "window", "IJ": "interval"}[name[:2]]
+           for name in FEATURES}
 
 
 @dataclass
@@ -407,6 +436,8 @@ BUILTIN_COEF: dict[str, tuple[float, ...]] = {
     "BJ-MJ": (3000.0, 1.5),
     "BJ-SSI": (3000.0, 6.0),
     "BJ-Hotspot": (3500.0, 6.0, 2.0),
+    "IJ-NestedLoop": (3000.0, 3.0),
+    "IJ-SSI": (3000.0, 8.0, 3.0),
     "WJ-JoinFirst": (3000.0, 30.0, 10.0),
     "WJ-SelectFirst": (3000.0, 40.0, 30.0, 20.0),
     "WJ-SSI": (3500.0, 30.0, 5.0, 10.0),

@@ -17,7 +17,7 @@ and its correction factor (per member and incoming side) takes one sign step tow
 modelled; every ``EXPLORE_EVERY``-th timed tuple the runner-up runs instead when its corrected
 cost is within ``EXPLORE_WITHIN`` of the choice, so an over-predicted member is measured too.
 The corrected cost is the model times the factor; the factors are exported as
-``hotjoin_router_correction`` (server/METRICS.md). A member never timed, or whose last timed
+``hotjoin_router_correction`` (docs/reference/metrics.md). A member never timed, or whose last timed
 run was ``FAR_OFF`` its model, is *suspect*: SJ- and WJ-Dynamic time every tuple routed to it
 (and reuse no choice of it) until a run lands within ``FAR_OFF``. Measured on the server's
 load-test workload: SJ-JoinFirst, modelled cheap there, took ~0.35 ms per tuple, and with one
@@ -476,7 +476,7 @@ class Routing(KindIndex):
 
     def routing_stats(self) -> dict[str, Any]:
         """Decisions and routed tuples per member, the members, the learned corrections per
-        side and member, and the explorations (``stats()``; server/METRICS.md)."""
+        side and member, and the explorations (``stats()``; docs/reference/metrics.md)."""
         return {"decisions": dict(zip(self.member_names, self.counts, strict=True)),
                 "members": list(self.member_names),
                 "corrections": {"R" if d > 0 else "S": dict(zip(self.member_names, c,

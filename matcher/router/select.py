@@ -8,7 +8,7 @@ deliveries, so routing never changes results — only speed. m′ comes from the
 every member does first anyway (§4.2: "we can perform this lookup first without any penalty"),
 shared through the kind interface's bundles (``OneEvent.partner_run``, ``EventRun.keyed``);
 n′ is one histogram lookup. Routing overhead (0.5–2.5 µs per tuple in CPython,
-``docs/benchmarks-router.md``) is kept down by folding the slowly moving quantities into a plan
+``docs/benchmarks/router.md``) is kept down by folding the slowly moving quantities into a plan
 every ``PLAN_REFRESH`` tuples and by reusing settled choices (:class:`SelectDynamic`).
 """
 

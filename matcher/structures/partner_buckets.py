@@ -5,7 +5,7 @@ key's substructure (the partners' values, sorted: the B-tree on ``S(B, C)``) hol
 the subscription's other range, and how many. A binary search answers that in O(log m′) but
 with a mispredicted branch per step (~15–20 ns for m′ ≈ 40); this table answers it with two
 loads and a conditional move (~3 ns), which is what makes a selected subscription cheaper than
-a stabbing-group candidate of SJ-SSI (``docs/benchmarks.md``).
+a stabbing-group candidate of SJ-SSI (``docs/benchmarks/engine.md``).
 
 The partners ``pv[base : base + m]`` (sorted, finite) are cut into B = 2^j ≥ 8m equal-width
 buckets over ``[pv[base], pv[base + m − 1]]``; ``bucket(x)`` is monotone in x (one subtraction,

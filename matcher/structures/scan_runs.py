@@ -6,7 +6,7 @@ other range ``[olo, ohi]`` contains p, so it holds a partner iff ``olo <= x1`` o
 the members holding x1 are a *prefix* of the group sorted by ``olo`` ascending, those holding x2
 a prefix of the group sorted by ``ohi`` descending. The paper answers the probe with an R-tree
 per group; this module answers it by scanning those two prefixes (the flat prototype of
-``docs/benchmarks.md``, ~2 ns per candidate against ~8 ns with a data-dependent branch):
+``docs/benchmarks/engine.md``, ~2 ns per candidate against ~8 ns with a data-dependent branch):
 
 * each group's members are stored twice, as a run sorted by ``olo`` (columns ``l_key = olo``,
   ``l_wlo``/``l_whi`` = own bounds, ``l_ohi``, ``l_q``) and a run sorted by ``ohi`` descending (``r_key =

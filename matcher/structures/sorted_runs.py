@@ -9,7 +9,7 @@ both runs; numba kernels take the four arrays directly (pynndescent-style flat a
 rebuild of the main run also keeps every 16th key (``main_sample``) and an occupancy bitmap of
 the key line (``main_cells``, :mod:`~matcher.structures.key_cells`) for BJ-SSI's searches.
 
-Measured alternatives (``docs/benchmarks.md``): a single sorted array costs ~47 µs per insert at
+Measured alternatives (``docs/benchmarks/engine.md``): a single sorted array costs ~47 µs per insert at
 100,000 keys and ~490 µs at 1,000,000 (memmove); ``SortedList`` inserts in ~0.8 µs but cannot be
 read by numba kernels without copying.
 

@@ -55,7 +55,8 @@ LIMIT = "flat limit"
 
 
 class BandBruteForce:
-    """What a user would write instead (SPEC §6): per R tuple with key b, the differences
+    """What a user would write instead (the same-run reference,
+    ``docs/benchmarks/index.md#same-run-references``): per R tuple with key b, the differences
     ``d = s.key − b`` of every stored S tuple (sorted, as the keys are), then per band
     ``n = searchsorted(d, hi, right) − searchsorted(d, lo, left)``; affected iff ``n > 0``."""
 
@@ -448,7 +449,7 @@ def ratios(records: list[dict[str, Any]], c: BandBenchConfig) -> dict[str, Any]:
 
 
 def to_markdown(result: dict[str, Any]) -> str:
-    """The records as Markdown tables (one per figure), as pasted into docs/benchmarks.md."""
+    """The records as Markdown tables (one per figure), as pasted into docs/benchmarks/engine.md."""
     recs = result["records"]
     names = list(dict.fromkeys(r["strategy"] for r in recs))
     out: list[str] = []

@@ -1,4 +1,4 @@
-"""``hotjoin bench batch``: ``Engine.publish_batch`` against the one-at-a-time loop (issue 14).
+"""``hotjoin bench batch``: ``Engine.publish_batch`` against the one-at-a-time loop.
 
 The server's load-test workloads (``clients.loadgen``): ``subscriptions`` select joins (Table I A/C
 ranges over integer keys, key domain calibrated for ≈ ``affected`` pairs per incoming R tuple, so
@@ -210,7 +210,7 @@ def point(c: BatchBenchConfig, kind: str) -> dict[str, Any]:
 
     # Each contender keeps its outputs; they are counted after its chunk, off the clock
     # (``interleaved``'s ``after``): on output-heavy loads counting 2.9 M rows per batch
-    # (two bincounts) cost the batch path ~25 µs per event inside its timing until session 13.
+    # (two bincounts) would cost the batch path ~25 µs per event inside its timing.
     kept: dict[str, list[Any]] = {"one_at_a_time": [], "publish_batch": []}
 
     def one_at_a_time(lo: int, hi: int) -> int:
@@ -309,7 +309,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "select/window, 0.02 for band)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--cold", action="store_true",
-                   help="no kernel warm-up: kernels load inside the timed stream (sessions 7-10)")
+                   help="no kernel warm-up: kernels load inside the timed stream (a cold start)")
 
 
 def config_from_args(a: argparse.Namespace) -> BatchBenchConfig:

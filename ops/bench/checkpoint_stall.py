@@ -1,4 +1,4 @@
-"""Publish→ack latency while a checkpoint is taken, and the checkpoint's own costs (issue 16 item 5).
+"""Publish→ack latency while a checkpoint is taken, and the checkpoint's own costs.
 
 Two parts, one run:
 
@@ -12,7 +12,7 @@ Two parts, one run:
   batches of ``--batch`` for ``--seconds`` and records each batch's publish→ack latency from
   its *scheduled* send time (a stall also delays the batches queued behind it). At ``--at``
   seconds the child starts a checkpoint (``Topic.checkpoint_now``). The reference is the same
-  run's window before the checkpoint; the target (issue 16) is max ≤ 100 ms and p99 ≤ 50 ms over
+  run's window before the checkpoint; the target (``docs/reference/persistence.md``) is max ≤ 100 ms and p99 ≤ 50 ms over
   the whole window.
 
 Run: ``python -m hotjoin.ops.bench.checkpoint_stall --subs 100000 --tuples 100000``; prints JSON.

@@ -69,6 +69,12 @@ def _register_kinds(kinds: argparse._SubParsersAction) -> None:
         k.add_argument("--plots", dest="plot_dir", default=None,
                        help="write one PNG per figure into this directory")
         k.set_defaults(func=fn)
+    from hotjoin.ops.bench import interval
+
+    iv = kinds.add_parser("interval", help="interval joins: every strategy side by side with the "
+                          "nested-loop, plane-sweep and NumPy brute-force baselines")
+    interval.add_arguments(iv)
+    iv.set_defaults(func=_run_interval)
     from hotjoin.ops.bench import router
 
     rt = kinds.add_parser("router", help="cost-based router: Figs. 12-20 of paper 004 (Dynamic "
@@ -120,6 +126,19 @@ def _register_kinds(kinds: argparse._SubParsersAction) -> None:
     s.add_argument("--batch-size", type=int, default=100, help="events per streamed batch")
     s.add_argument("--max-in-flight", type=int, default=4, help="unacknowledged batches per publisher")
     s.add_argument("--no-listener", action="store_true", help="no listener process")
+    s.add_argument("--listeners", type=int, default=1,
+                   help="listener processes; with N > 1 listener k holds the subscriptions i with "
+                        "i mod N = k (fan-out)")
+    s.add_argument("--listener-processes", type=int, default=2,
+                   help="processes the listeners run in (one stream and thread each)")
+    s.add_argument("--listen-form", choices=("columns", "batch"), default="columns",
+                   help="columns: listen_columns (columnar messages); batch: listen(batch=True, "
+                        "batch_pairs=True), the repeated-field form")
+    s.add_argument("--marginal", action="store_true",
+                   help="run each configuration without a listener first and report the delivery's "
+                        "own CPU per message and pair (the difference)")
+    s.add_argument("--no-engine-reference", action="store_true",
+                   help="skip the same-run in-process Engine.publish_batch CPU reference")
     s.add_argument("--strategy", default="auto")
     s.add_argument("--restart-test", action="store_true",
                    help="after the run fill up to --restart-stored stored tuples, kill -9, time the restart")
@@ -229,6 +248,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--subscriptions must be comma-separated integers, got {args.subscriptions!r}") from None
     if not sizes or min(sizes) <= 0 or args.duration <= 0 or args.publishers < 1 or args.rate < 0:
         raise CliError("need positive --subscriptions, --duration, --publishers and --rate >= 0")
+    if args.listeners < 1:
+        raise CliError(f"--listeners must be at least 1 (--no-listener for none), got {args.listeners}")
     cfg = ServeBenchConfig(
         subscriptions=sizes, stored=args.stored, affected=args.affected, rate=args.rate,
         duration=args.duration, kind=args.kind, delivery=args.delivery.lower(),
@@ -236,6 +257,9 @@ def _run_serve(args: argparse.Namespace) -> int:
         restart_test=args.restart_test, restart_stored=args.restart_stored, strategy=args.strategy,
         listener=not args.no_listener, lateness=args.lateness,
         wire=tuple(x.strip() for x in str(args.wire).split(",") if x.strip()),
+        listeners=args.listeners, listen_form=args.listen_form,
+        listener_processes=args.listener_processes,
+        engine_reference=not args.no_engine_reference, marginal=args.marginal,
     )
     if not cfg.wire or set(cfg.wire) - {"columns", "events"}:
         raise CliError(f"--wire must list columns and/or events, got {args.wire!r}")
@@ -247,6 +271,16 @@ def _run_serve(args: argparse.Namespace) -> int:
               f"match {r['publish_to_match_ms']}, delivery {r['publish_to_delivery_ms']}, "
               f"RSS {r['server_rss_mib']} MiB"
               + (f", {r['pairs_delivered_per_s']:.0f} pairs/s delivered" if r.get("pairs_delivered") else "")
+              + f"; server CPU {r['server_cpu_us_per_event']} µs/event"
+              + (f", {r['server_cpu_us_per_message']} µs/message" if "server_cpu_us_per_message" in r else "")
+              + (f", {r['server_cpu_us_per_pair']} µs/pair" if "server_cpu_us_per_pair" in r else "")
+              + (f", {r['messages_received_per_s']:.0f} messages/s received by {r['listeners']} "
+                 f"listener(s)" if "messages_received_per_s" in r else "")
+              + (f"; delivery's own CPU {r['delivery_cpu_us_per_message']} µs/message"
+                 if "delivery_cpu_us_per_message" in r else "")
+              + (f", {r['delivery_cpu_us_per_pair']} µs/pair" if "delivery_cpu_us_per_pair" in r else "")
+              + (f"; in-process publish_batch {r['engine_reference']['cpu_us_per_event']} µs/event "
+                 f"(server ÷ engine {r['server_cpu_over_engine']}×)" if "engine_reference" in r else "")
               + (f", restart {r['restart_s']}s" if "restart_s" in r else ""))
     for r in res.get("references", ()):
         print(f"n={r['subscriptions']:<7} {r['kind']} NumPy brute force in process (matching only, "
@@ -291,6 +325,16 @@ def _run_memory(args: argparse.Namespace) -> int:
     print(memory.format_result(res))
     sys.stdout.flush()
     return 0
+
+
+def _run_interval(args: argparse.Namespace) -> int:
+    from hotjoin.ops.bench import interval
+
+    try:
+        interval.check_output_path(args.json_path)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    return interval.main(args)
 
 
 def _run_router(args: argparse.Namespace) -> int:

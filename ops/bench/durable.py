@@ -1,9 +1,9 @@
-"""Cost of durable delivery (issue 17): ``hotjoin bench serve`` with and without the match log.
+"""Cost of durable delivery: ``hotjoin bench serve`` with and without the match log.
 
 Runs the server load test (``hotjoin.ops.loadtest.run_one``, the harness of ``hotjoin bench
 serve``) for each rate and delivery mode twice, interleaved in one run: with the default durable
 delivery (match log written beside the event log, synced in the same group commit) and with
-``--delivery-retention-bytes 0`` (messages in memory only, the behaviour before issue 17) as the
+``--delivery-retention-bytes 0`` (messages in memory only, no match log) as the
 same-run reference. Prints one JSON line per run and a Markdown table of the ratios.
 
     python -m hotjoin.ops.bench.durable --subscriptions 20000 --stored 50000 --duration 10
@@ -93,7 +93,7 @@ def reopen(records: int = 8000, record_bytes: int = 60_000) -> dict[str, Any]:
 
 
 def memory_bound(buffer_bytes: int, seconds: float = 30.0) -> dict[str, Any]:
-    """Issue 16 item 3: three unbounded band subscriptions (every pair matches) beside 1,000
+    """Memory bounded in bytes: three unbounded band subscriptions (every pair matches) beside 1,000
     ordinary ones, 2,000 stored S tuples, a listener that never reads, R events published as fast
     as they are acknowledged; returns the server's peak RSS and the delivery ring's bytes."""
 
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(rec), flush=True)
                 pair[mode] = rec
             d, m = pair["durable"], pair["memory-only"]
-            ref = numpy_reference(cfg, args.subscriptions)  # SPEC §6: the same run's brute force
+            ref = numpy_reference(cfg, args.subscriptions)  # the same run's brute force
             print(json.dumps(ref), flush=True)
             rows.append({
                 "numpy": ref["throughput_events_per_s"],

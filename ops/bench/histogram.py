@@ -6,14 +6,14 @@ the intervals points and the stabbing number ~30,000), endpoints not clipped to
 ``[0, 10000]`` (clipping cannot change any count for a query inside it except at the two
 ends); ``--queries`` stabbing queries uniform over ``[0, 10000]``.  Per histogram and bucket
 count: the mean over the queries of ``|estimate − true| / max(true, 1)``
-(:func:`matcher.histogram.relative_error`), averaged over ``--repeats`` independent draws of
+(:func:`matcher.partition.hist_common.relative_error`), averaged over ``--repeats`` independent draws of
 intervals and queries.
 
 Histograms, all with ``k`` buckets = ``k`` constant pieces over the query domain:
 
-* **HIST-EQW** — :class:`~matcher.histogram.EquiWidthHistogram` over ``[0, 10000]`` (stores ``k``
+* **HIST-EQW** — :class:`~matcher.partition.hist_eqw.EquiWidthHistogram` over ``[0, 10000]`` (stores ``k``
   values; its boundaries are implicit);
-* **HIST-SSI** — :class:`~matcher.histogram.SSIHistogram` with ``φ`` uniform over
+* **HIST-SSI** — :class:`~matcher.partition.hist_ssi.SSIHistogram` with ``φ`` uniform over
   ``[0, 10000]``; its step function has at most ``k`` pieces and stores ``k`` values plus
   ``k + 1`` breakpoints;
 * **HIST-EQW (same floats)** — HIST-EQW given as many buckets as HIST-SSI stores floats
@@ -27,8 +27,8 @@ Histograms, all with ``k`` buckets = ``k`` constant pieces over the query domain
 
 The paper reports 14.9 % for HIST-SSI and over 70 % for HIST-EQW at 20 buckets, on intervals that
 "happen to form 18 stabbing groups"; the distribution stated above forms ~400 (see the
-``tau`` column), which changes what HIST-SSI can do with 20 buckets — ``docs/benchmarks-
-histogram.md`` discusses it.
+``tau`` column), which changes what HIST-SSI can do with 20 buckets —
+``docs/benchmarks/engine.md`` (Fig. 25) discusses it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The issue's target: "500,000 subscriptions of mixed kinds plus 500,000 stored tuples fit in
 under 1.5 GB resident; report the figure per subscription and per tuple".
 
-The measurement runs in a **fresh subprocess** (``python -m matcher.bench.memory --child``) so
+The measurement runs in a **fresh subprocess** (``python -m hotjoin.ops.bench.memory --child``) so
 nothing the parent imported or allocated is counted. The child
 
 1. imports the engine and warms every kernel up on a tiny engine of all three kinds (JIT code
@@ -246,7 +246,7 @@ def format_result(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m matcher.bench.memory")
+    p = argparse.ArgumentParser(prog="python -m hotjoin.ops.bench.memory")
     add_arguments(p)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)

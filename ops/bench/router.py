@@ -5,7 +5,7 @@ the same incoming R tuples, every member alone (``force``) and the router (its d
 online calibration and the chosen member), each in whole passes over the tuples as a static
 engine would run the stream, passes in a random order, ``rounds`` times (a tuple's time: its
 median), each pass after ``lead_in`` untimed tuples of its own so that it starts with warm
-caches; the router's choice per tuple is recorded (:func:`matcher.calibrate.time_members`):
+caches; the router's choice per tuple is recorded (:func:`hotjoin.matcher.router.calibrate.time_members`):
 
 * a static strategy's throughput is tuples / Σ its times;
 * **Dynamic**'s is tuples / Σ the routed times (routing overhead included);
@@ -87,7 +87,7 @@ class RouterBenchConfig:
     batch: int = 0  # > 0: also time every runner on the batch path, this many tuples a call
     #: passes per runner on the batch path: a pass there is one or two calls of 0.8–2 ms at
     #: the fast select points, whose median over 9 moved by ±3 % between runs of the same
-    #: code and decisions (session 18), so it takes more passes than per-tuple timing
+    #: code and decisions, so it takes more passes than per-tuple timing
     batch_rounds: int = 25
 
 
@@ -154,7 +154,7 @@ Reference = SelectReference | BandReference | WindowReference
 
 def time_brute_force(ref: Reference, r: tuple[np.ndarray, ...], mt: MemberTimes,
                      lead_in: int) -> float:
-    """Seconds the NumPy brute force (SPEC §6) takes for the tuples the members were timed on
+    """Seconds the NumPy brute force (the same-run reference) takes for the tuples the members were timed on
     (those with partners, after the lead-in, as ``time_members`` picks them); it must find the
     same number of affected subscriptions on each (AssertionError otherwise)."""
     rows = ref.rows(r)[lead_in:]
@@ -267,7 +267,7 @@ def run(c: RouterBenchConfig, json_path: str | None, plot_dir: str | None) -> di
         e, r, brute = make()
         mt = _measure(e, kind, r, c)
         s = summarise(mt)
-        if mt.affected.shape[0]:  # the reference a user would write (SPEC §6), same tuples
+        if mt.affected.shape[0]:  # the reference a user would write, same tuples
             secs = time_brute_force(brute, r, mt, c.lead_in)
             s["throughput"]["NumPy brute force"] = mt.affected.shape[0] / secs
             s["dynamic_over_numpy"] = (s["throughput"][mt.members[0][:3] + "Dynamic"]

@@ -1,4 +1,4 @@
-"""Server RSS with unbounded band subscriptions in the mix, and SIGTERM at the end (issue 16 item 3).
+"""Server RSS with unbounded band subscriptions in the mix, and SIGTERM at the end.
 
 A ``hotjoin serve`` child holds one topic with ``--subs`` ordinary band joins (narrow bands,
 a few pairs per event) and ``--unbounded`` band joins without any bound (every stored tuple of the

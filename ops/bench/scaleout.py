@@ -1,6 +1,6 @@
 """``hotjoin bench scaleout``: a matching-bound topic on 1 and 2 Ray workers against one process.
 
-What is timed, all in one run on one workload (docs/scale-out.md, "Model"):
+What is timed, all in one run on one workload (docs/how-to/scale-out.md, "Model"):
 
 - **single**: ``Engine.publish_affected`` per event in this process (the single-process server's
   matching, without its front end);
@@ -375,7 +375,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=3,
                    help="timed passes of the batch path per configuration (the median is kept)")
     p.add_argument("--scheme", choices=("subscription", "key"), default="subscription",
-                   help="scale-out scheme of the workers (docs/scale-out.md)")
+                   help="scale-out scheme of the workers (docs/how-to/scale-out.md)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 subscriptions, 300 events")
     p.add_argument("--json", dest="json_path", help="write the results as JSON to this path")
     p.add_argument("--plot", help="draw this run's batch-path bars to this PNG")
@@ -421,7 +421,7 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def to_markdown(res: dict[str, Any]) -> str:
-    """The figures of one run as the table of docs/scale-out.md."""
+    """The figures of one run as the table of docs/how-to/scale-out.md."""
     s, fe, r = res["single"], res["front_end"], res["ratios"]
     lines = ["| measured in one run | wall clock | CPU time |", "|---|---|---|",
              f"| single process, `Engine.publish_affected` per event | {s['events_per_s']:,.0f} events/s "
@@ -453,7 +453,7 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {n} Ray worker(s): batch after killing worker 0 (restart from snapshot + "
                      f"{x['tail_ops_replayed']:,} tail ops) | {x['kill_batch_seconds']:.1f} s "
                      f"(restart {x['recovery_seconds']:.1f} s) | — |")
-    lines += ["", "| target (issue 19) | wall clock here | modelled from CPU time, a core each |",
+    lines += ["", "| target | wall clock here | modelled from CPU time, a core each |",
               "|---|---|---|"]
     if "2_workers_vs_1_worker" in r:
         lines.append(f"| 2 workers vs 1 worker ≥ 1.6× | {r['2_workers_vs_1_worker']:.2f}× | "

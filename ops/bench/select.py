@@ -141,7 +141,7 @@ def build_engine(c: SelectBenchConfig, name: str, subs: list[Any],
 
 
 def available(strategies: tuple[str, ...]) -> tuple[str, ...]:
-    """Drop the hotspot strategies while ``matcher.hotspot`` is not importable."""
+    """Drop the hotspot strategies while ``matcher.partition.hotspot`` is not importable."""
     if importlib.util.find_spec("hotjoin.matcher.partition.hotspot") is not None:
         return strategies
     return tuple(s for s in strategies if not s.endswith("Hotspot"))
@@ -445,7 +445,7 @@ def quick(c: SelectBenchConfig) -> SelectBenchConfig:
     return c
 
 
-# -- Table I workload of the speed issue, with its reference lines (SPEC §6) --------------------
+# -- Table I workload, with its same-run reference lines -----------------------------------------
 
 @dataclass
 class Table1Data:
@@ -497,7 +497,8 @@ class KeyedValues:
 
 
 class NumpyBruteForce:
-    """What a user would write instead: join by key, then mask every subscription (SPEC §6).
+    """What a user would write instead: join by key, then mask every subscription (the same-run
+    reference).
 
     Per tuple (b, a): the key's sorted C values pv; ``n = searchsorted(pv, c_hi, right) −
     searchsorted(pv, c_lo, left)`` for every subscription; affected = ``a ∈ A ∧ n > 0``.

@@ -7,6 +7,11 @@ engine call (``apply_publish_batch``, i.e. ``Engine.publish_batch``), and the re
 path (checks, log frame + sync, delivery chunk, metrics, outcome). Reference in the same
 run: the engine alone, one ``publish_affected`` per event on an identically built engine (what a
 user of the engine would call), over the same events.
+
+``--catch-up`` measures delivery from the match log against live delivery (``catch_up``): the
+same messages drained and encoded as columnar Listen responses, once by a listener that keeps up
+(from the memory ring, after every batch) and once by a listener that starts after them all,
+with a ring too small to hold them (every message read back from the match log).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from hotjoin.matcher.model import Event
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import topic as topic_mod
 from hotjoin.server.convert import decode_columns
-from hotjoin.server.settings import TopicSettings
+from hotjoin.server.service import encode_items
+from hotjoin.server.settings import DeliveryOptions, TopicSettings
 
 
 def run(subscriptions: int = 100_000, stored: int = 100_000, events: int = 30_000, batch: int = 1000) -> dict[str, Any]:
@@ -93,13 +99,73 @@ def run(subscriptions: int = 100_000, stored: int = 100_000, events: int = 30_00
     return out
 
 
+def _drain(lis: Any) -> tuple[int, int, float]:
+    """Drain ``lis`` to the end and encode what it hands out as columnar Listen responses:
+    ``(messages, pairs, CPU seconds)``."""
+    msgs = pairs = 0
+    t0 = time.process_time()
+    while True:
+        items = lis.next_batch(0)
+        if not items and not lis.wake.is_set():  # (empty with wake set: switched to the disk)
+            break
+        for r in encode_items(items, columnar=True):
+            r.SerializeToString()
+            if r.WhichOneof("message") == "matches":
+                c = r.matches.columns
+                msgs += len(c.subscription_ids) // 8
+                pairs += max(len(c.r_id_offsets) // 4 - 1, 0)
+    return msgs, pairs, time.process_time() - t0
+
+
+def catch_up(kind: str = "select", delivery: str = "affected", subscriptions: int = 50_000,
+             stored: int = 50_000, events: int = 20_000, affected: float = 13.0,
+             batch: int = 1000) -> dict[str, Any]:
+    """Messages per CPU second delivered live (from the ring) and caught up from the match log,
+    the same messages, drained and encoded as columnar Listen responses (``Listen`` with
+    ``columnar``), in process."""
+    w = Workload(kind=kind, subscriptions=subscriptions, stored=stored, affected=affected,
+                 delivery=delivery, subscriber="b")
+    t = topic_mod.Topic("t", 0, None, {}, Path(tempfile.mkdtemp()),
+                        TopicSettings(engine_factory=Engine, checkpoint_min_ops=0,
+                                      delivery=DeliveryOptions(buffer_bytes=1 << 20)))
+    t.subscribe(subscription_specs(w), 0)
+    for cb in stored_columns(w, 1000):
+        t.publish_columns(decode_columns(cb), time.time_ns())
+    start = t.info()["seq"]
+    live = t.listen("b", [], {}, start, False)
+    _drain(live)
+    got = [0, 0, 0.0]
+    for c in incoming_columns(w, events, batch=batch):
+        t.publish_columns(decode_columns(c), time.time_ns())
+        m, p, cpu = _drain(live)
+        got = [got[0] + m, got[1] + p, got[2] + cpu]
+    live.close()
+    late = t.listen("b", [], {}, start, False, use_committed=False)
+    m, p, cpu = _drain(late)
+    out = {"kind": kind, "delivery": delivery, "messages": got[0], "pairs": got[1],
+           "live_messages_per_cpu_s": round(got[0] / max(got[2], 1e-9)),
+           "caught_up_messages": m, "caught_up_pairs": p,
+           "catch_up_messages_per_cpu_s": round(m / max(cpu, 1e-9)),
+           "catch_up_over_live": round((m / max(cpu, 1e-9)) / max(got[0] / max(got[2], 1e-9), 1e-9), 2)}
+    print(out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--catch-up", action="store_true",
+                    help="live delivery against catching up from the match log (catch_up)")
+    ap.add_argument("--kind", default="select")
+    ap.add_argument("--delivery", default="affected")
+    ap.add_argument("--affected", type=float, default=13.0)
     ap.add_argument("--subscriptions", type=int, default=100_000)
     ap.add_argument("--stored", type=int, default=100_000)
     ap.add_argument("--events", type=int, default=30_000)
     ap.add_argument("--batch", type=int, default=1000)
     a = ap.parse_args()
+    if a.catch_up:
+        catch_up(a.kind, a.delivery, a.subscriptions, a.stored, a.events, a.affected, a.batch)
+        return
     run(a.subscriptions, a.stored, a.events, a.batch)
 
 

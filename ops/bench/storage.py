@@ -1,8 +1,8 @@
 """``hotjoin bench storage``: cost of one key insert into the candidate base-table key orders.
 
-Issue 2 asks to measure and choose between sortedcontainers and numba-friendly sorted arrays:
+Measures, to choose between, sortedcontainers and numba-friendly sorted arrays:
 a single sorted array (binary search + shift), ``SortedList.add``, and the chosen
-:class:`~matcher.sorted_runs.SortedRuns` (main run + √n delta), each at several table sizes.
+:class:`~matcher.structures.sorted_runs.SortedRuns` (main run + √n delta), each at several table sizes.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def point(c: WindowBenchConfig, series: str, x: float, n: int, spread: float, pe
     sl = subs(c, n, spread)
     engines = {nm: build_engine(c, nm, sl, s, kind="window")  # type: ignore[arg-type]
                for nm in strategies}
-    # the NumPy brute force a user would write (SPEC §6), on the same tuples, timed in the
+    # the NumPy brute force a user would write (the same-run reference), on the same tuples, timed in the
     # identify pass; it must find what the engines find on the first tuples
     some = next(iter(engines.values()))
     now = 0 if some.watermark is None else some.watermark + some.lateness

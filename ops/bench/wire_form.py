@@ -3,7 +3,7 @@
 One 10,000-event batch (side, id, key, value, time) as (a) ``PublishRequest.columns`` with packed
 repeated fields, (b) one Arrow IPC record batch in a bytes field; each is parsed and decoded into
 numpy columns (ids as an object array of ``str``, what the engine takes) 50 times, twice,
-alternating. Prints ms per batch, ns per event and bytes on the wire (docs/benchmarks-serve.md).
+alternating. Prints ms per batch, ns per event and bytes on the wire (docs/benchmarks/serve.md).
 """
 
 from __future__ import annotations

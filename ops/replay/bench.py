@@ -240,7 +240,7 @@ def _machine() -> dict[str, Any]:
 
 
 def to_markdown(res: dict[str, Any]) -> str:
-    """The results as a Markdown table (docs/benchmarks-replay.md)."""
+    """The results as a Markdown table (docs/benchmarks/replay.md)."""
     lines = ["| run | cores | shards (cells) | seconds | events/s | deliveries | Spark start-up |",
              "|---|---|---|---|---|---|---|"]
     for r in res["records"]:

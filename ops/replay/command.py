@@ -1,4 +1,4 @@
-"""``hotjoin replay``: replay an exported log on Spark with the same engine (ops/replay/README.md)."""
+"""``hotjoin replay``: replay an exported log on Spark with the same engine (docs/how-to/replay.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
                        description="Replay a `hotjoin export` (events.parquet, "
                        "subscriptions.parquet, topic.json) as sharded workers on Spark running the "
                        "server's engine; writes every delivery (subscription_id, sign, r_id, s_id, "
-                       "seq) as Parquet part files into --out. See ops/replay/README.md.")
+                       "seq) as Parquet part files into --out. See docs/how-to/replay.md.")
     p.add_argument("--events", type=Path, required=True, help="events.parquet of the export")
     p.add_argument("--subscriptions", type=Path, required=True,
                    help="subscriptions.parquet of the export")

@@ -1,6 +1,6 @@
-"""Read a ``hotjoin export`` (``server/EXPORT.md``) into one seq-ordered table of operations.
+"""Read a ``hotjoin export`` (``docs/reference/export-format.md``) into one seq-ordered table of operations.
 
-The replay needs the topic's full total order (SPEC §3): the publishes and deletes of
+The replay needs the topic's full total order (docs/design.md, "The sequence"): the publishes and deletes of
 ``events.parquet`` plus the subscribes (at ``registered_seq``) and unsubscribes (at
 ``unsubscribed_seq``) of ``subscriptions.parquet``, merged and sorted by seq. Two columns are
 derived here, once, over the whole log, because a shard sees only part of it:
@@ -14,7 +14,7 @@ A compacted export (``compacted_at_seq`` set) has rows with ``seq <= compacted_a
 state, not operations; they become ``RESTORE_PUBLISH`` / ``RESTORE_SUBSCRIBE`` rows, loaded
 without deliveries. The largest event time at the compaction is not exported; the largest time
 among the restored tuples stands in for it, which is exact for every later delivery (see
-``ops/replay/README.md``, "Compacted exports").
+``docs/how-to/replay.md``).
 
 Everything is columnar (numpy / pyarrow): reading and ordering 1,000,000 operations takes about a
 second. Subscriptions are decoded into ``matcher`` objects by ``decode_subscriptions``, which the
@@ -34,7 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hotjoin.matcher.model import BandJoin, Range, SelectJoin, Subscription, WindowJoin
+from hotjoin.matcher.model import (
+    BandJoin,
+    IntervalJoin,
+    Range,
+    SelectJoin,
+    Subscription,
+    WindowJoin,
+)
 
 PUBLISH, DELETE, SUBSCRIBE, UNSUBSCRIBE, RESTORE_PUBLISH, RESTORE_SUBSCRIBE = range(6)
 OP_NAMES = ("publish", "delete", "subscribe", "unsubscribe", "restore-publish", "restore-subscribe")
@@ -45,6 +52,10 @@ EVENT_COLUMNS = ("seq", "op", "side", "id", "key", "value", "time")
 SUBSCRIPTION_COLUMNS = ("subscription_id", "kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi",
                         "w", "delivery", "snapshot", "subscriber", "registered_seq",
                         "unsubscribed_seq")
+INTERVAL_COLUMNS = ("ss_lo", "ss_hi", "se_lo", "se_hi", "es_lo", "es_hi", "ee_lo", "ee_hi",
+                    "preset")
+"""Columns of interval joins; an export written before interval joins existed has none (and
+no ``end`` column in events.parquet: every event a point)."""
 
 
 class LogError(ValueError):
@@ -90,7 +101,8 @@ class Ops:
 
     ``kind``: PUBLISH … RESTORE_SUBSCRIBE; ``side``: SIDE_R / SIDE_S (NO_SIDE for subscription
     ops); ``sid``: subscription id (−1 for events); ``clock``/``has_clock``: the largest event
-    time published before the row (none before the first publish).
+    time published before the row (none before the first publish); ``end``: an interval event's
+    end (``== time`` for a point and for the other rows).
     """
 
     seq: np.ndarray
@@ -103,8 +115,14 @@ class Ops:
     sid: np.ndarray
     clock: np.ndarray
     has_clock: np.ndarray
+    end: np.ndarray = None  # type: ignore[assignment]  # None: points (end = time)
 
-    COLUMNS = ("seq", "kind", "side", "id", "key", "value", "time", "sid", "clock", "has_clock")
+    COLUMNS = ("seq", "kind", "side", "id", "key", "value", "time", "sid", "clock", "has_clock",
+               "end")
+
+    def __post_init__(self) -> None:
+        if self.end is None:
+            self.end = np.asarray(self.time, dtype=np.int64).copy()
 
     def __len__(self) -> int:
         return int(self.seq.shape[0])
@@ -151,7 +169,8 @@ def _range(lo: Any, hi: Any) -> Range:
 
 def decode_subscriptions(table: pa.Table) -> dict[int, tuple[Subscription, bool]]:
     """``subscription_id -> (subscription, snapshot)`` from the export's subscriptions table."""
-    cols = {c: table.column(c).to_pylist() for c in SUBSCRIPTION_COLUMNS if c in table.column_names}
+    cols = {c: table.column(c).to_pylist() for c in (*SUBSCRIPTION_COLUMNS, *INTERVAL_COLUMNS)
+            if c in table.column_names}
     out: dict[int, tuple[Subscription, bool]] = {}
     for i, sid in enumerate(cols["subscription_id"]):
         kind = cols["kind"][i]
@@ -168,8 +187,16 @@ def decode_subscriptions(table: pa.Table) -> dict[int, tuple[Subscription, bool]
                 if w is None:
                     raise ValueError("window join without w")
                 sub = WindowJoin(a=a, c=c, w=int(w))
+            elif kind == "interval":
+                if "ss_lo" not in cols:
+                    raise ValueError("an interval join, but no endpoint columns (ss_lo ... ee_hi)")
+                ends = {e: _range(cols[f"{e}_lo"][i], cols[f"{e}_hi"][i])
+                        for e in ("ss", "se", "es", "ee")}
+                preset = cols["preset"][i] if "preset" in cols else None
+                sub = IntervalJoin(_range(cols["b_lo"][i], cols["b_hi"][i]), a, c, **ends,
+                                   preset=preset or None)
             else:
-                raise ValueError(f"unknown kind {kind!r} (select, band or window)")
+                raise ValueError(f"unknown kind {kind!r} (select, band, window or interval)")
         except ValueError as e:
             raise LogError(f"subscriptions.parquet: subscription {sid}: {e}") from None
         out[int(sid)] = (sub, bool(cols["snapshot"][i]))
@@ -177,17 +204,20 @@ def decode_subscriptions(table: pa.Table) -> dict[int, tuple[Subscription, bool]
 
 
 def band_hull(table: pa.Table) -> tuple[float, float] | None:
-    """The widest band: (min b_lo, max b_hi) over every band join (±inf for unbounded ends).
+    """The widest band: (min b_lo, max b_hi) over every band join and every interval join whose
+    key range B is not [0, 0] (±inf for unbounded ends).
 
-    None when the log has no band join. Covers every band ever registered, so replicating S
+    None when the log has no such join: interval joins on equal keys (B = [0, 0]) are sharded
+    by key like select and window joins. Covers every band ever registered, so replicating S
     tuples by it is enough at every point of the log.
     """
     kinds = table.column("kind").to_numpy(zero_copy_only=False)
-    band = kinds == "band"
+    lo = table.column("b_lo").to_numpy(zero_copy_only=False).astype(np.float64)
+    hi = table.column("b_hi").to_numpy(zero_copy_only=False).astype(np.float64)
+    band = (kinds == "band") | ((kinds == "interval") & ~((lo == 0.0) & (hi == 0.0)))
     if not band.any():
         return None
-    lo = table.column("b_lo").to_numpy(zero_copy_only=False).astype(np.float64)[band]
-    hi = table.column("b_hi").to_numpy(zero_copy_only=False).astype(np.float64)[band]
+    lo, hi = lo[band], hi[band]
     # to_numpy turns nulls into NaN: an absent bound is unbounded
     bmin = -math.inf if np.isnan(lo).any() else float(lo.min())
     bmax = math.inf if np.isnan(hi).any() else float(hi.max())
@@ -197,7 +227,8 @@ def band_hull(table: pa.Table) -> tuple[float, float] | None:
 # ---- reading ----------------------------------------------------------------------------------
 
 
-def _read_parquet(path: Path | str, columns: tuple[str, ...], what: str) -> pa.Table:
+def _read_parquet(path: Path | str, columns: tuple[str, ...], what: str,
+                  optional: tuple[str, ...] = ()) -> pa.Table:
     try:
         schema = pq.read_schema(path)
     except FileNotFoundError:
@@ -206,8 +237,9 @@ def _read_parquet(path: Path | str, columns: tuple[str, ...], what: str) -> pa.T
         raise LogError(f"{what}: not a Parquet file ({path}): {e}") from None
     missing = [c for c in columns if c not in schema.names]
     if missing:
-        raise LogError(f"{what}: missing column(s) {', '.join(missing)} (format: server/EXPORT.md)")
-    return pq.read_table(path, columns=list(columns))
+        raise LogError(f"{what}: missing column(s) {', '.join(missing)} (format: "
+                       "docs/reference/export-format.md)")
+    return pq.read_table(path, columns=[*columns, *(c for c in optional if c in schema.names)])
 
 
 def read_topic_options(path: Path | str) -> TopicOptions:
@@ -229,8 +261,9 @@ def read_export(events: Path | str, subscriptions: Path | str,
     if topic is None:
         topic = Path(events).parent / "topic.json"
     options = topic if isinstance(topic, TopicOptions) else read_topic_options(topic)
-    ev = _read_parquet(events, EVENT_COLUMNS, "events.parquet")
-    subs = _read_parquet(subscriptions, SUBSCRIPTION_COLUMNS, "subscriptions.parquet")
+    ev = _read_parquet(events, EVENT_COLUMNS, "events.parquet", ("end",))
+    subs = _read_parquet(subscriptions, SUBSCRIPTION_COLUMNS, "subscriptions.parquet",
+                         INTERVAL_COLUMNS)
     return build_log(options, ev, subs)
 
 
@@ -262,6 +295,11 @@ def build_log(options: TopicOptions, events: pa.Table, subscriptions: pa.Table) 
     value = events.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
     tcol = events.column("time")
     time = pc.fill_null(tcol, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if "end" in events.column_names:  # null: a point (and every row of an older export)
+        end = pc.coalesce(events.column("end"), pc.fill_null(tcol, 0)).to_numpy(
+            zero_copy_only=False).astype(np.int64)
+    else:
+        end = time.copy()
     t_null = pc.is_null(tcol).to_numpy(zero_copy_only=False)
     pub_null = (np.isnan(key) | np.isnan(value) | t_null) & is_pub
     if pub_null.any():
@@ -306,6 +344,7 @@ def build_log(options: TopicOptions, events: pa.Table, subscriptions: pa.Table) 
     all_key = cat(key, np.full(m + k, np.nan), np.empty(0))
     all_value = cat(value, np.full(m + k, np.nan), np.empty(0))
     all_time = cat(time, np.zeros(m + k, dtype=np.int64), np.empty(0, dtype=np.int64))
+    all_end = cat(end, np.zeros(m + k, dtype=np.int64), np.empty(0, dtype=np.int64))
     all_sid = cat(np.full(n, -1, dtype=np.int64), sub_id, sub_id[has_unsub])
 
     order = np.argsort(all_seq, kind="stable")
@@ -317,7 +356,8 @@ def build_log(options: TopicOptions, events: pa.Table, subscriptions: pa.Table) 
         raise LogError(f"seq {int(s_seq[dup[0]])} is used by two operations")
     ops = Ops(s_seq, all_kind[order], all_side[order], all_id[order], all_key[order],
               all_value[order], all_time[order], all_sid[order],
-              np.zeros(len(order), dtype=np.int64), np.zeros(len(order), dtype=bool))
+              np.zeros(len(order), dtype=np.int64), np.zeros(len(order), dtype=bool),
+              all_end[order])
     _resolve_delete_keys(ops)
     _fill_clock(ops)
     return ReplayLog(options, ops, subscriptions, n_events=n, n_restored=n_restored)
@@ -372,8 +412,9 @@ def write_export(out_dir: Path | str, options: TopicOptions, events: dict[str, A
                  subscriptions: dict[str, Any]) -> Path:
     """Write an export directory (events.parquet, subscriptions.parquet, topic.json).
 
-    ``events`` / ``subscriptions`` map column names of ``server/EXPORT.md`` to lists or arrays;
-    ``payload`` and ``received_unix_nanos`` may be left out. For tests and the benchmark, which
+    ``events`` / ``subscriptions`` map column names of ``docs/reference/export-format.md`` to lists
+    or arrays; ``payload``, ``received_unix_nanos``, ``end`` and the interval joins' columns may
+    be left out. For tests and the benchmark, which
     build logs without a server; the schemas are the server's own (``server.export``).
     """
     from hotjoin.server.export import EVENTS_SCHEMA, SUBSCRIPTIONS_SCHEMA
@@ -384,9 +425,14 @@ def write_export(out_dir: Path | str, options: TopicOptions, events: dict[str, A
     ev = dict(events)
     ev.setdefault("payload", [None if o == "delete" else b"" for o in ev["op"]])
     ev.setdefault("received_unix_nanos", np.zeros(n, dtype=np.int64))
+    ev.setdefault("end", [None] * n)  # every event a point
+    subs = dict(subscriptions)
+    m = len(subs["subscription_id"])
+    for c in INTERVAL_COLUMNS:  # no interval joins
+        subs.setdefault(c, [None] * m)
     pq.write_table(pa.table({f.name: ev[f.name] for f in EVENTS_SCHEMA}, schema=EVENTS_SCHEMA),
                    out / "events.parquet")
-    pq.write_table(pa.table({f.name: subscriptions[f.name] for f in SUBSCRIPTIONS_SCHEMA},
+    pq.write_table(pa.table({f.name: subs[f.name] for f in SUBSCRIPTIONS_SCHEMA},
                             schema=SUBSCRIPTIONS_SCHEMA), out / "subscriptions.parquet")
     opts = options.to_json()
     opts.setdefault("created_unix_nanos", 0)

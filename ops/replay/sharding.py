@@ -45,7 +45,7 @@ _EPS = 2.0**-48
 def band_reach(s_keys: np.ndarray, hull: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
     """For each s.key, an interval [lo, hi] holding every r.key with ``bmin <= s.key − r.key <= bmax``.
 
-    The condition is on the IEEE double difference fl(s − r) (SPEC §2), so the bounds are widened:
+    The condition is on the IEEE double difference fl(s − r) (docs/design.md, "Subscriptions"), so the bounds are widened:
     fl(s − r) <= bmax implies s − r <= bmax + 2^-52·|bmax| (the rounding of a difference is
     monotone and at most half an ulp), and computing s − bmax in doubles errs by at most
     2^-53·(|s| + |bmax|); a pad of 2^-48·(|s| + |bmax|) + the smallest subnormal covers both with

@@ -134,8 +134,11 @@ def _restore(engine: Engine, ops: Ops, n: int, subs: dict[int, tuple[Subscriptio
         rows = np.flatnonzero((kind == RESTORE_PUBLISH) & (ops.side[:n] == side_no))
         if rows.shape[0]:
             try:
-                engine.restore_event_columns(side, ops.id[rows].tolist(), ops.key[rows],
-                                             ops.value[rows], ops.time[rows], ops.seq[rows])
+                ends = ops.end[rows]
+                engine.restore_event_columns(
+                    side, ops.id[rows].tolist(), ops.key[rows], ops.value[rows], ops.time[rows],
+                    ops.seq[rows],
+                    ends=None if bool((ends == ops.time[rows]).all()) else ends)
             except (ValueError, HotjoinError) as e:
                 raise _fail(ops, int(rows[0]), e) from e
     restored = kind == RESTORE_PUBLISH
@@ -168,7 +171,7 @@ def run_cell(cell: int, ops: Ops, subs: dict[int, tuple[Subscription, bool]],
     next_report = t0 + PROGRESS_SECONDS
     # plain Python lists: indexing them per operation is several times cheaper than numpy
     seq_l, kind_l, side_l = seq.tolist(), kind.tolist(), side.tolist()
-    key_l, value_l, time_l = key.tolist(), value.tolist(), times.tolist()
+    key_l, value_l, time_l, end_l = key.tolist(), value.tolist(), times.tolist(), ops.end.tolist()
     sid_l, clock_l, has_l = sid_col.tolist(), clock.tolist(), has_clock.tolist()
     while i < n:
         k = kind_l[i]
@@ -176,7 +179,8 @@ def run_cell(cell: int, ops: Ops, subs: dict[int, tuple[Subscription, bool]],
         try:
             engine.advance_clock(s, clock_l[i] if has_l[i] else None)
             if k == PUBLISH:
-                ev = Event(SIDE_NAMES[side_l[i]], ids[i], key_l[i], value_l[i], time_l[i])
+                ev = Event(SIDE_NAMES[side_l[i]], ids[i], key_l[i], value_l[i], time_l[i],
+                           b"", end_l[i])
                 sink.add(engine.publish_columnar(ev), s)
                 events += 1
             elif k == DELETE:

@@ -1,4 +1,4 @@
-"""``ShardedEngine``: the engine contract of one topic, matched by N Ray actors (docs/scale-out.md).
+"""``ShardedEngine``: the engine contract of one topic, matched by N Ray actors (docs/how-to/scale-out.md).
 
 It implements ``hotjoin.matcher.contract.TopicEngine`` with the results of one ``Engine``.
 
@@ -22,7 +22,7 @@ When an actor dies (``RayActorError``), the facade creates a new actor from the 
 the tail, and sends the failed batch again; its result is the one the dead actor would have given,
 since every shard is a deterministic function of its operations. Nothing is delivered twice: the
 front end only ever sees the result of a completed call. Meanwhile the caller (the topic, under its
-lock) blocks; publishers queue behind the lock (docs/scale-out.md, "Recovery").
+lock) blocks; publishers queue behind the lock (docs/how-to/scale-out.md, "Recovery").
 
 No Ray import at module level: ``hotjoin.server`` never imports this module unless ``--workers``.
 """
@@ -58,12 +58,14 @@ from hotjoin.matcher.model import (
     BandJoin,
     Delivery,
     Event,
+    IntervalJoin,
     Matches,
     SelectJoin,
     Subscription,
     WindowJoin,
     empty_matches,
 )
+from hotjoin.matcher.subscriptions import INTERVAL_COLUMNS
 from hotjoin.server.errors import Unavailable
 from hotjoin.server.scaleout import worker as W
 
@@ -120,6 +122,8 @@ def checked_subscriptions(state: Mapping[str, Any]) -> tuple[dict[str, np.ndarra
     column, columns of different lengths, ids not increasing or negative, a bad kind or range."""
     try:
         cols = {k: np.asarray(state["subs"][k]) for k in SUBSCRIPTION_COLUMNS}
+        cols.update({k: np.asarray(state["subs"][k]) for k in INTERVAL_COLUMNS
+                     if k in state["subs"]})  # absent in states without interval joins
     except KeyError as x:
         raise ValueError(f"load_state: the state has no subscription column {x.args[0]!r}") from None
     sids = cols["sid"].astype(np.int64)
@@ -444,13 +448,15 @@ class ShardedEngine:
         return out
 
     def publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
-                      payloads: Any = None, *, output: str = "affected") -> BatchResult:
+                      payloads: Any = None, *, ends: Any = None,
+                      output: str = "affected") -> BatchResult:
         """``Engine.publish_batch`` over the shards: the batch crosses to every worker in one RPC
         and each applies it with the engine's compiled batch path. Every shard stores every
         tuple, so all agree on statuses and sequence numbers; the output rows of the shards
-        (each its own subscriptions) are merged in event order with topic-wide ids."""
+        (each its own subscriptions) are merged in event order with topic-wide ids. ``ends``:
+        interval ends as ``Engine.publish_batch``'s."""
         res = self._all((W.PUBLISH_BATCH, self._seq + 1, sides, ids, keys, values, times,
-                         payloads, output))
+                         payloads, output, ends))
         first: BatchResult = res[0]
         ok = first.status == 0
         n_ok = int(ok.sum())
@@ -542,7 +548,7 @@ class ShardedEngine:
         shard, the least loaded shards first, so each shard's run has consecutive seqs."""
         subs = list(subs)
         for s in subs:  # the engine's own validation (Engine._index_for), before any shard moves
-            if not isinstance(s, (BandJoin, SelectJoin, WindowJoin)):
+            if not isinstance(s, (BandJoin, SelectJoin, WindowJoin, IntervalJoin)):
                 raise ValueError(f"not a subscription: {type(s).__name__}")
         if not subs:
             return []
@@ -639,9 +645,11 @@ class ShardedEngine:
 
     def restore_event_columns(self, side: str, ids: list[str], keys: np.ndarray, values: np.ndarray,
                               times: np.ndarray, seqs: np.ndarray,
-                              payloads: list[bytes] | None = None) -> None:
+                              payloads: list[bytes] | None = None, *,
+                              ends: np.ndarray | None = None) -> None:
         self._all((W.RESTORE_COLUMNS, 0, side, list(ids), np.asarray(keys), np.asarray(values),
-                   np.asarray(times), np.asarray(seqs), payloads))
+                   np.asarray(times), np.asarray(seqs), payloads,
+                   None if ends is None else np.asarray(ends)))
 
     def restore_events(self, events: list[Event], seqs: list[int]) -> None:
         self._all((W.RESTORE_EVENTS, 0, list(events), list(seqs)))
@@ -673,12 +681,14 @@ class ShardedEngine:
                                for i in range(self.n_workers)})
         first = self._checked(res[0][0])
         parts = [first["subs"], *(self._checked(res[i][0]) for i in range(1, self.n_workers))]
-        subs = {k: np.concatenate([p[k] for p in parts]) for k in SUBSCRIPTION_COLUMNS}
+        names = [*SUBSCRIPTION_COLUMNS, *(k for k in INTERVAL_COLUMNS if k in parts[0])]
+        subs = {k: np.concatenate([p[k] for p in parts]) for k in names}
         subs["sid"] = np.concatenate([self._shards[i].l2g[p["sid"]] for i, p in enumerate(parts)])
         order = np.argsort(subs["sid"], kind="stable")
         return {"seq": self._seq, "max_time": self._max_time, "next_sid": self._next_gid,
                 "subs": {k: v[order] for k, v in subs.items()},
-                "tuples": {side: first["tuples"][side] for side in ("R", "S")}}
+                "tuples": {side: first["tuples"][side] for side in ("R", "S")},
+                "ends": first.get("ends") or {}}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """``Engine.load_state``: the subscriptions are dealt to the shards in contiguous runs
@@ -698,7 +708,8 @@ class ShardedEngine:
             part = {c: v[lo:hi] for c, v in cols.items()}
             part["sid"] = np.arange(hi - lo, dtype=np.int64)  # shard-local ids
             batches[i] = [(W.LOAD_STATE, 0, {"seq": seq, "max_time": mt, "next_sid": hi - lo,
-                                             "subs": part, "tuples": state["tuples"]})]
+                                             "subs": part, "tuples": state["tuples"],
+                                             "ends": state.get("ends") or {}})]
         self._load(batches)
         sids = cols["sid"].tolist()
         for i in range(k):
@@ -845,12 +856,18 @@ def merge_rows(parts: Sequence[tuple[np.ndarray, np.ndarray, BatchOutput]]) -> B
                        cat([p[2].s_id for p in parts]) if pairs else None)
 
 
+_OUTPUT_AT = {W.PUBLISH: 3, W.DELETE: 4, W.PUBLISH_BATCH: 8, W.PUBLISH_ADMITTED: 10}
+"""Where each publish or delete operation holds its output mode (``worker``'s op layouts; the
+batch publishes carry their optional ``ends`` after it)."""
+
+
 def _quiet(op: W.Op) -> W.Op:
     """``op`` with its output switched off, for replaying a tail: a state-only publish or
     delete leaves the same tuples, clock and subscriptions and skips the matching."""
-    if op[0] in (W.PUBLISH, W.DELETE, W.PUBLISH_BATCH, W.PUBLISH_ADMITTED):  # output is last
-        return (*op[:-1], "none")
-    return op
+    at = _OUTPUT_AT.get(op[0])
+    if at is None:
+        return op
+    return (*op[:at], "none", *op[at + 1:])
 
 
 def _weight(op: W.Op) -> int:

@@ -1,5 +1,5 @@
 """The server's ``engine_factory`` for ``hotjoin serve --workers N``: one scale-out engine per
-topic, of the scheme ``--scale-out-scheme`` names (docs/scale-out.md). It is the one module that
+topic, of the scheme ``--scale-out-scheme`` names (docs/how-to/scale-out.md). It is the one module that
 knows both engines, so ``engine.py`` and ``key_engine.py`` import each other nowhere."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``KeyShardedEngine``: a topic's engine over N Ray workers, *key-partitioned* (docs/scale-out.md).
+"""``KeyShardedEngine``: a topic's engine over N Ray workers, *key-partitioned* (docs/how-to/scale-out.md).
 
 Every tuple lives on the one worker its join key hashes to (both sides, one hash,
 :func:`worker_of_keys`); every subscription lives on every worker. A select or window join pairs
@@ -6,6 +6,9 @@ only tuples of equal keys, so each pair is found by exactly one worker, the one 
 tuples — the replay's exactness argument (``ops/replay/sharding.py``) made online. Each event
 therefore costs one worker's matching instead of every worker's, which is what divides a
 matching-bound topic's work.
+
+Interval joins on equal keys (``B = [0, 0]``) are placed by key like select and window joins;
+an interval join with any other ``B`` pairs different keys and is treated as a band join below.
 
 Band joins pair tuples of different keys. When the first band join subscribes, every stored S
 tuple is copied to every worker, and from then on S tuples go to every worker and R tuples round
@@ -15,7 +18,7 @@ advance). R's round robin also splits hot keys; ``replicate=True`` (``--scale-ou
 key-replicated``) starts a topic that way.
 
 What must be single per topic is decided once, here, before anything is routed (README, "Design
-choices"; docs/scale-out.md):
+choices"; docs/how-to/scale-out.md):
 
 * **Admission.** The front end keeps every stored (side, id) with its time and worker
   (:class:`StoredIds`), so duplicates are found across keys and workers, and it runs the
@@ -65,14 +68,15 @@ from hotjoin.matcher.model import (
     BandJoin,
     Delivery,
     Event,
+    IntervalJoin,
     Matches,
+    Range,
     SelectJoin,
     Subscription,
     WindowJoin,
     check_side,
     empty_matches,
 )
-from hotjoin.matcher.subscriptions import KIND_CODE
 from hotjoin.server.errors import Unavailable
 from hotjoin.server.scaleout import worker as W
 from hotjoin.server.scaleout.engine import (
@@ -93,6 +97,20 @@ PIPELINE_MIN_EVENTS = 128  # accepted events per chunk at least (each chunk is o
 ALL = -2
 """Owner code of a tuple stored on every worker (the replicated side, see ``KeyShardedEngine``)."""
 REPLICATED_SIDE = 1  # S: once a band join subscribes, S tuples are stored on every worker
+
+
+def pairs_across_keys(sub: Any) -> bool:
+    """Whether ``sub`` pairs tuples of different keys (a band join, or an interval join whose
+    ``B`` is not ``[0, 0]``): the S side must then be on every worker.
+
+    >>> pairs_across_keys(IntervalJoin.allen("overlaps", b=Range(0, 0)))
+    False
+    >>> pairs_across_keys(IntervalJoin.allen("overlaps", b=Range(-1, 1)))
+    True
+    """
+    if isinstance(sub, BandJoin):
+        return True
+    return isinstance(sub, IntervalJoin) and sub.b != Range(0, 0)
 
 
 def worker_of_keys(keys: np.ndarray, workers: int) -> np.ndarray:
@@ -133,14 +151,16 @@ def _concat_outputs(parts: list[BatchOutput], output: str) -> BatchOutput:
 class StoredIds:
     """One side's stored ids, with each tuple's time and worker: the front end's admission table.
 
-    Offers what ``batch.admit_publish`` reads of a base table (``slot_of`` and ``times``). Entries
-    that retention has dropped on the workers stay until the next compaction; every reader treats
-    an entry older than the retention limit as gone, as the admission kernel does.
+    Offers what ``batch.admit_publish`` reads of a base table (``slot_of``, ``times`` and
+    ``ends``). Entries that retention has dropped on the workers stay until the next compaction;
+    every reader treats an entry whose *end* (its time, for a point) is older than the retention
+    limit as gone, as the admission kernel does.
     """
 
     def __init__(self) -> None:
         self.slot_of: dict[str, int] = {}
         self.times = np.zeros(1024, dtype=np.int64)
+        self.ends = np.zeros(1024, dtype=np.int64)
         self.owner = np.zeros(1024, dtype=np.int32)
         self.n = 0  # slots used (live, deleted and expired ones)
         self._compact_at = 4096
@@ -148,15 +168,19 @@ class StoredIds:
     def __len__(self) -> int:
         return len(self.slot_of)
 
-    def add(self, ids: Sequence[str], times: np.ndarray, owners: np.ndarray) -> None:
-        """Record accepted tuples (an id seen again replaces its entry: retention dropped it)."""
+    def add(self, ids: Sequence[str], times: np.ndarray, owners: np.ndarray,
+            ends: np.ndarray | None = None) -> None:
+        """Record accepted tuples (an id seen again replaces its entry: retention dropped it);
+        ``ends`` None: points."""
         m = len(ids)
         need = self.n + m
         if need > self.times.shape[0]:
             cap = max(need, 2 * self.times.shape[0])
             self.times = np.concatenate([self.times[: self.n], np.zeros(cap - self.n, np.int64)])
+            self.ends = np.concatenate([self.ends[: self.n], np.zeros(cap - self.n, np.int64)])
             self.owner = np.concatenate([self.owner[: self.n], np.zeros(cap - self.n, np.int32)])
         self.times[self.n:need] = times
+        self.ends[self.n:need] = times if ends is None else ends
         self.owner[self.n:need] = owners
         self.slot_of.update(zip(ids, range(self.n, need), strict=True))
         self.n = need
@@ -164,13 +188,18 @@ class StoredIds:
     def find(self, event_id: str, limit: int | None) -> int:
         """The worker storing ``event_id``, or -1 (never stored, deleted, or older than ``limit``)."""
         slot = self.slot_of.get(event_id)
-        if slot is None or (limit is not None and int(self.times[slot]) < limit):
+        if slot is None or (limit is not None and int(self.ends[slot]) < limit):
             return -1
         return int(self.owner[slot])
 
     def time_of(self, event_id: str) -> int | None:
         slot = self.slot_of.get(event_id)
         return None if slot is None else int(self.times[slot])
+
+    def end_of(self, event_id: str) -> int | None:
+        """The stored tuple's end (its time for a point; what retention compares), or None."""
+        slot = self.slot_of.get(event_id)
+        return None if slot is None else int(self.ends[slot])
 
     def remove(self, event_id: str) -> None:
         self.slot_of.pop(event_id, None)
@@ -181,21 +210,24 @@ class StoredIds:
         if self.n < self._compact_at:
             return
         keep = [(i, s) for i, s in self.slot_of.items()
-                if limit is None or int(self.times[s]) >= limit]
+                if limit is None or int(self.ends[s]) >= limit]
         slots = np.fromiter((s for _, s in keep), dtype=np.int64, count=len(keep))
-        times, owner = self.times[slots], self.owner[slots]
+        times, ends, owner = self.times[slots], self.ends[slots], self.owner[slots]
         self.slot_of = {i: k for k, (i, _) in enumerate(keep)}
         cap = max(1024, 2 * len(keep))
         self.times = np.zeros(cap, dtype=np.int64)
+        self.ends = np.zeros(cap, dtype=np.int64)
         self.owner = np.zeros(cap, dtype=np.int32)
         self.times[: len(keep)] = times
+        self.ends[: len(keep)] = ends
         self.owner[: len(keep)] = owner
         self.n = len(keep)
         self._compact_at = max(4096, 2 * self.n)
 
     def nbytes(self) -> int:
         """Rough memory: the arrays plus ~100 B per dict entry (key string not counted)."""
-        return int(self.times.nbytes + self.owner.nbytes + 100 * len(self.slot_of))
+        return int(self.times.nbytes + self.ends.nbytes + self.owner.nbytes
+                   + 100 * len(self.slot_of))
 
 
 class KeyShardedEngine(ShardedEngine):
@@ -275,12 +307,14 @@ class KeyShardedEngine(ShardedEngine):
 
     # -- publish ----------------------------------------------------------------------------
     def publish_batch(self, sides: Any, ids: Any, keys: Any, values: Any, times: Any,
-                      payloads: Any = None, *, output: str = "affected") -> BatchResult:
+                      payloads: Any = None, *, ends: Any = None,
+                      output: str = "affected") -> BatchResult:
         """``Engine.publish_batch``: admitted here once for the topic, then each worker stores and
         matches the events of its keys (``Engine.publish_admitted``, one RPC per worker, all at
-        once); the workers' rows are merged back in event order."""
+        once); the workers' rows are merged back in event order. ``ends``: interval ends as
+        ``Engine.publish_batch``'s."""
         check_output(output)
-        cols = publish_columns(sides, ids, keys, values, times, payloads)
+        cols = publish_columns(sides, ids, keys, values, times, payloads, ends)
         adm = admit_publish(cols, self._ids, self.lateness, self.retention, self._max_time,
                             self._seq, self.max_advance)
         reasons = rejection_reasons(cols, adm, self.lateness, self.max_advance)
@@ -304,7 +338,8 @@ class KeyShardedEngine(ShardedEngine):
                 pl = None if cols.payloads is None else [cols.payloads[i] for i in sel_l]
                 batches[w] = [(W.PUBLISH_ADMITTED, int(adm.seqs[sel[0]]), cols.side[sel],
                                [cols.ids[i] for i in sel_l], cols.keys[sel], cols.values[sel],
-                               cols.times[sel], pl, adm.seqs[sel], adm.maxes[sel], output)]
+                               cols.times[sel], pl, adm.seqs[sel], adm.maxes[sel], output,
+                               None if cols.ends is None else cols.ends[sel])]
                 pick[w] = sel
             chunks.append(batches)
             picks.append(pick)
@@ -321,7 +356,8 @@ class KeyShardedEngine(ShardedEngine):
             mine = cols.side[acc] == sd
             if mine.any():
                 idx = acc[mine]
-                self._ids[sd].add([cols.ids[i] for i in idx.tolist()], cols.times[idx], own[mine])
+                self._ids[sd].add([cols.ids[i] for i in idx.tolist()], cols.times[idx], own[mine],
+                                  None if cols.ends is None else cols.ends[idx])
         self._seq = adm.seq
         self._max_time = adm.max_time
         limit = self._limit()
@@ -359,9 +395,9 @@ class KeyShardedEngine(ShardedEngine):
                 out.append(W.OpError(ValueError(f"not an Event: {type(ev).__name__}")))
                 continue
             sd = 0 if ev.side == "R" else 1
-            t_stored = added.get((sd, ev.id))
+            t_stored = added.get((sd, ev.id))  # the stored tuple's end (retention compares it)
             if t_stored is None:
-                t_stored = self._ids[sd].time_of(ev.id)
+                t_stored = self._ids[sd].end_of(ev.id)
             limit = self._limit(mt)
             if t_stored is not None and (limit is None or t_stored >= limit):
                 out.append(W.OpError(DuplicateEventError(ev.side, ev.id)))
@@ -375,7 +411,7 @@ class KeyShardedEngine(ShardedEngine):
             seq += 1
             w = int(self._owners(np.array([sd]), np.array([ev.key]), np.array([seq]))[0])
             out.append((w, seq, mt))
-            added[(sd, ev.id)] = ev.time
+            added[(sd, ev.id)] = ev.end
             if mt is None or ev.time > mt:
                 mt = ev.time
         return out
@@ -410,7 +446,8 @@ class KeyShardedEngine(ShardedEngine):
             self._seq = seq
             if self._max_time is None or ev.time > self._max_time:
                 self._max_time = ev.time
-            self._ids[0 if ev.side == "R" else 1].add([ev.id], np.array([ev.time]), np.array([w]))
+            self._ids[0 if ev.side == "R" else 1].add([ev.id], np.array([ev.time]), np.array([w]),
+                                                      np.array([ev.end]))
             out.append(None if mode == "none" else self._map([res[v][k] for v, k in at], 1))
         return out
 
@@ -431,9 +468,11 @@ class KeyShardedEngine(ShardedEngine):
             out = [d for g in self._send_events(events[:bad], admitted[:bad], "list") for d in g]
         elif bad and all(TIME_MIN <= ev.time <= TIME_MAX for ev in events[:bad]):
             ok = events[:bad]
+            ends = [e.end for e in ok]
             self.publish_batch([e.side for e in ok], [e.id for e in ok], [e.key for e in ok],
                                [e.value for e in ok], [e.time for e in ok],
-                               [e.payload for e in ok], output="none")
+                               [e.payload for e in ok], output="none",
+                               ends=None if all(e.end == e.time for e in ok) else ends)
         else:  # a time beyond the batch path's ±2^61 (the one-at-a-time engine accepts it)
             self._send_events(events[:bad], admitted[:bad], "none")
         if bad < len(events):
@@ -468,11 +507,12 @@ class KeyShardedEngine(ShardedEngine):
     # -- subscriptions: on every worker, under the same local id ------------------------------
     def _admit_subscriptions(self, subs: Sequence[Any]) -> None:
         """The engine's own validation (``Engine._index_for``), before any worker moves; then,
-        for a band join on a topic whose tuples are placed by key, the S side's replication."""
+        for a band join (or an interval join across keys, ``pairs_across_keys``) on a topic
+        whose tuples are placed by key, the S side's replication."""
         for s in subs:
-            if not isinstance(s, (BandJoin, SelectJoin, WindowJoin)):
+            if not isinstance(s, (BandJoin, SelectJoin, WindowJoin, IntervalJoin)):
                 raise ValueError(f"not a subscription: {type(s).__name__}")
-        if self._replicated is None and any(isinstance(s, BandJoin) for s in subs):
+        if self._replicated is None and any(pairs_across_keys(s) for s in subs):
             self._replicate()
 
     def _replicate(self) -> None:
@@ -580,7 +620,8 @@ class KeyShardedEngine(ShardedEngine):
     # -- restore (server restart) -------------------------------------------------------------
     def restore_event_columns(self, side: str, ids: list[str], keys: np.ndarray, values: np.ndarray,
                               times: np.ndarray, seqs: np.ndarray,
-                              payloads: list[bytes] | None = None) -> None:
+                              payloads: list[bytes] | None = None, *,
+                              ends: np.ndarray | None = None) -> None:
         """``Engine.restore_event_columns``: checked here first exactly as the engine checks
         (each worker sees only its keys, so a duplicate of an id stored under another key is
         found only here), then each worker stores the tuples it holds. All or nothing."""
@@ -593,6 +634,12 @@ class KeyShardedEngine(ShardedEngine):
             raise ValueError("restore_event_columns: columns of different lengths")
         if payloads is not None and len(payloads) != n:
             raise ValueError("restore_event_columns: payloads of a different length")
+        if ends is not None:
+            ends = np.asarray(ends, np.int64)
+            if ends.shape != (n,):
+                raise ValueError("restore_event_columns: ends of a different length")
+            if bool((ends < times).any()):
+                raise ValueError("restore_event_columns: an end before its time")
         if n == 0:
             return
         if not (np.isfinite(keys).all() and np.isfinite(values).all()):
@@ -612,12 +659,13 @@ class KeyShardedEngine(ShardedEngine):
             sl = sel.tolist()
             batches[w] = [(W.RESTORE_COLUMNS, 0, side, [ids[i] for i in sl], keys[sel],
                            values[sel], times[sel], seqs[sel],
-                           None if payloads is None else [payloads[i] for i in sl])]
+                           None if payloads is None else [payloads[i] for i in sl],
+                           None if ends is None else ends[sel])]
         res = self.apply_many(batches)
         for w in batches:
             if isinstance(res[w][0], W.OpError):
                 self._diverged(w, res[w][0].error)
-        self._ids[sd].add(ids, times, own)
+        self._ids[sd].add(ids, times, own, ends)
 
     def restore_events(self, events: list[Event], seqs: list[int]) -> None:
         events = list(events)
@@ -635,7 +683,8 @@ class KeyShardedEngine(ShardedEngine):
             sel = [i for i, e in enumerate(events) if e.side == side]
             if sel:
                 self._ids[sd].add([events[i].id for i in sel],
-                                  np.array([events[i].time for i in sel], np.int64), own[sel])
+                                  np.array([events[i].time for i in sel], np.int64), own[sel],
+                                  np.array([events[i].end for i in sel], np.int64))
 
     def restore_subscription(self, sid: int, sub: Subscription, reg_seq: int,
                              snapshot: bool = False) -> None:
@@ -680,8 +729,10 @@ class KeyShardedEngine(ShardedEngine):
         subs["sid"] = self._shards[0].l2g[subs["sid"]]
         rep = None if self._replicated is None else "RS"[self._replicated]
         tuples: dict[str, tuple[Any, ...]] = {}
+        ends: dict[str, np.ndarray] = {}
+        first_ends = got[0].get("ends") or {}
         for side in ("R", "S"):
-            parts = [(got[0]["tuples"] if w == 0 else got[w])[side]
+            parts = [(*got[0]["tuples"][side], first_ends.get(side)) if w == 0 else got[w][side]
                      for w in range(self.n_workers) if w == 0 or side != rep]
             seqs = np.concatenate([p[4] for p in parts])
             order = np.argsort(seqs, kind="stable")
@@ -690,8 +741,9 @@ class KeyShardedEngine(ShardedEngine):
             tuples[side] = ([ids[i] for i in order.tolist()],
                             *(np.concatenate([p[c] for p in parts])[order] for c in (1, 2, 3)),
                             seqs[order], [payloads[i] for i in order.tolist()])
+            ends[side] = np.concatenate([p[3] if p[6] is None else p[6] for p in parts])[order]
         return {"seq": self._seq, "max_time": self._max_time, "next_sid": self._next_gid,
-                "subs": subs, "tuples": tuples}
+                "subs": subs, "tuples": tuples, "ends": ends}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """``Engine.load_state``: every worker gets every subscription under its topic id and
@@ -704,10 +756,12 @@ class KeyShardedEngine(ShardedEngine):
         cols, subs, next_sid = checked_subscriptions(state)
         seq, mt = int(state["seq"]), state["max_time"]
         replicated = self._replicated
-        if replicated is None and bool((cols["kind"] == KIND_CODE["band"]).any()):
+        if replicated is None and any(pairs_across_keys(s) for s in subs):
             replicated = REPLICATED_SIDE
-        placed: dict[int, tuple[list[str], np.ndarray, np.ndarray]] = {}
+        placed: dict[int, tuple[list[str], np.ndarray, np.ndarray, np.ndarray | None]] = {}
         per_worker: list[dict[str, tuple[Any, ...]]] = [{} for _ in range(self.n_workers)]
+        per_worker_ends: list[dict[str, np.ndarray]] = [{} for _ in range(self.n_workers)]
+        state_ends = state.get("ends") or {}
         saved, self._replicated = self._replicated, replicated  # _owners reads the placement
         try:
             for sd, side in enumerate("RS"):
@@ -716,15 +770,20 @@ class KeyShardedEngine(ShardedEngine):
                 times, seqs = np.asarray(times, np.int64), np.asarray(seqs, np.int64)
                 values = np.asarray(values, np.float64)
                 own = self._owners(np.full(len(ids), sd), keys, seqs)
-                placed[sd] = (ids, times, own)
+                side_ends = state_ends.get(side)
+                side_ends = None if side_ends is None else np.asarray(side_ends, np.int64)
+                placed[sd] = (ids, times, own, side_ends)
                 for w in range(self.n_workers):
                     sel = np.flatnonzero(self._on(own, w))
                     sl = sel.tolist()
                     per_worker[w][side] = ([ids[i] for i in sl], keys[sel], values[sel],
                                            times[sel], seqs[sel], [payloads[i] for i in sl])
+                    if side_ends is not None:
+                        per_worker_ends[w][side] = side_ends[sel]
             self._started()
             self._load({w: [(W.LOAD_STATE, 0, {"seq": seq, "max_time": mt, "next_sid": next_sid,
-                                               "subs": cols, "tuples": per_worker[w]})]
+                                               "subs": cols, "tuples": per_worker[w],
+                                               "ends": per_worker_ends[w]})]
                         for w in range(self.n_workers)})
         except BaseException:
             self._replicated = saved
@@ -735,8 +794,8 @@ class KeyShardedEngine(ShardedEngine):
                 self._place(w, sids, sids)  # local id = topic id on every worker
             self._shards[w].n_local = next_sid
         self._n_local = next_sid
-        for sd, (ids, times, own) in placed.items():
-            self._ids[sd].add(ids, times, own)
+        for sd, (ids, times, own, side_ends) in placed.items():
+            self._ids[sd].add(ids, times, own, side_ends)
         self.subs = dict(zip(sids, subs, strict=True))
         self._next_gid = next_sid
         self._seq = seq

@@ -1,4 +1,4 @@
-"""One scale-out worker: a ``hotjoin.matcher.Engine`` applying batches of operations (docs/scale-out.md).
+"""One scale-out worker: a ``hotjoin.matcher.Engine`` applying batches of operations (docs/how-to/scale-out.md).
 
 ``ShardWorker`` is a plain class (no Ray import) so it can be tested in-process; the facade in
 ``hotjoin.server.scaleout.engine`` runs it as a Ray actor. A worker is one *subscription shard*: it
@@ -7,7 +7,7 @@ sequence as every other shard with the same sequence numbers. An operation carri
 sequence number it takes; operations the shard does not see (another shard's subscribe or
 unsubscribe) are skipped over with ``Engine.advance_clock``, so a pair forms at the same sequence
 number, and the same lateness and retention decisions are taken, on every shard as in the single
-engine (docs/scale-out.md). Under the key-partitioned scheme (``key_engine``) a worker instead holds every
+engine (docs/how-to/scale-out.md). Under the key-partitioned scheme (``key_engine``) a worker instead holds every
 subscription and the tuples of its keys; it gets its events already admitted by the front end,
 each with its topic sequence number and clock (``PUBLISH_ADMITTED``), and an ``ADVANCE`` to the
 topic's clock before other operations. The matching itself is the unchanged engine: no second
@@ -35,17 +35,19 @@ Op = tuple[Any, ...]
 
 # operation kinds
 PUBLISH = "pub"          # (PUBLISH, seq, event, mode): mode "pairs" | "affected" | "list"
-PUBLISH_BATCH = "pubbatch"  # (PUBLISH_BATCH, seq, sides, ids, keys, values, times, payloads, output)
+PUBLISH_BATCH = "pubbatch"  # (PUBLISH_BATCH, seq, sides, ids, keys, values, times, payloads, output
+#                             [, ends]): ends of interval events, absent or None for points
 PUBLISH_ADMITTED = "pubadm"  # (PUBLISH_ADMITTED, seq, sides, ids, keys, values, times, payloads,
-#                               seqs, maxes, output): a batch admitted by the key-partitioned
-#                               front end, each event at its own seq and topic clock
+#                               seqs, maxes, output[, ends]): a batch admitted by the
+#                               key-partitioned front end, each event at its own seq and clock
 PUBLISH_MANY = "pubmany"  # (PUBLISH_MANY, seq, events): publish_many(match=False) (log replay)
 ADVANCE = "adv"          # (ADVANCE, seq, max_time): the topic's clock before the next operation
 DELETE = "del"           # (DELETE, seq, side, id, mode): mode "pairs" | "affected" | "list" | "none"
 SUBSCRIBE = "sub"        # (SUBSCRIBE, seq, subs, snapshot) -> local ids
 UNSUBSCRIBE = "unsub"    # (UNSUBSCRIBE, seq, local id)
 RESTORE_CLOCK = "clock"  # (RESTORE_CLOCK, seq, max_time)
-RESTORE_COLUMNS = "cols"  # (RESTORE_COLUMNS, 0, side, ids, keys, values, times, seqs, payloads)
+RESTORE_COLUMNS = "cols"  # (RESTORE_COLUMNS, 0, side, ids, keys, values, times, seqs, payloads
+#                            [, ends])
 RESTORE_EVENTS = "revents"  # (RESTORE_EVENTS, 0, events, seqs)
 RESTORE_SUB = "rsub"     # (RESTORE_SUB, 0, local id, sub, reg_seq, snapshot)
 RESULT = "result"        # (RESULT, 0, local id) -> Matches (read only)
@@ -56,7 +58,7 @@ LOAD_STATE = "load"      # (LOAD_STATE, 0, state): Engine.load_state into the em
 EXPORT = "export"        # (EXPORT, 0) -> Engine.export_state() (read only)
 EXPORT_SUBS = "exportsubs"  # (EXPORT_SUBS, 0) -> Engine.subscription_columns() (read only)
 EXPORT_TUPLES = "exporttuples"  # (EXPORT_TUPLES, 0) -> {side: (ids, keys, values, times, seqs,
-#                                  payloads)} of the stored tuples (read only)
+#                                  payloads, ends)} of the stored tuples (read only)
 COUNT = "count"          # (COUNT, 0) -> {side: stored tuples} (read only)
 
 # operations that change the state (kept in the facade's tail for recovery); reads are not
@@ -147,9 +149,10 @@ class ShardWorker:
             return e.delete(side, eid, match=mode != "none")
         if kind == PUBLISH_BATCH:  # the compiled batch path, one call per batch
             self._align(seq)
-            return e.publish_batch(*op[2:8], output=op[8])
+            return e.publish_batch(*op[2:8], output=op[8], ends=op[9] if len(op) > 9 else None)
         if kind == PUBLISH_ADMITTED:  # key-partitioned: admitted topic-wide by the front end
-            return e.publish_admitted(*op[2:10], output=op[10])
+            return e.publish_admitted(*op[2:10], output=op[10],
+                                      ends=op[11] if len(op) > 11 else None)
         if kind == ADVANCE:  # key-partitioned: catch up with the topic's seq and clock
             if seq > e.seq:
                 e.advance_clock(seq, op[2])
@@ -166,7 +169,7 @@ class ShardWorker:
         if kind == RESTORE_CLOCK:
             return e.restore_clock(seq, op[2])
         if kind == RESTORE_COLUMNS:
-            return e.restore_event_columns(*op[2:])
+            return e.restore_event_columns(*op[2:9], ends=op[9] if len(op) > 9 else None)
         if kind == RESTORE_EVENTS:
             return e.restore_events(op[2], op[3])
         if kind == RESTORE_SUB:
@@ -186,7 +189,7 @@ class ShardWorker:
         if kind == EXPORT_SUBS:
             return e.subscription_columns()
         if kind == EXPORT_TUPLES:
-            return {side: t.live_columns() for side, t in e.tables.items()}
+            return {side: (*t.live_columns(), t.live_ends()) for side, t in e.tables.items()}
         if kind == COUNT:
             return {side: len(t) for side, t in e.tables.items()}
         raise ValueError(f"unknown operation kind {kind!r}")

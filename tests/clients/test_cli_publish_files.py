@@ -132,7 +132,7 @@ def test_extra_field(server: HotjoinServer, topic: str, tmp_path: Path,
     where = {".jsonl": f"{f}:2:", ".csv": f"{f}:1:", ".parquet": f"{f} (Parquet schema):"}[suffix]
     assert code == 2
     _one_error(err, where, "unknown field 'colour' (the fields are side, id, key, value, time, "
-               "payload)")
+               "payload, end)")
     assert _seq(server, topic) == 1
 
 
@@ -407,6 +407,7 @@ _VALUES: dict[str, list[Any]] = {
     "time": [5, -7, 5.5, "5", None, True, 2**63, _MISSING],
     "payload": ["p", "", None, 4, _MISSING],
     "tme": [_MISSING, _MISSING, _MISSING, 1],
+    "end": [_MISSING, _MISSING, None, 5, 6, 4, -7, 5.5, "9", True, 2**63],
 }
 
 
@@ -416,7 +417,10 @@ def _valid(row: dict[str, Any], server_time: bool) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
     t = row.get("time")
-    return (set(row) <= set(publish.FIELDS) and row.get("side") in ("R", "S")
+    e = row.get("end")
+    end_ok = e is None or (isinstance(e, int) and not isinstance(e, bool) and e < 2**63
+                           and isinstance(t, int) and not isinstance(t, bool) and e >= t)
+    return (end_ok and set(row) <= set(publish.FIELDS) and row.get("side") in ("R", "S")
             and (row.get("id") is None or isinstance(row["id"], str))
             and number(row.get("key")) and number(row.get("value"))
             and ((t is None and server_time) or (isinstance(t, int) and not isinstance(t, bool)
@@ -454,5 +458,5 @@ def test_check_file_names_the_first_bad_line(tmp_path: Path, rows: list[dict[str
 
 
 def test_fields_constant_names_every_field() -> None:
-    assert publish.FIELDS == ("side", "id", "key", "value", "time", "payload")
+    assert publish.FIELDS == ("side", "id", "key", "value", "time", "payload", "end")
     assert set(publish.REQUIRED) < set(publish.FIELDS)

@@ -81,7 +81,8 @@ def test_serve_workers_without_ray_says_what_to_install(tmp_path: Path) -> None:
 def test_version_is_one_everywhere() -> None:
     """pyproject, the installed metadata, ``hotjoin --version`` and ``hotjoin_build_info``."""
     want = PROJECT["version"]
-    assert want == "0.2.0"
+    newest = re.search(r"^## \[(\d+\.\d+\.\d+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert newest and want == newest.group(1), "the newest CHANGELOG release is the version"
     assert importlib.metadata.version("hotjoin") == want, "reinstall: pip install -e ."
     p = subprocess.run([HOTJOIN, "--version"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout == f"hotjoin {want}\n"
@@ -95,11 +96,12 @@ def test_version_is_one_everywhere() -> None:
 
 def test_changelog_has_the_release_and_no_diary() -> None:
     text = (ROOT / "CHANGELOG.md").read_text()
-    assert "## [0.2.0] - 2026-11-27" in text and "## [0.1.0]" in text
-    assert text.index("## [0.2.0]") < text.index("## [0.1.0]")
-    assert not re.search(r"\bsessions? \d|\bissue \d|SPEC §", text)
-    release = text[text.index("## [0.2.0]"):text.index("## [0.1.0]")]
-    assert [h for h in re.findall(r"^### (.+)$", release, re.M)] == ["Added", "Changed", "Fixed"]
+    assert "## [0.3.0] - 2026-11-27" in text and "## [0.2.0] - 2026-11-27" in text
+    assert text.index("## [0.3.0]") < text.index("## [0.2.0]") < text.index("## [0.1.0]")
+    assert not re.search(r"\bsessions? \d|\bissue \d|SPEC \u00a7", text)
+    for new, old in (("0.3.0", "0.2.0"), ("0.2.0", "0.1.0")):
+        release = text[text.index(f"## [{new}]"):text.index(f"## [{old}]")]
+        assert re.findall(r"^### (.+)$", release, re.M) == ["Added", "Changed", "Fixed"], new
 
 
 @pytest.mark.parametrize("path", ["README.md", "CHANGELOG.md", "pyproject.toml", "clients", "cli",
@@ -108,4 +110,4 @@ def test_no_diary_in_the_product(path: str) -> None:
     files = [ROOT / path] if (ROOT / path).is_file() else sorted((ROOT / path).rglob("*.py"))
     for f in files:
         text = f.read_text()
-        assert not re.search(r"\b(session|issue|item) \d+|SPEC §", text), f
+        assert not re.search(r"\b(session|issue|item) \d+|SPEC \u00a7", text), f

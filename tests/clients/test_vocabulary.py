@@ -21,6 +21,7 @@ from hotjoin.clients import (
     Event,
     EventRef,
     EventResult,
+    IntervalJoin,
     InvalidArgument,
     PublishResult,
     Range,
@@ -44,6 +45,7 @@ from hotjoin.clients.convert import (
     spec_of,
     spec_to_wire,
 )
+from hotjoin.matcher.model import ALLEN_RELATIONS
 from hotjoin.proto import hotjoin_pb2 as pb
 
 finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False)
@@ -104,12 +106,22 @@ def test_every_join_kind_is_one_table_row() -> None:
     assert {k.field for k in JOIN_KINDS} == oneof
     for k in JOIN_KINDS:
         params = {f.name for f in dataclasses.fields(k.cls) if f.init}
-        assert set(k.ranges) | set(k.ints) == params, k
-        assert set(k.ranges) | set(k.ints) == {f.name for f in getattr(pb, k.cls.__name__).DESCRIPTOR.fields}
+        mine = set(k.ranges) | set(k.ints) | set(k.int_ranges) | set(k.texts)
+        assert mine == params, k
+        assert mine == {f.name for f in getattr(pb, k.cls.__name__).DESCRIPTOR.fields}
+
+
+@given(st.sampled_from(ALLEN_RELATIONS), ranges(), ranges())
+def test_interval_join_round_trip(name: str, a: Range, c: Range) -> None:
+    j = IntervalJoin.allen(name, b=Range(0, 0), a=a, c=c)
+    back = spec_of(spec_to_wire(j))
+    assert back == j and back.preset == j.preset
+    raw = IntervalJoin(Range(None, 1), ss=Range(-3, None), ee=Range(0, 0))
+    assert spec_of(spec_to_wire(raw)) == raw and spec_of(spec_to_wire(raw)).preset is None
 
 
 def test_bad_specs_and_options_fail_before_sending() -> None:
-    with pytest.raises(TypeError, match="SelectJoin, BandJoin, WindowJoin"):
+    with pytest.raises(TypeError, match="SelectJoin, BandJoin, WindowJoin, IntervalJoin"):
         spec_to_wire({"kind": "band"})  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="delivery must be 'pairs' or 'affected'"):
         spec_to_wire(BandJoin(), delivery="both")

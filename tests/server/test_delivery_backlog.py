@@ -1,5 +1,5 @@
 """The delivery hub's backlog per subscription: newest seq, pending messages and their bytes
-(``DeliveryHub`` docstring, server/METRICS.md), against a brute-force oracle.
+(``DeliveryHub`` docstring, docs/reference/metrics.md), against a brute-force oracle.
 
 The oracle keeps every pushed message as ``(sid, seq, pairs)`` and the seqs handed to listeners
 per subscription. A message is pending when its seq is above the newest seq handed for its

@@ -1,6 +1,6 @@
 """Per-subscriber lag and backlog through the real server: ``GetCursors`` (lag from the
 subscription's newest message, pending messages and bytes), the per-subscriber metrics and
-``hotjoin cursors`` (server/METRICS.md, "Subscribers: backlog and committed lag")."""
+``hotjoin cursors`` (docs/reference/metrics.md, "Subscribers: backlog and committed lag")."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def test_bench_serve_smoke(tmp_path: Path) -> None:
     assert rec["server_rss_mib"] > 0
     assert Path(rec["plot"]).exists()
     assert json.loads((tmp_path / "out.json").read_text())["records"][0]["events"] == rec["events"]
-    [ref] = res["references"]  # the NumPy brute force timed in the same run (SPEC §6)
+    [ref] = res["references"]  # the NumPy brute force timed in the same run (docs/benchmarks/index.md#same-run-references)
     assert ref["contender"] == "numpy_reference" and ref["events"] > 0
     assert ref["throughput_events_per_s"] > 0 and ref["affected_per_event"] > 0
 

@@ -1,5 +1,5 @@
 """Damage stays local: one owner per data directory, and a topic whose files do not verify is set
-aside as damaged while the server and its other topics serve (server/PERSISTENCE.md, "Damage and
+aside as damaged while the server and its other topics serve (docs/reference/persistence.md, "Damage and
 repair"). A torn tail (the last write of a crash) is still cut silently; a complete record that
 fails its checksum never is.
 

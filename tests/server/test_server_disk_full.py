@@ -1,6 +1,6 @@
 """Disk faults: a failed write never loses or half-writes data, and writes resume by themselves.
 
-server/PERSISTENCE.md, "Disk faults". Two levels:
+docs/reference/persistence.md, "Disk faults". Two levels:
 
 - **In process**, ``os.write`` is replaced to fail the event log or the match log mid-record
   (part of the bytes written, then ENOSPC / EDQUOT / EIO), for per-event and columnar publishes,

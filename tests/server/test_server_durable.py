@@ -1,4 +1,4 @@
-"""Durable delivery, delivery retention, committed cursors and byte bounds (server/PERSISTENCE.md).
+"""Durable delivery, delivery retention, committed cursors and byte bounds (docs/reference/persistence.md).
 
 The kill -9 fault runs are in ``test_server_durable_faults.py``; these cover each mechanism on
 its own: the match log's recovery and retention, the cursor store, the delivery hub's byte
@@ -63,7 +63,7 @@ def test_match_log_recovery_drops_torn_tail_and_unlogged_batches(tmp_path: Path)
     ml = MatchLog(tmp_path, log_seq=10, sync=False)
     got = ml.read(0, 10)
     assert [r[0] for r in got] == list(range(1, 11))
-    assert [tuple(r[2][6][0][0]) for r in got][3] == ("r4.0", "r4.1")
+    assert [tuple(r[2][6].as_dict()[0][0]) for r in got][3] == ("r4.0", "r4.1")
     ml.close()
     # the event log ends at seq 7: the batches 8..10 never made it, their messages must go
     ml = MatchLog(tmp_path, log_seq=7, sync=False)

@@ -1,4 +1,4 @@
-"""Durable delivery under kill -9 (server/PERSISTENCE.md "Durable delivery"; issue 17).
+"""Durable delivery under kill -9 (docs/reference/persistence.md "Durable delivery").
 
 Each iteration runs ``hotjoin serve`` in a child process, registers select, band and window
 subscriptions in PAIRS and AFFECTED mode, and publishes (with some deletes) from a streaming
@@ -13,8 +13,8 @@ through the brute-force oracle (``hotjoin.matcher.oracle``) in sequence order, g
 exactly those messages of its subscriptions — each once, with its original seq and content — and
 no Gap (the run stays far inside the default delivery retention).
 
-``HOTJOIN_DURABLE_ITERATIONS`` sets the number of iterations (default 2; the closing note of
-issue 17 reports a run of 30).
+``HOTJOIN_DURABLE_ITERATIONS`` sets the number of iterations (default 2; runs of 30 pass as
+well).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Point-in-time copies: ``hotjoin export --until-seq`` on a live server, and ``hotjoin restore``
-rebuilding a topic from an export into a new topic (server/PERSISTENCE.md, "Backup and
+rebuilding a topic from an export into a new topic (docs/reference/persistence.md, "Backup and
 restore"). The rebuilt topic is checked against the brute-force oracle fed the same operations."""
 
 from __future__ import annotations

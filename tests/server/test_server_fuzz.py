@@ -1,9 +1,9 @@
-"""Fuzz every request message of the API through a real server (issue 16, item 2).
+"""Fuzz every request message of the API through a real server.
 
 Hypothesis draws requests of every RPC — nasty values included: huge, negative and non-finite
 numbers, times at ±2^63, cursors at 2^64-1, long and odd strings, empty messages, bytes that do
 not parse — and sends each to an in-process server over a real channel. For every answer it
-checks that the status is one ``server/ERRORS.md`` documents (never UNKNOWN or INTERNAL), and
+checks that the status is one ``docs/reference/errors.md`` documents (never UNKNOWN or INTERNAL), and
 that a rejected request changed nothing: the topics, and the sequence, tuple and subscription
 counts of every topic (each operation takes a sequence number, so any change moves it).
 
@@ -32,7 +32,7 @@ from hotjoin.server.app import HotjoinServer
 EXAMPLES = int(os.environ.get("HOTJOIN_FUZZ_EXAMPLES", "2000"))
 ONLY = os.environ.get("HOTJOIN_FUZZ_RPC", "")  # one RPC kind only, to chase a failure
 C = grpc.StatusCode
-# every status an RPC may answer besides OK (server/ERRORS.md); UNKNOWN and INTERNAL never
+# every status an RPC may answer besides OK (docs/reference/errors.md); UNKNOWN and INTERNAL never
 DOCUMENTED = {C.INVALID_ARGUMENT, C.NOT_FOUND, C.ALREADY_EXISTS, C.FAILED_PRECONDITION,
               C.OUT_OF_RANGE, C.RESOURCE_EXHAUSTED, C.UNIMPLEMENTED}
 TOPICS = ("t", "w")  # "t": no retention; "w": lateness 5, retention 10

@@ -1,4 +1,4 @@
-"""Regression tests of issue 16: each bad input it lists gets a clean status and changes nothing;
+"""Regression tests of bad input: each gets a clean status and changes nothing;
 SIGTERM during every RPC kind ends in UNAVAILABLE or a finished answer and a prompt exit."""
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def refused(call: Callable[[], Any], code: str, text: str) -> str:
     return details
 
 
-# ---- bad input (issue 16, items 1-5) ----------------------------------------------------------
+# ---- bad input --------------------------------------------------------------------------------
 
 def test_huge_times_and_options_are_refused_not_overflowed(client: HotjoinClient) -> None:
-    """Item 1: lateness = retention = 2^63-1 and times near ±2^63 once left the topic unable to
+    """Lateness = retention = 2^63-1 and times near ±2^63 once left the topic unable to
     take writes (UNKNOWN "int too big to convert"); they are now refused up front."""
     refused(lambda: client.create_topic("t", lateness=MAX, retention=MAX), INVALID, "lateness must be")
     refused(lambda: client.create_topic("t", retention=MAX), INVALID, "retention must be")
@@ -77,7 +77,7 @@ def test_window_w_beyond_range_refused(client: HotjoinClient) -> None:
 
 
 def test_huge_resume_cursor_is_out_of_range(client: HotjoinClient) -> None:
-    """Item 1 and 4: cursors of 2^64-1 (UNKNOWN before) and any cursor beyond the sequence."""
+    """Cursors of 2^64-1 (UNKNOWN before) and any cursor beyond the sequence."""
     client.create_topic("t")
     sid = client.subscribe("t", band((-1, 1), subscriber="me"))
     seq = client.get_topic("t").seq
@@ -101,7 +101,7 @@ def test_huge_resume_cursor_is_out_of_range(client: HotjoinClient) -> None:
     window((1e18, 1e18), None, 5),        # an empty histogram sample
 ], ids=["select-above-values", "window-empty-sample"])
 def test_failed_index_build_registers_nothing(client: HotjoinClient, spec: pb.SubscriptionSpec) -> None:
-    """Item 2: a subscription whose index build fails was registered although refused (and the
+    """A subscription whose index build fails was registered although refused (and the
     bookkeeping broke later unsubscribes). Now it is rejected and nothing changes, in
     SubscribeMany too (all or nothing) — or, once the engine builds it, it is simply accepted."""
     client.create_topic("t", retention=10)
@@ -124,7 +124,7 @@ def test_failed_index_build_registers_nothing(client: HotjoinClient, spec: pb.Su
 
 def test_huge_finite_bounds_are_valid(client: HotjoinClient) -> None:
     """A band of [-1e308, 1e308] (width inf) hung the band index, and select ranges beyond every
-    stored value failed the router's histograms; every finite bound is valid (SPEC §2) and is
+    stored value failed the router's histograms; every finite bound is valid (docs/design.md#ranges) and is
     accepted now. A non-finite bound is refused and changes nothing."""
     client.create_topic("t")
     before = state(client, "t")
@@ -137,7 +137,7 @@ def test_huge_finite_bounds_are_valid(client: HotjoinClient) -> None:
 
 
 def test_long_names_get_short_messages(client: HotjoinClient) -> None:
-    """Item 3: a 20,000-character name used to be echoed in full (RESOURCE_EXHAUSTED "Stream
+    """A 20,000-character name used to be echoed in full (RESOURCE_EXHAUSTED "Stream
     removed" instead of NOT_FOUND); messages are cut to 1 KiB with an ellipsis."""
     name = "a" * 20_000
     for call, code in ((lambda: client.get_topic(name), NOT_FOUND),
@@ -150,13 +150,13 @@ def test_long_names_get_short_messages(client: HotjoinClient) -> None:
 
 
 def test_trailing_newline_topic_name_refused(client: HotjoinClient) -> None:
-    """Item 4: ``$`` matched before a trailing newline, so "x\\n" was a valid topic name."""
+    """``$`` matched before a trailing newline, so "x\\n" was a valid topic name."""
     refused(lambda: client.create_topic("x\n"), INVALID, "invalid topic name")
     assert client.list_topics() == []
 
 
 def test_listen_subscriber_name_limit(client: HotjoinClient) -> None:
-    """Item 4: Listen took a 1 MiB subscriber name while Subscribe refused names over 256."""
+    """Listen took a 1 MiB subscriber name while Subscribe refused names over 256."""
     client.create_topic("t")
     refused(lambda: next(iter(client.listening.Listen(
         pb.ListenRequest(topic="t", subscriber="x" * (1 << 20)), timeout=10))), INVALID,
@@ -164,7 +164,7 @@ def test_listen_subscriber_name_limit(client: HotjoinClient) -> None:
 
 
 def test_undecodable_body_is_invalid_argument(client: HotjoinClient) -> None:
-    """Item 5: a body that is not a protobuf answered INTERNAL "Exception deserializing request!"."""
+    """A body that is not a protobuf answered INTERNAL "Exception deserializing request!"."""
     client.create_topic("t")
     raw = b"\xff\xff\xff\xff"
     ident = lambda b: b  # noqa: E731
@@ -187,7 +187,7 @@ def test_undecodable_body_is_invalid_argument(client: HotjoinClient) -> None:
     assert client.get_topic("t").seq == 0
 
 
-# ---- shutdown (issue 16, item 8) ---------------------------------------------------------------
+# ---- shutdown ---------------------------------------------------------------------------------
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -286,7 +286,7 @@ def test_sigterm_during_rpc(tmp_path: Path, kind: str) -> None:
 
 def test_subscribe_many_all_or_nothing_across_runs(server: Any, client: HotjoinClient,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Item 2: specs are registered in runs of equal ``snapshot``; when a later run's index build
+    """Specs are registered in runs of equal ``snapshot``; when a later run's index build
     fails, the earlier runs are rolled back too, and the topic still works afterwards."""
     client.create_topic("t")
     client.subscribe("t", band((-1, 1)))
@@ -310,7 +310,7 @@ def test_subscribe_many_all_or_nothing_across_runs(server: Any, client: HotjoinC
     assert ids == [1, 2, 3] and client.get_topic("t").seq == before[0] + 3
 
 
-# ---- checkpoints (issue 16, item 9) ------------------------------------------------------------
+# ---- checkpoints ------------------------------------------------------------------------------
 
 def test_split_checkpoint_restores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A columnar checkpoint (captured under the lock, encoded outside it) is loaded on restart —
@@ -406,7 +406,7 @@ def test_checkpoint_of_another_format_is_ignored(tmp_path: Path) -> None:
     assert checkpoint.read(tmp_path) is None
 
 
-# ---- large requests and other topics (issue 16, item 6) ----------------------------------------
+# ---- large requests and other topics ----------------------------------------------------------
 
 def test_a_large_subscribe_many_does_not_stall_other_topics(client: HotjoinClient, server: Any) -> None:
     """While one SubscribeMany of 150,000 specs is applied to topic ``big`` (it holds only that

@@ -1,6 +1,6 @@
 """The topic option ``max_advance`` through the server: CreateTopic, the per-event and columnar
 publish forms, ``topic.json`` across a restart, topics created before the option existed, and
-``hotjoin topic create --max-advance`` (server/ERRORS.md, server/PERSISTENCE.md)."""
+``hotjoin topic create --max-advance`` (docs/reference/errors.md, docs/reference/persistence.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Metric types of the scrape-time collectors (server/METRICS.md, "Counters and gauges"): counts
+"""Metric types of the scrape-time collectors (docs/reference/metrics.md, "Counters and gauges"): counts
 of events are counters exposed as ``<name>_total``, so that ``rate()``/``increase()`` and the
 alert rules in ops/prometheus/alerts.yml work on them; gauges are never named ``_total``."""
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics: the SPEC §4 families on /metrics, and a real Prometheus scraping them."""
+"""Prometheus metrics: the families of docs/reference/metrics.md on /metrics, and a real Prometheus scraping them."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None,
-                    reason="Prometheus is not installed (apt-get install -y prometheus; see server/SETUP.md)")
+                    reason="Prometheus is not installed (apt-get install -y prometheus; see docs/getting-started/install.md)")
 def test_real_prometheus_scrapes_hotjoin(served: tuple[HotjoinServer, HotjoinClient], tmp_path: Path) -> None:
     srv, _ = served
     web = _free_port()
@@ -139,7 +139,7 @@ def test_real_prometheus_scrapes_hotjoin(served: tuple[HotjoinServer, HotjoinCli
 
 
 def test_process_build_rpc_and_storage_metrics(served: tuple[HotjoinServer, HotjoinClient]) -> None:
-    """Issue 18: process metrics, build info, per-RPC counts and latency by method and status
+    """Process metrics, build info, per-RPC counts and latency by method and status
     code, bytes on disk, buckets past 10 s, and no ``_created`` series."""
     srv, c = served
     before = _values(_scrape(srv.metrics_port))  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 """Authentication, per-topic authorization, subscription ownership and the audit trail, end to end
-over real gRPC on loopback (server/SECURITY.md).
+over real gRPC on loopback (docs/how-to/security.md).
 
 Principal A can never see, listen to or cancel principal B's subscriptions, before and after a
 restart (log replay, compacted log, checkpoint); reloads grant and revoke, also inside open

@@ -1,6 +1,6 @@
 """Every RPC with no token, a wrong token and a valid token lacking the right, over real gRPC on
 loopback: each answers with the right status code (and a message naming the missing right, never
-a principal), is counted in the auth metrics, and changes nothing (server/SECURITY.md).
+a principal), is counted in the auth metrics, and changes nothing (docs/how-to/security.md).
 """
 
 from __future__ import annotations

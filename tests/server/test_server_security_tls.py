@@ -1,7 +1,7 @@
 """Transport security end to end over real gRPC on loopback: TLS refuses plaintext clients, mutual
 TLS refuses clients without a certificate signed by its CA, non-loopback binds need TLS and auth
 (or an explicit --allow-insecure), and ``hotjoin serve`` + the CLI work with TLS, tokens and a
-SIGHUP reload (server/SECURITY.md). Certificates are generated per test (tests/server/certs.py).
+SIGHUP reload (docs/how-to/security.md). Certificates are generated per test (tests/server/certs.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests of ``matcher.hotspot``: the alpha-hotspot tracker of Section 2.2 (Theorem 1).
+"""Tests of ``matcher.partition.hotspot``: the alpha-hotspot tracker of Section 2.2 (Theorem 1).
 
 Random and hypothesis-driven update sequences check (I1)-(I3) after every operation (see
 ``HotspotTracker.check_invariants``) and that a listener fed only the callbacks rebuilds exactly

@@ -1,4 +1,4 @@
-"""Tests of ``matcher.stabbing``: Lemma 1 (canonical partition) and Lemma 2 / Appendix A.1.
+"""Tests of ``matcher.partition.stabbing``: Lemma 1 (canonical partition) and Lemma 2 / Appendix A.1.
 
 The canonical partition is checked against an independent brute force (interval graphs are
 perfect, so ``tau`` equals the largest number of pairwise disjoint intervals); the dynamic

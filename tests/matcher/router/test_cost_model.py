@@ -1,22 +1,30 @@
 """Each strategy's cost model is written once (``cost_model.MODELS``, paper 004 §4): its folded
 plan, as the router evaluates it per tuple (select joins: the compiled
-``choice_kernels.member_cost``), equals ``Σ c_j · features_j`` on every tuple."""
+``choice_kernels.member_cost``), equals ``Σ c_j · features_j`` on every tuple. Cost profiles:
+a user profile overrides the shipped one strategy by strategy, bad files say why, an older
+model's constants are set aside."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from hotjoin.matcher import Engine, Event, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.router.choice_kernels import empty_plan, fill_row, member_cost
 from hotjoin.matcher.router.cost_model import (
+    BUILTIN_COEF,
     FEATURES,
     MODELS,
+    CostProfile,
     SelectQuantities,
     WindowQuantities,
     fresh_skyline,
+    load_profile,
     skyline_sizes,
 )
 from hotjoin.matcher.router.dynamic import DEFAULT_MEMBERS
@@ -80,3 +88,44 @@ def test_plans_equal_the_feature_formulas() -> None:
                 assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9), (name, got, want)
                 checked += 1
     assert checked > 200
+
+
+def test_profile_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user profile overrides the shipped one strategy by strategy; bad files say why."""
+    monkeypatch.delenv("HOTJOIN_PROFILE", raising=False)
+    shipped = load_profile()
+    assert set(shipped.coef) >= set(FEATURES)
+    mine = CostProfile({"BJ-MJ": [1.0, 2.0]}, {"BJ-MJ": [(0.5, 1.5), (1.0, 3.0)]})
+    path = tmp_path / "p.json"
+    mine.save(path)
+    monkeypatch.setenv("HOTJOIN_PROFILE", str(path))
+    merged = load_profile()
+    assert merged.constants("BJ-MJ") == [1.0, 2.0]
+    assert merged.constants("BJ-SSI") == shipped.constants("BJ-SSI")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "hotjoin-cost-profile/1", "coef": {"BJ-MJ": [1.0]}}))
+    with pytest.raises(ValueError, match="BJ-MJ has 1 constants"):
+        CostProfile.load(bad)
+    bad.write_text("{nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        CostProfile.load(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        CostProfile.load(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match=">= 0"):
+        CostProfile({"BJ-MJ": [1.0, -2.0]})
+    assert set(BUILTIN_COEF) == set(FEATURES)
+
+
+def test_a_profile_of_an_older_model_keeps_the_shipped_constants(tmp_path: Path) -> None:
+    """An upgrade that changes a strategy's cost model: the user's old fit of it is set aside
+    (named in ``meta["stale"]``), the rest of the file still applies, nothing fails."""
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({
+        "format": "hotjoin-cost-profile/1",
+        "features": {"SJ-SelectFirst": ["1", "lg|S|", "lg|Q|", "n'·lg m'"],
+                     "BJ-MJ": list(FEATURES["BJ-MJ"])},
+        "coef": {"SJ-SelectFirst": [1.0, 2.0, 3.0, 4.0], "BJ-MJ": [5.0, 6.0]}}))
+    prof = CostProfile.load(path)
+    assert prof.meta["stale"] == ["SJ-SelectFirst"]
+    assert prof.constants("BJ-MJ") == [5.0, 6.0]
+    assert len(prof.constants("SJ-SelectFirst")) == len(FEATURES["SJ-SelectFirst"])

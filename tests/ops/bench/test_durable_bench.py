@@ -27,5 +27,5 @@ def test_durable_against_memory_only_smoke() -> None:
     assert len(rows) == 1
     durable, memory = (float(x) for x in rows[0].split("|")[3:5])
     assert durable > 0 and memory > 0
-    assert float(rows[0].split("|")[9]) > 0  # the same run's NumPy brute force (SPEC §6)
+    assert float(rows[0].split("|")[9]) > 0  # the same run's NumPy brute force (docs/benchmarks/index.md#same-run-references)
     assert any('"contender": "numpy_reference"' in ln for ln in lines)

@@ -7,7 +7,8 @@ publish +1, delete −1, snapshot +1 at registration. The result is written in t
 (``ops.replay.log.write_export``), optionally *compacted* at a seq: the stored tuples and live
 subscriptions at that seq with their original seqs, then the later operations only.
 
-Knobs cover the issue's cases: all three kinds, deletes, disorder within lateness (and late
+Knobs cover: every kind (interval joins with interval events of random lengths among points, on
+equal keys and on key bands), deletes, disorder within lateness (and late
 events that are rejected), retention, a hot key holding most events, subscribe / unsubscribe
 inside the log (bulk runs, snapshot), keys on which IEEE subtraction is inexact (0.1, 0.2, 0.3).
 """
@@ -23,7 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, Subscription, WindowJoin
+from hotjoin.matcher.model import (
+    ALLEN_RELATIONS,
+    BandJoin,
+    Event,
+    IntervalJoin,
+    Range,
+    SelectJoin,
+    Subscription,
+    WindowJoin,
+)
 from hotjoin.matcher.oracle import OracleEngine
 from hotjoin.ops.replay.log import TopicOptions, write_export
 from hotjoin.ops.replay.sharding import ShardPlan
@@ -41,7 +51,7 @@ class GeneratedLog:
 
     options: TopicOptions
     events: dict[str, list[Any]] = field(default_factory=lambda: {
-        c: [] for c in ("seq", "op", "side", "id", "key", "value", "time")})
+        c: [] for c in ("seq", "op", "side", "id", "key", "value", "time", "end")})
     subs: dict[int, dict[str, Any]] = field(default_factory=dict)
     expected: list[Row] = field(default_factory=list)
     affected: set[int] = field(default_factory=set)
@@ -59,14 +69,16 @@ class GeneratedLog:
             events = {c: [v[i] for i in keep] for c, v in events.items()}
             for ev, seq in stored:
                 for c, v in (("seq", seq), ("op", "publish"), ("side", ev.side), ("id", ev.id),
-                             ("key", ev.key), ("value", ev.value), ("time", ev.time)):
+                             ("key", ev.key), ("value", ev.value), ("time", ev.time),
+                             ("end", None if ev.end == ev.time else ev.end)):
                     events[c].append(v)
             subs = {sid: row for sid, row in subs.items()
                     if row["registered_seq"] > cut or sid in live}
             options = TopicOptions(options.name, options.lateness, options.retention,
                                    options.strategy, cut)
         cols = ("subscription_id", "kind", "a_lo", "a_hi", "b_lo", "b_hi", "c_lo", "c_hi", "w",
-                "delivery", "snapshot", "subscriber", "registered_seq", "unsubscribed_seq")
+                "delivery", "snapshot", "subscriber", "registered_seq", "unsubscribed_seq",
+                "ss_lo", "ss_hi", "se_lo", "se_hi", "es_lo", "es_hi", "ee_lo", "ee_hi", "preset")
         sub_cols = {c: [subs[s][c] for s in sorted(subs)] for c in cols}
         return write_export(out_dir, options, events, sub_cols)
 
@@ -88,16 +100,33 @@ def _sub(rnd: random.Random, kind: str) -> Subscription:
         return BandJoin(b=Range(b0, b1), a=a, c=c)
     if kind == "select":
         return SelectJoin(a=a, c=c)
+    if kind == "interval":
+        b = Range(0, 0) if rnd.random() < 0.5 else Range(*sorted(rnd.choice(BAND_BOUNDS)
+                                                                   for _ in range(2)))
+        r = rnd.random()
+        if r < 0.5:
+            return IntervalJoin.allen(rnd.choice(ALLEN_RELATIONS), b=b, a=a, c=c)
+        if r < 0.8:
+            name = rnd.choice(("start_preceding", "end_following", "before", "left_overlap",
+                               "during"))
+            return IntervalJoin.iseql(name, delta=rnd.randint(1, 5), eps=rnd.randint(0, 5),
+                                      b=b, a=a, c=c)
+        lo = rnd.randint(-5, 3)
+        return IntervalJoin(b, a, c, ss=Range(lo, lo + rnd.randint(0, 6)),
+                            ee=Range(None, rnd.randint(-2, 8)))
     return WindowJoin(a=a, c=c, w=rnd.randint(0, 6))
 
 
 def _sub_row(sid: int, sub: Subscription, snapshot: bool, delivery: str, seq: int) -> dict[str, Any]:
-    b = sub.b if isinstance(sub, BandJoin) else Range()
+    b = sub.b if isinstance(sub, BandJoin | IntervalJoin) else Range()
+    iv = isinstance(sub, IntervalJoin)
+    ends = {f"{e}_{x}": getattr(getattr(sub, e), x) if iv else None
+            for e in ("ss", "se", "es", "ee") for x in ("lo", "hi")}
     return {"subscription_id": sid, "kind": sub.kind, "a_lo": sub.a.lo, "a_hi": sub.a.hi,
             "b_lo": b.lo, "b_hi": b.hi, "c_lo": sub.c.lo, "c_hi": sub.c.hi,
             "w": sub.w if isinstance(sub, WindowJoin) else None, "delivery": delivery,
             "snapshot": snapshot, "subscriber": "t", "registered_seq": seq,
-            "unsubscribed_seq": None}
+            "unsubscribed_seq": None, **ends, "preset": sub.preset if iv else None}
 
 
 def random_log(seed: int, kinds: tuple[str, ...] = ("band", "select", "window"), n_ops: int = 150,
@@ -138,14 +167,16 @@ def random_log(seed: int, kinds: tuple[str, ...] = ("band", "select", "window"),
             clock += rnd.randint(-1, 3)
             t = clock - rnd.randint(0, lateness + 2)  # now and then later than the lateness
             key = keys[1] if rnd.random() < hot else rnd.choice(keys)
+            length = (rnd.choice((None, 0, 1, 2, 4, 9)) if "interval" in kinds else None)
             ev = Event(side, f"{side.lower()}{rnd.randint(0, id_pool)}", key,
-                       round(rnd.uniform(0, 10), 1), t)
+                       round(rnd.uniform(0, 10), 1), t, b"", None if length is None else t + length)
             try:
                 out = oracle.publish(ev)
             except Exception:  # late or duplicate: the server rejects it, the log never sees it
                 continue
             for c, v in (("seq", oracle.seq), ("op", "publish"), ("side", side), ("id", ev.id),
-                         ("key", ev.key), ("value", ev.value), ("time", t)):
+                         ("key", ev.key), ("value", ev.value), ("time", t),
+                         ("end", None if ev.end == t else ev.end)):
                 log.events[c].append(v)
             log.expected += [(d.subscription_id, 1, d.r_id, d.s_id, oracle.seq) for d in out]
         elif r < 0.93:
@@ -156,7 +187,7 @@ def random_log(seed: int, kinds: tuple[str, ...] = ("band", "select", "window"),
             eid = rnd.choice(stored_ids)
             out = oracle.delete(side, eid)
             for c, v in (("seq", oracle.seq), ("op", "delete"), ("side", side), ("id", eid),
-                         ("key", None), ("value", None), ("time", None)):
+                         ("key", None), ("value", None), ("time", None), ("end", None)):
                 log.events[c].append(v)
             log.expected += [(d.subscription_id, -1, d.r_id, d.s_id, oracle.seq) for d in out]
         else:

@@ -28,7 +28,7 @@ SETTINGS = settings(max_examples=example_count(400), deadline=None,
 
 
 def _in_band(s: float, r: float, bmin: float, bmax: float) -> bool:
-    return bmin <= s - r <= bmax  # SPEC §2: Python float subtraction is IEEE double
+    return bmin <= s - r <= bmax  # docs/design.md#subscriptions: Python float subtraction is IEEE double
 
 
 @SETTINGS

@@ -61,6 +61,8 @@ def _replay(spark: Any, export: Path, out: Path, **kw: Any) -> tuple[dict[str, A
     (3, ("window",), 6, 0.0, True),
     (4, ("band", "select", "window"), 5, 0.7, False),
     (5, ("band", "select", "window"), 4, 0.5, True),
+    (6, ("interval",), None, 0.5, False),
+    (7, ("band", "select", "window", "interval"), 6, 0.3, True),
 ])
 def test_spark_replay_equals_oracle(spark: Any, tmp_path: Path, seed: int, kinds: tuple[str, ...],
                                     retention: int | None, hot: float, compacted: bool) -> None:

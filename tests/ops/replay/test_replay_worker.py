@@ -1,6 +1,6 @@
 """The replay's shards against the oracle, without Spark (the code every Spark task runs).
 
-Random logs of all three kinds — deletes, disorder within lateness, retention, a hot key holding
+Random logs of every kind (interval joins with interval events among points) — deletes, disorder within lateness, retention, a hot key holding
 most events, subscribe / unsubscribe / snapshot inside the log, compacted exports — replayed with
 1–5 key-range shards and hot-key splitting must deliver exactly the oracle's deliveries
 (subscription, sign, r, s, seq) as a multiset. Plus the engine's clock hook and the log reader's
@@ -24,7 +24,8 @@ from hotjoin.ops.replay.job import replay_in_process
 from hotjoin.ops.replay.log import LogError, read_export
 from hotjoin.ops.replay.worker import ReplayError
 
-KINDS = st.sampled_from([("band",), ("select",), ("window",), ("band", "select", "window")])
+KINDS = st.sampled_from([("band",), ("select",), ("window",), ("band", "select", "window"),
+                         ("interval",), ("band", "select", "window", "interval")])
 TIMES = st.sampled_from([(0, None), (2, None), (3, 4), (1, 0), (5, 8)])  # (lateness, retention)
 
 

@@ -3,7 +3,8 @@ hypothesis, with in-process workers instead of Ray actors (no Ray needed): the s
 routing, clock, id table, replication and merge code, over random programs of publish batches
 (pairs inside a batch, duplicates across keys, late events, retention moving mid-batch),
 one-at-a-time publishes, ``publish_many`` with and without matching, deletes, subscribes with and
-without snapshot, and unsubscribes; tuples
+without snapshot, and unsubscribes; interval events (with ends) among points and interval joins
+(on equal keys: placed by key; across keys: as band joins); tuples
 placed by key throughout, S replicated when a band join subscribes mid-program, or replicated
 from the start."""
 
@@ -19,7 +20,15 @@ from hypothesis import strategies as st
 
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.errors import HotjoinError
-from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
+from hotjoin.matcher.model import (
+    ALLEN_RELATIONS,
+    BandJoin,
+    Event,
+    IntervalJoin,
+    Range,
+    SelectJoin,
+    WindowJoin,
+)
 from hotjoin.server.scaleout import worker as W
 from hotjoin.server.scaleout.engine import _Shard
 from hotjoin.server.scaleout.key_engine import KeyShardedEngine, StoredIds, worker_of_keys
@@ -104,8 +113,21 @@ def _sub(rng: random.Random, band: bool) -> Any:
     c = Range(float(rng.randint(0, 3)), None) if rng.random() < 0.5 else Range()
     if band and rng.random() < 0.3:  # replicates S (once) on a topic placed by key
         lo = float(rng.randint(-2, 1))
+        if rng.random() < 0.5:  # an interval join across keys replicates S as a band join
+            return IntervalJoin.allen(rng.choice(ALLEN_RELATIONS), b=Range(lo, lo + 1), a=a, c=c)
         return BandJoin(Range(lo, lo + rng.randint(0, 3)), a, c)
+    r = rng.random()
+    if r < 0.3:  # on equal keys: placed by key like select and window joins
+        return IntervalJoin.allen(rng.choice(ALLEN_RELATIONS), b=Range(0, 0), a=a, c=c)
+    if r < 0.4:
+        return IntervalJoin.iseql("left_overlap", delta=rng.randint(0, 3), eps=rng.randint(0, 3),
+                                  b=Range(0, 0), a=a, c=c)
     return SelectJoin(a, c) if rng.random() < 0.5 else WindowJoin(a, c, w=rng.randint(0, 4))
+
+
+def _end(rng: random.Random, t: int) -> int | None:
+    """An interval event's end now and then (None: a point)."""
+    return None if rng.random() < 0.5 else t + rng.choice((0, 1, 2, 5))
 
 
 @settings(max_examples=200, deadline=None)
@@ -133,17 +155,21 @@ def test_key_front_end_equals_one_engine(prog: tuple[int, int | None, int, list[
                     [clock + rng.randint(-4, 2) for _ in range(n)])
             if n and rng.random() < 0.2:
                 cols[2][rng.randrange(n)] = float("nan")  # INVALID between accepted ones
+            ends = None
+            if rng.random() < 0.6:
+                ends = [t if (x := _end(rng, t)) is None else x for t in cols[4]]
             out = rng.choice(("pairs", "affected", "none"))
-            calls = [lambda e, c=cols, o=out: e.publish_batch(*c, output=o)]
+            calls = [lambda e, c=cols, o=out, en=ends: e.publish_batch(*c, output=o, ends=en)]
         elif kind == "one":
+            t = clock + rng.randint(-4, 2)
             ev = Event(rng.choice("RS"), rng.choice(ids), float(rng.randint(0, 3)),
-                       float(rng.randint(0, 6)), clock + rng.randint(-4, 2))
+                       float(rng.randint(0, 6)), t, b"", _end(rng, t))
             name = rng.choice(("publish_columnar", "publish_affected", "publish"))
             calls = [lambda e, ev=ev, name=name: getattr(e, name)(ev)]
         elif kind == "many":  # publish_many: stops at the first rejected event
             evs = [Event(rng.choice("RS"), rng.choice(ids), float(rng.randint(0, 3)),
-                         float(rng.randint(0, 6)), clock + rng.randint(-4, 2))
-                   for _ in range(rng.randint(0, 5))]
+                         float(rng.randint(0, 6)), t, b"", _end(rng, t))
+                   for t in [clock + rng.randint(-4, 2) for _ in range(rng.randint(0, 5))]]
             match = rng.random() < 0.5
             calls = [lambda e, evs=evs, m=match: e.publish_many(evs, match=m)]
         elif kind == "delete":

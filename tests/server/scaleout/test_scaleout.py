@@ -1,4 +1,4 @@
-"""Differential tests of ``ShardedEngine`` (server/scaleout) against one ``Engine`` (SPEC §3, §4 Scale-out).
+"""Differential tests of ``ShardedEngine`` (server/scaleout) against one ``Engine`` (docs/design.md#scale-out).
 
 Random operation sequences (subscribe, bulk subscribe with and without snapshot, unsubscribe,
 publish in all three output forms and as batches, delete, late and duplicate events, lateness and

@@ -1,4 +1,5 @@
-"""The server with scale-out workers over real gRPC (SPEC §4 Scale-out, docs/scale-out.md).
+"""The server with scale-out workers over real gRPC (docs/design.md#scale-out,
+docs/how-to/scale-out.md).
 
 The server's differential workload (``tests/server/test_server_e2e.py::run_workload``: random
 subscribe / publish / delete / unsubscribe, every status and every delivered message compared with
@@ -132,7 +133,7 @@ def _matches(c: HotjoinClient, sid: int) -> list[tuple[int, int, int]]:
 
 @pytest.mark.parametrize("scheme", ["subscription", "key"])
 def test_serve_workers_survives_front_end_kill(tmp_path: Path, scheme: str) -> None:
-    """``hotjoin serve --workers 2``: statuses, seqs and deliveries as SPEC §3 says, before and
+    """``hotjoin serve --workers 2``: statuses, seqs and deliveries as docs/design.md#semantics says, before and
     after a SIGKILL of the front end (its Ray workers go with it; the restart rebuilds them).
     With the key scheme the band join replicates S, and the restart does so again."""
     data, port = tmp_path / "data", _free_port()

@@ -1,0 +1,400 @@
+"""Interval joins (``model.IntervalJoin``): Allen's relations and the ISEQL joins (Piatov et al.)
+over interval tuples, as subscriptions of the stabbing-set index (paper 004).
+
+A tuple is the closed interval ``[time, end]`` (``Event.end``; a point has ``end == time``). An
+interval join holds for (r, s) when the key difference ``s.key − r.key`` lies in B, the values
+in A and C, and the four endpoint differences (``s.time − r.time``, ``s.time − r.end``,
+``s.end − r.time``, ``s.end − r.end``) in their integer ranges; every Allen relation and ISEQL
+join is such a conjunction (``IntervalJoin.allen`` / ``.iseql``). Like band joins, the kind
+needs the tables' key order, and the key condition B is what the index is built on:
+
+================  ======================================================  =====================
+strategy          subscription index                                      per-tuple cost
+================  ======================================================  =====================
+IJ-NestedLoop     dense array of ids; per subscription a search of its    O(m log n + scanned)
+                  key range and a scan of the partners in it
+IJ-SSI            subscriptions split by which endpoint bounds they       O(τ log n + n_B + k_B)
+                  have (a preset's shape), each class by a minimum
+                  stabbing partition of its B ranges (paper 004 §2,
+                  §3.1, as BJ-SSI); per group one search at its point,
+                  members by far end, the group's loosest endpoint
+                  bounds tested once per partner; the rest checked
+                  per (member, partner)
+IJ-Dynamic        the cheaper of the two by their cost models             (``router/interval.py``)
+================  ======================================================  =====================
+
+(m subscriptions, n stored tuples, τ the number of groups (the stabbing numbers of the classes'
+B ranges), n_B the partners within a group's B ranges, k_B the (member, partner) pairs meeting
+B and the group's endpoint bounds.) Not built yet: a second stage that walks each key's
+partners in start-time order within the window the most selective endpoint range allows
+(today a group scans the partners in its B ranges and tests the window per partner, so an
+unselective B costs a scan of the key's stored tuples), and paper 000's per-subscription
+plane sweep as a third baseline. Both match a whole run of tuples in one compiled call
+(``interval_kernels``); one tuple is a run of one. IJ-SSI adds subscriptions to a pending list
+matched by the nested loop and rebuilds its partition once the list (or the removed members)
+outgrows a fraction of the index: amortised O(log m) per change.
+
+**Ends on the matching path.** The kind interface's bundles carry times, not ends;
+:class:`SpanEvent` and :class:`SpanRun` are those bundles with the incoming tuples' ends
+(``end``/``ends``), and the engine always hands them to every kind. A bundle without ends
+(a caller outside the engine) is read as points.
+
+**Memory.** Measured with ``engine.memory_bytes()`` over 100,000 subscriptions of each kind on
+an otherwise empty engine (B ranges 0–20 wide, lower ends uniform in [−10, 10]; ``overlaps``
+for the interval joins): ~252 bytes per interval subscription against ~281 per band
+subscription with IJ-SSI / BJ-SSI (0.9×), and ~252 against ~690 with the routers (IJ-Dynamic /
+BJ-Dynamic, which keep every member's index): well within 2×. An interval subscription holds
+its record row (64 bytes) and endpoint row (64, ``SubscriptionColumns.irec``, allocated on the
+first interval join, so the other kinds pay nothing), the columns every kind has, and IJ-SSI's
+four member arrays (32 bytes). ``tests/matcher/joins/test_interval_property.py::
+test_memory_per_subscription`` keeps the bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hotjoin.matcher.base_table import BaseTable
+from hotjoin.matcher.joins import interval_kernels as K
+from hotjoin.matcher.joins.band import key_runs
+from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Tables
+from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer
+from hotjoin.matcher.partition.stabbing import canonical_partition
+from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
+from hotjoin.matcher.subscriptions import ENDPOINT_CLIP, SubscriptionColumns
+
+__all__ = ["INTERVAL_CLASSES", "INTERVAL_STRATEGIES", "IntervalStrategy", "NestedLoop",
+           "SpanEvent", "SpanRun", "StabbingIndex"]
+
+INTERVAL_STRATEGIES = ("IJ-NestedLoop", "IJ-SSI")
+_NO_FILTER_SEQ = np.iinfo(np.int64).max
+_EMPTY_F = np.empty(0, dtype=np.float64)
+_EMPTY_I = np.empty(0, dtype=np.int64)
+
+
+class SpanEvent(OneEvent):
+    """:class:`~matcher.joins.interface.OneEvent` with the incoming tuple's end (``end``,
+    ``== time`` for a point), what interval joins need beyond the other kinds."""
+
+    __slots__ = ("end",)
+
+    def set(self, dirn: int, key: float, value: float, time: int, seq: int, now: int,
+            table: Any, mode: int, group: int = -2, end: int | None = None) -> SpanEvent:
+        """Refill the bundle (``OneEvent.set``) and the end (None: a point)."""
+        OneEvent.set(self, dirn, key, value, time, seq, now, table, mode, group)
+        self.end = time if end is None else end
+        return self
+
+
+class SpanRun(EventRun):
+    """:class:`~matcher.joins.interface.EventRun` with the incoming tuples' ends (``ends``,
+    int64, ``== times`` for points)."""
+
+    __slots__ = ("ends",)
+
+    def __init__(self, *args: Any, ends: np.ndarray | None = None, **kw: Any) -> None:
+        EventRun.__init__(self, *args, **kw)
+        self.ends = self.times if ends is None else ends
+
+
+def ends_of(run: EventRun) -> np.ndarray:
+    """The ends of a run's tuples (its times for a bundle that carries none)."""
+    e = getattr(run, "ends", None)
+    return run.times if e is None else e
+
+
+class _Out:
+    """Scratch row arrays of the one-tuple path (kept between calls)."""
+
+    def __init__(self) -> None:
+        self.e = np.empty(256, dtype=np.int64)
+        self.q = np.empty(256, dtype=np.int64)
+        self.x = np.empty(256, dtype=np.int64)
+
+
+def _table_args(table: BaseTable) -> tuple[Any, ...]:
+    """The kernels' view of the other side: both runs of its key order and its columns."""
+    (mk, mp, ms), (dk, dp, ds) = key_runs(table)
+    return (mk, mp, ms, dk, dp, ds, SAMPLE_EVERY, table.alive, table.values, table.times,
+            table.ends, table.seqs)
+
+
+class IntervalStrategy(KindIndex):
+    """An interval-join strategy: an index over interval subscriptions (the kind interface,
+    ``joins/interface.py``). Subclasses implement :meth:`_rows` (one compiled call for a run of
+    tuples, rows appended to given arrays); the one-tuple path, the batch path and snapshots
+    are written once here."""
+
+    kind = "interval"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
+        cols.enable_intervals()
+        self._out = _Out()
+
+    def _rows(self, table: BaseTable, dirn: int, keys: np.ndarray, values: np.ndarray,
+              times: np.ndarray, ends: np.ndarray, seqs: np.ndarray, mode: int, stamp0: int,
+              e: np.ndarray, q: np.ndarray, x: np.ndarray,
+              n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Append the rows ``(event, q, x)`` of the tuples against ``table``; returns the
+        (possibly grown) arrays and the new row count."""
+        raise NotImplementedError
+
+    def _one(self, ev: OneEvent, run_rows: Any) -> None:
+        """Match one tuple into ``ev.buf`` through ``run_rows`` (a ``_rows``-like call)."""
+        if len(ev.table.order) == 0:
+            return
+        end = getattr(ev, "end", None)
+        o = self._out
+        o.e, o.q, o.x, k = run_rows(
+            ev.table, ev.dirn, np.array([ev.key]), np.array([ev.value]),
+            np.array([ev.time], dtype=np.int64),
+            np.array([ev.time if end is None else end], dtype=np.int64),
+            np.array([ev.seq], dtype=np.int64), ev.mode, ev.buf.stamp, o.e, o.q, o.x, 0)
+        if k:
+            buf: MatchBuffer = ev.buf
+            buf.reserve(k)
+            buf.out_q[buf.n: buf.n + k] = o.q[:k]
+            buf.out_s[buf.n: buf.n + k] = o.x[:k]
+            buf.n += k
+
+    def match(self, ev: OneEvent) -> None:
+        """The tuple ``ev`` as a run of one (the strategy's compiled call), into ``ev.buf``."""
+        if len(self):
+            self._one(ev, self._rows)
+
+    def match_many(self, run: EventRun) -> None:
+        """A run of tuples in one compiled call; rows into ``run.rows`` in event order."""
+        n = len(run)
+        if n == 0 or not len(self) or len(run.table.order) == 0:
+            return
+        rows: BatchRows = run.rows
+        stamp0 = run.buf.stamp + 1
+        start = rows.n
+        rows.e, rows.q, rows.x, rows.n = self._rows(
+            run.table, run.dirn, run.keys, run.values, run.times, ends_of(run), run.seqs,
+            run.mode, stamp0, rows.e, rows.q, rows.x, rows.n)
+        run.buf.stamp += n
+        rows.sort_by_event(start)
+
+    def snapshot(self, ev: OneEvent, qids: np.ndarray) -> None:
+        """The nested loop over ``qids`` for the tuple ``ev`` (``Engine.result``)."""
+        def rows(table: BaseTable, dirn: int, *args: Any) -> Any:
+            return nested_rows(qids, self.cols, table, dirn, *args)
+        self._one(ev, rows)
+
+    def memory_bytes(self) -> int:
+        """The id list, the scratch rows and the strategy's own index."""
+        o = self._out
+        return super().memory_bytes() + o.e.nbytes + o.q.nbytes + o.x.nbytes
+
+
+def nested_rows(qids: np.ndarray, cols: SubscriptionColumns, table: BaseTable, dirn: int,
+                keys: np.ndarray, values: np.ndarray, times: np.ndarray, ends: np.ndarray,
+                seqs: np.ndarray, mode: int, stamp0: int, e: np.ndarray, q: np.ndarray,
+                x: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """IJ-NestedLoop's rows for the subscriptions ``qids`` (``K.nested_many``)."""
+    if qids.shape[0] == 0:
+        return e, q, x, n
+    out: tuple[np.ndarray, np.ndarray, np.ndarray, int] = K.nested_many(
+        qids, *_table_args(table), cols.rec, cols.irec, cols.mark, cols.acc, keys, values,
+        times, ends, seqs, dirn, mode, stamp0, e, q, x, n)
+    return out
+
+
+class NestedLoop(IntervalStrategy):
+    """IJ-NestedLoop: per subscription, a nested loop over the partners in its key range (what
+    a user of one join per subscription runs); the baseline of IJ-SSI."""
+
+    name = "IJ-NestedLoop"
+
+    def _rows(self, table: BaseTable, dirn: int, *args: Any) -> Any:
+        return nested_rows(self.ids.view(), self.cols, table, dirn, *args)
+
+
+REBUILD_MIN = 32
+"""IJ-SSI rebuilds its partition once more than ``REBUILD_MIN + built / REBUILD_PENDING``
+subscriptions wait in the pending list, or more than ``REBUILD_MIN + built / REBUILD_DEAD``
+built members were removed."""
+REBUILD_PENDING = 8
+REBUILD_DEAD = 4
+
+
+class StabbingIndex(IntervalStrategy):
+    """IJ-SSI: the subscriptions grouped by a minimum stabbing partition of their B ranges
+    (``partition.stabbing.canonical_partition``, Lemma 1), as flat per-group member arrays the
+    kernel walks (``K.ssi_many``): by upper bound descending and lower bound ascending."""
+
+    name = "IJ-SSI"
+
+    def __init__(self, cols: SubscriptionColumns, options: dict[str, Any],
+                 tables: Tables) -> None:
+        super().__init__(cols, options, tables)
+        self._pending: list[int] = []
+        self._pending_arr: np.ndarray | None = _EMPTY_I
+        self._built = 0
+        self._dead = 0
+        self._live = np.zeros(64, dtype=np.bool_)
+        self.points = _EMPTY_F
+        self.gstart = _EMPTY_I
+        self.gsize = _EMPTY_I
+        self.gbound = np.zeros((0, 8), dtype=np.int64)
+        self.hi_q, self.hi_v = _EMPTY_I, _EMPTY_F
+        self.lo_q, self.lo_v = _EMPTY_I, _EMPTY_F
+
+    # -- the index ---------------------------------------------------------------------------
+    def _room(self, q: int) -> None:
+        if q >= self._live.shape[0]:
+            live = np.zeros(max(q + 1, 2 * self._live.shape[0]), dtype=np.bool_)
+            live[: self._live.shape[0]] = self._live
+            self._live = live
+
+    def _add(self, q: int) -> None:
+        self._pending.append(q)
+        self._pending_arr = None
+        self._maybe_rebuild()
+
+    def _add_many(self, qs: np.ndarray) -> None:
+        self._pending.extend(qs.tolist())
+        self._pending_arr = None
+        self._maybe_rebuild()
+
+    def _remove(self, q: int) -> None:
+        if q < self._live.shape[0] and self._live[q]:
+            self._live[q] = False
+            self._dead += 1
+        else:
+            self._pending.remove(q)
+            self._pending_arr = None
+        self._maybe_rebuild()
+
+    def _maybe_rebuild(self) -> None:
+        if (len(self._pending) > REBUILD_MIN + self._built // REBUILD_PENDING
+                or self._dead > REBUILD_MIN + self._built // REBUILD_DEAD):
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        """Partition every live subscription anew (the pending ones included): the members
+        are split by which endpoint bounds they have (a preset's shape: every ``overlaps`` join
+        in one class, every ``before(δ)`` in another), each class by a minimum stabbing
+        partition of its B ranges (one sort and the greedy scan of Lemma 1), then the
+        per-group member orders and the group's loosest endpoint bounds. O(m log m)."""
+        qs = np.sort(self.ids.view().astype(np.int64))
+        self._pending = []
+        self._pending_arr = _EMPTY_I
+        self._dead = 0
+        self._built = int(qs.shape[0])
+        if qs.shape[0]:
+            self._room(int(qs[-1]))
+        self._live[:] = False
+        if qs.shape[0] == 0:
+            self.points = _EMPTY_F
+            self.gstart = self.gsize = _EMPTY_I
+            self.gbound = np.zeros((0, 8), dtype=np.int64)
+            self.hi_q, self.hi_v, self.lo_q, self.lo_v = _EMPTY_I, _EMPTY_F, _EMPTY_I, _EMPTY_F
+            return
+        self._live[qs] = True
+        los = self.cols.rec[qs, 0].copy()
+        his = self.cols.rec[qs, 1].copy()
+        ir = self.cols.irec[qs]
+        bounded = (np.abs(ir) < ENDPOINT_CLIP).astype(np.int64)
+        shape = bounded @ (1 << np.arange(8, dtype=np.int64))
+        classes, cls = np.unique(shape, return_inverse=True)
+        g = np.empty(qs.shape[0], dtype=np.int64)
+        pts: list[np.ndarray] = []
+        base = 0
+        for c in range(classes.shape[0]):
+            at = np.flatnonzero(cls == c)
+            p, go = canonical_partition(los[at], his[at])
+            g[at] = np.asarray(go, dtype=np.int64) + base
+            pts.append(np.asarray(p, dtype=np.float64))
+            base += p.shape[0]
+        points = np.concatenate(pts)
+        size = np.bincount(g, minlength=points.shape[0]).astype(np.int64)
+        bound = np.empty((points.shape[0], 8), dtype=np.int64)
+        bound[:, 0::2] = np.iinfo(np.int64).max
+        bound[:, 1::2] = np.iinfo(np.int64).min
+        for j in range(0, 8, 2):
+            np.minimum.at(bound[:, j], g, ir[:, j])
+            np.maximum.at(bound[:, j + 1], g, ir[:, j + 1])
+        self.gbound = bound
+        start = np.zeros_like(size)
+        np.cumsum(size[:-1], out=start[1:])
+        by_hi = np.lexsort((-his, g))
+        by_lo = np.lexsort((los, g))
+        self.points = np.ascontiguousarray(points, dtype=np.float64)
+        self.gstart, self.gsize = start, size
+        self.hi_q, self.hi_v = qs[by_hi], np.ascontiguousarray(his[by_hi])
+        self.lo_q, self.lo_v = qs[by_lo], np.ascontiguousarray(los[by_lo])
+
+    def tau(self) -> int:
+        """The number of stabbing groups built (the searches per tuple), plus one for a
+        non-empty pending list."""
+        return int(self.points.shape[0]) + (1 if self._pending else 0)
+
+    def pending(self) -> np.ndarray:
+        """The subscriptions added since the last build (matched by the nested loop)."""
+        if self._pending_arr is None:
+            self._pending_arr = np.array(self._pending, dtype=np.int64)
+        return self._pending_arr
+
+    # -- matching ----------------------------------------------------------------------------
+    def _rows(self, table: BaseTable, dirn: int, keys: np.ndarray, values: np.ndarray,
+              times: np.ndarray, ends: np.ndarray, seqs: np.ndarray, mode: int, stamp0: int,
+              e: np.ndarray, q: np.ndarray, x: np.ndarray,
+              n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        c = self.cols
+        if self.points.shape[0]:
+            e, q, x, n = K.ssi_many(
+                self.points, self.gstart, self.gsize, self.gbound, self.hi_q, self.hi_v,
+                self.lo_q,
+                self.lo_v, self._live, *_table_args(table), c.rec, c.irec, c.mark, c.acc,
+                keys, values, times, ends, seqs, dirn, mode, stamp0, e, q, x, n)
+        if self._pending:
+            e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
+                                     seqs, mode, stamp0, e, q, x, n)
+        return e, q, x, n
+
+    def match_many(self, run: EventRun) -> None:
+        """As :meth:`IntervalStrategy.match_many`; the pending list's rows come after the
+        groups' and are merged in by event (a stable counting sort)."""
+        super().match_many(run)
+
+    # -- introspection -----------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """``subscriptions``, ``tau`` (groups searched per tuple), ``pending``."""
+        return {"subscriptions": len(self), "tau": self.tau(), "pending": len(self._pending)}
+
+    def check_invariants(self) -> None:
+        """Every live subscription is built (and live) or pending, exactly once; each group's
+        members contain its stabbing point and are in the kernel's orders."""
+        built = set(self.hi_q[self._live[self.hi_q]].tolist()) if self.hi_q.shape[0] else set()
+        assert built.isdisjoint(self._pending)
+        assert built | set(self._pending) == set(self.ids.view().tolist())
+        assert len(self._pending) == len(set(self._pending))
+        for g in range(self.points.shape[0]):
+            a, m = int(self.gstart[g]), int(self.gsize[g])
+            p = self.points[g]
+            assert (self.lo_v[a: a + m] <= p).all() and (self.hi_v[a: a + m] >= p).all()
+            hv, lv = self.hi_v[a: a + m], self.lo_v[a: a + m]
+            assert (hv[1:] <= hv[:-1]).all() and (lv[1:] >= lv[:-1]).all()
+            ir = self.cols.irec[self.hi_q[a: a + m]]
+            assert (ir[:, 0::2] >= self.gbound[g, 0::2]).all()
+            assert (ir[:, 1::2] <= self.gbound[g, 1::2]).all()
+
+    def memory_bytes(self) -> int:
+        """The id list, the groups, the member orders and the live flags."""
+        return (super().memory_bytes() + self._live.nbytes + self.points.nbytes
+                + self.gstart.nbytes + self.gsize.nbytes + self.gbound.nbytes
+                + self.hi_q.nbytes + self.hi_v.nbytes
+                + self.lo_q.nbytes + self.lo_v.nbytes + 8 * len(self._pending))
+
+
+INTERVAL_CLASSES: dict[str, type[IntervalStrategy]] = {
+    "IJ-NestedLoop": NestedLoop,
+    "IJ-SSI": StabbingIndex,
+}
+"""The static interval-join strategies by name (the registry's, ``matcher/kinds.py``)."""

@@ -1,0 +1,1 @@
+"""Tests of the sub-commands (``cli/commands/``), one module per command module."""
