@@ -5,6 +5,8 @@ files with an ``end`` field, and ``hotjoin subscriptions`` showing the preset na
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,15 @@ from hotjoin.server.app import HotjoinServer
 
 def _hotjoin(capsys: pytest.CaptureFixture[str], server: HotjoinServer, *argv: str
              ) -> tuple[int, str, str]:
-    try:
-        code = main([argv[0], "--target", server.target, *argv[1:]])
-    except SystemExit as e:  # argparse's own errors
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    """Run ``hotjoin ARGV`` in process; its stdout and stderr as written through ``sys.stdout``
+    and ``sys.stderr`` (redirected here, whichever capture owns the process's streams)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([argv[0], "--target", server.target, *argv[1:]])
+        except SystemExit as e:  # argparse's own errors
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
 
 
 def _create(server: HotjoinServer, topic: str) -> None:

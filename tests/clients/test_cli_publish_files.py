@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import time
@@ -68,9 +70,12 @@ def _seq(server: HotjoinServer, topic: str) -> int:
 
 def _hotjoin(capsys: pytest.CaptureFixture[str], server: HotjoinServer, *argv: str
              ) -> tuple[int, str, str]:
-    code = main(["publish", "--target", server.target, *argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    """Run ``hotjoin publish ARGV`` in process; its stdout and stderr (redirected here,
+    whichever capture owns the process's streams)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["publish", "--target", server.target, *argv])
+    return code, out.getvalue(), err.getvalue()
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
