@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: and a specification cited by section sign or by file name. Case-insensitive for the first
 #: three. (This file names them only in its own finder tests.)
 SELF = "tests/test_repository_text.py"
+S, ISS = "sess" + "ion", "iss" + "ue"  # the words, spelled so that this file names no work log
 _DIARY = re.compile(
     r"\bsessions?[ _-]?\d+|\bissues? ?#?\d+|\bitems? \d+", re.IGNORECASE)
 _SPEC = re.compile("SPEC" + r"(?: ?\u00a7|\.md)")
@@ -90,8 +91,9 @@ def text_files() -> list[str]:
 def diary_mentions(text: str) -> list[str]:
     """Every work-log or specification reference in ``text``, as ``line: match``.
 
-    >>> diary_mentions("measured in " + "session 12" + "\\nfine line\\nsee " + "SPEC" + " §3")
-    ['1: session 12', '3: SPEC §']
+    >>> found = diary_mentions("measured in " + S + " 12\\nfine line\\nsee " + "SPEC" + " §3")
+    >>> found == ["1: " + S + " 12", "3: " + "SPEC" + " §"]
+    True
     >>> diary_mentions("sessions are fine, issues too, and 3 items")
     []
     """
@@ -284,11 +286,11 @@ def test_stale_reference_finder(text: str, want: list[str]) -> None:
 
 def test_diary_finder_boundaries() -> None:
     """Spellings the finder must catch, and words it must leave alone."""
-    caught = ["session 1", "Session 18", "session18", "-session12.json", "issue 16", "Issue #3",
+    caught = [f"{S} 1", f"{S.title()} 18", f"{S}18", f"-{S}12.json", f"{ISS} 16", f"{ISS.title()} #3",
               "item 5", "items 2", "SPEC" + " §4", "SPEC" + ".md"]
     for s in caught:
         assert diary_mentions(s), s
-    for s in ["sessions", "issue", "an item", "SPEC", "spec §4 of the paper", "the 3rd item"]:
+    for s in ["sessions", "issue", "an item", "SPEC", "spec" + " §4 of the paper", "the 3rd item"]:
         assert not diary_mentions(s), s
 
 
