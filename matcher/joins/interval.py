@@ -13,23 +13,30 @@ strategy          subscription index                                      per-tu
 ================  ======================================================  =====================
 IJ-NestedLoop     dense array of ids; per subscription a search of its    O(m log n + scanned)
                   key range and a scan of the partners in it
-IJ-SSI            subscriptions split by which endpoint bounds they       O(τ log n + n_B + k_B)
+IJ-SSI            subscriptions split by which endpoint bounds they       O(τ log n + n_B + k_V)
                   have (a preset's shape), each class by a minimum
                   stabbing partition of its B ranges (paper 004 §2,
                   §3.1, as BJ-SSI); per group one search at its point,
-                  members by far end, the group's loosest endpoint
-                  bounds tested once per partner; the rest checked
-                  per (member, partner)
+                  the group's loosest endpoint bounds tested once per
+                  partner; then, per group and direction, the members
+                  by far end of B (after the incoming tuple's own
+                  value selection), or a second stabbing partition
+                  of the partner's value range (C or A) probed at the
+                  partner's value, whichever the build estimates
+                  visits fewer; the rest checked per visit
 IJ-Dynamic        the cheaper of the two by their cost models             (``router/interval.py``)
 ================  ======================================================  =====================
 
 (m subscriptions, n stored tuples, τ the number of groups (the stabbing numbers of the classes'
-B ranges), n_B the partners within a group's B ranges, k_B the (member, partner) pairs meeting
-B and the group's endpoint bounds.) Not built yet: a second stage that walks each key's
-partners in start-time order within the window the most selective endpoint range allows
-(today a group scans the partners in its B ranges and tests the window per partner, so an
-unselective B costs a scan of the key's stored tuples), and paper 000's per-subscription
-plane sweep as a third baseline. Both match a whole run of tuples in one compiled call
+B ranges), n_B the partners within a group's B ranges, k_V the (member, partner) pairs a walk
+visits.) On the benchmark's workload (``docs/benchmarks/interval.md``) an incoming S tuple's
+partners walk by value (each R partner meets only the members whose 5 %-wide A holds its
+value: 10× fewer visits than by key) and an incoming R tuple's by key (A has already filtered
+the members); both visit fewer than two members per pair delivered. Not built yet: a walk of
+each key's partners in start-time order within the window the group's endpoint bounds allow
+(today a group scans the partners in its B ranges and tests the window per partner, about a
+quarter of the time per tuple there). Paper 000's per-subscription plane sweep is a baseline
+of ``hotjoin bench interval``, not a strategy. Both match a whole run of tuples in one compiled call
 (``interval_kernels``); one tuple is a run of one. IJ-SSI adds subscriptions to a pending list
 matched by the nested loop and rebuilds its partition once the list (or the removed members)
 outgrows a fraction of the index: amortised O(log m) per change.
@@ -41,13 +48,15 @@ outgrows a fraction of the index: amortised O(log m) per change.
 
 **Memory.** Measured with ``engine.memory_bytes()`` over 100,000 subscriptions of each kind on
 an otherwise empty engine (B ranges 0–20 wide, lower ends uniform in [−10, 10]; ``overlaps``
-for the interval joins): ~252 bytes per interval subscription against ~281 per band
-subscription with IJ-SSI / BJ-SSI (0.9×), and ~252 against ~690 with the routers (IJ-Dynamic /
-BJ-Dynamic, which keep every member's index): well within 2×. An interval subscription holds
+for the interval joins): ~318 bytes per interval subscription against ~282 per band
+subscription with IJ-SSI / BJ-SSI (1.13×), and ~318 against ~615 with the routers (IJ-Dynamic /
+BJ-Dynamic, which keep every member's index): within 2×. An interval subscription holds
 its record row (64 bytes) and endpoint row (64, ``SubscriptionColumns.irec``, allocated on the
-first interval join, so the other kinds pay nothing), the columns every kind has, and IJ-SSI's
-four member arrays (32 bytes). ``tests/matcher/joins/test_interval_property.py::
-test_memory_per_subscription`` keeps the bound.
+first interval join, so the other kinds pay nothing), the columns every kind has, IJ-SSI's
+four member arrays (32 bytes) and the members' value bounds in both orders (64, read in
+sequence by the own-value filter); a group with a value stage adds 32 bytes per member and
+direction (~348 bytes per subscription on the benchmark's workload).
+``tests/matcher/joins/test_interval.py::test_memory_per_subscription`` keeps the bound.
 """
 
 from __future__ import annotations
@@ -223,10 +232,111 @@ REBUILD_PENDING = 8
 REBUILD_DEAD = 4
 
 
+STAGE_MIN = 64
+"""A key group with fewer members keeps only the walk by key (no value stage)."""
+STAGE_GAIN = 1.0
+"""A group walks by the partner's value when that visits fewer than ``1 / STAGE_GAIN`` times
+the members the walk by key would (estimated, :func:`value_stage`; 0 builds the stage for
+every group of :data:`STAGE_MIN` members or more)."""
+_COVER_SAMPLES = 64
+_A, _C = (2, 3), (4, 5)  # a record row's columns of the value ranges A and C
+_B = (0, 1)
+
+
+def _empty_stage(groups: int) -> K.ValueStage:
+    z = np.zeros((2, groups), dtype=np.int64)
+    return K.ValueStage(z, z.copy(), _EMPTY_F, _EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_F,
+                        _EMPTY_I, _EMPTY_F)
+
+
+def cover(los: np.ndarray, his: np.ndarray) -> float:
+    """How many of the ranges ``[los[i], his[i]]`` contain a typical point: the mean count
+    over points spread evenly through the ranges' finite ends (all of them when no end is
+    finite). The data-free estimate IJ-SSI's build compares walks by.
+
+    >>> cover(np.array([0.0, 10.0, -np.inf]), np.array([1.0, 11.0, np.inf]))
+    2.0
+    >>> cover(np.full(3, -np.inf), np.full(3, np.inf))
+    3.0
+    """
+    m = los.shape[0]
+    ends = np.concatenate((los[np.isfinite(los)], his[np.isfinite(his)]))
+    if ends.shape[0] == 0:
+        return float(m)
+    ends.sort()
+    xs = ends[np.linspace(0, ends.shape[0] - 1, min(_COVER_SAMPLES, ends.shape[0]))
+              .astype(np.int64)]
+    inside = (np.searchsorted(np.sort(los), xs, side="right")
+              - np.searchsorted(np.sort(his), xs, side="left"))
+    return float(inside.mean())
+
+
+def value_stage(rec: np.ndarray, members: np.ndarray, gstart: np.ndarray,
+                gsize: np.ndarray) -> K.ValueStage:
+    """IJ-SSI's second stage (:class:`~matcher.joins.interval_kernels.ValueStage`) over the
+    key groups ``members[gstart[g] … + gsize[g]]``: for each group of at least
+    :data:`STAGE_MIN` members and each direction, a minimum stabbing partition of the
+    partner's value range (C of an S partner, A of an R partner) when a partner would visit
+    fewer members through it than through the key walk. Estimates (:func:`cover`): by value,
+    the subgroups plus the members whose range holds a typical partner value; by key, the
+    members the incoming tuple's own value selects times the share whose B holds a typical
+    key difference. O(m log m)."""
+    groups = gsize.shape[0]
+    first = np.zeros((2, groups), dtype=np.int64)
+    num = np.zeros((2, groups), dtype=np.int64)
+    point: list[np.ndarray] = []
+    start: list[np.ndarray] = []
+    size: list[np.ndarray] = []
+    vh_q: list[np.ndarray] = []
+    vh_v: list[np.ndarray] = []
+    vl_q: list[np.ndarray] = []
+    vl_v: list[np.ndarray] = []
+    n_sub = n_mem = 0
+    for g in np.flatnonzero(gsize >= STAGE_MIN).tolist():
+        qg = members[gstart[g]: gstart[g] + gsize[g]]
+        m = qg.shape[0]
+        r = rec[qg]
+        b_share = cover(r[:, _B[0]], r[:, _B[1]]) / m
+        for which, (partner, own) in enumerate(((_C, _A), (_A, _C))):
+            lo, hi = r[:, partner[0]], r[:, partner[1]]
+            by_key = cover(r[:, own[0]], r[:, own[1]]) * b_share
+            by_value = cover(lo, hi)
+            if STAGE_GAIN * (by_value + 1) > by_key:  # at least one subgroup, whatever the split
+                continue
+            pts, go = canonical_partition(lo, hi)
+            if STAGE_GAIN * (pts.shape[0] + by_value) > by_key:
+                continue
+            cnt = np.bincount(go, minlength=pts.shape[0]).astype(np.int64)
+            at = np.zeros_like(cnt)
+            np.cumsum(cnt[:-1], out=at[1:])
+            by_hi = np.lexsort((-hi, go))
+            by_lo = np.lexsort((lo, go))
+            first[which, g], num[which, g] = n_sub, pts.shape[0]
+            point.append(np.asarray(pts, dtype=np.float64))
+            start.append(at + n_mem)
+            size.append(cnt)
+            vh_q.append(qg[by_hi])
+            vh_v.append(hi[by_hi])
+            vl_q.append(qg[by_lo])
+            vl_v.append(lo[by_lo])
+            n_sub += pts.shape[0]
+            n_mem += m
+    if not point:
+        return _empty_stage(groups)
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
+
+    return K.ValueStage(first, num, cat(point, np.float64), cat(start, np.int64),
+                        cat(size, np.int64), cat(vh_q, np.int64), cat(vh_v, np.float64),
+                        cat(vl_q, np.int64), cat(vl_v, np.float64))
+
+
 class StabbingIndex(IntervalStrategy):
     """IJ-SSI: the subscriptions grouped by a minimum stabbing partition of their B ranges
     (``partition.stabbing.canonical_partition``, Lemma 1), as flat per-group member arrays the
-    kernel walks (``K.ssi_many``): by upper bound descending and lower bound ascending."""
+    kernel walks (``K.ssi_many``): by upper bound descending and lower bound ascending; big
+    groups also by the partner's value range (:func:`value_stage`)."""
 
     name = "IJ-SSI"
 
@@ -244,6 +354,8 @@ class StabbingIndex(IntervalStrategy):
         self.gbound = np.zeros((0, 8), dtype=np.int64)
         self.hi_q, self.hi_v = _EMPTY_I, _EMPTY_F
         self.lo_q, self.lo_v = _EMPTY_I, _EMPTY_F
+        self.hi_own = self.lo_own = np.zeros((0, 4), dtype=np.float64)
+        self.stage = _empty_stage(0)
 
     # -- the index ---------------------------------------------------------------------------
     def _room(self, q: int) -> None:
@@ -281,7 +393,8 @@ class StabbingIndex(IntervalStrategy):
         are split by which endpoint bounds they have (a preset's shape: every ``overlaps`` join
         in one class, every ``before(δ)`` in another), each class by a minimum stabbing
         partition of its B ranges (one sort and the greedy scan of Lemma 1), then the
-        per-group member orders and the group's loosest endpoint bounds. O(m log m)."""
+        per-group member orders, the group's loosest endpoint bounds and the value stage
+        (:func:`value_stage`). O(m log m)."""
         qs = np.sort(self.ids.view().astype(np.int64))
         self._pending = []
         self._pending_arr = _EMPTY_I
@@ -295,6 +408,8 @@ class StabbingIndex(IntervalStrategy):
             self.gstart = self.gsize = _EMPTY_I
             self.gbound = np.zeros((0, 8), dtype=np.int64)
             self.hi_q, self.hi_v, self.lo_q, self.lo_v = _EMPTY_I, _EMPTY_F, _EMPTY_I, _EMPTY_F
+            self.hi_own = self.lo_own = np.zeros((0, 4), dtype=np.float64)
+            self.stage = _empty_stage(0)
             return
         self._live[qs] = True
         los = self.cols.rec[qs, 0].copy()
@@ -329,6 +444,10 @@ class StabbingIndex(IntervalStrategy):
         self.gstart, self.gsize = start, size
         self.hi_q, self.hi_v = qs[by_hi], np.ascontiguousarray(his[by_hi])
         self.lo_q, self.lo_v = qs[by_lo], np.ascontiguousarray(los[by_lo])
+        own = self.cols.rec[:, 2:6]
+        self.hi_own = np.ascontiguousarray(own[self.hi_q])
+        self.lo_own = np.ascontiguousarray(own[self.lo_q])
+        self.stage = value_stage(self.cols.rec, self.hi_q, start, size)
 
     def tau(self) -> int:
         """The number of stabbing groups built (the searches per tuple), plus one for a
@@ -350,9 +469,9 @@ class StabbingIndex(IntervalStrategy):
         if self.points.shape[0]:
             e, q, x, n = K.ssi_many(
                 self.points, self.gstart, self.gsize, self.gbound, self.hi_q, self.hi_v,
-                self.lo_q,
-                self.lo_v, self._live, *_table_args(table), c.rec, c.irec, c.mark, c.acc,
-                keys, values, times, ends, seqs, dirn, mode, stamp0, e, q, x, n)
+                self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live, tuple(self.stage),
+                *_table_args(table), c.rec, c.irec, c.mark, c.acc, keys, values, times, ends,
+                seqs, dirn, mode, stamp0, e, q, x, n)
         if self._pending:
             e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
                                      seqs, mode, stamp0, e, q, x, n)
@@ -384,13 +503,40 @@ class StabbingIndex(IntervalStrategy):
             ir = self.cols.irec[self.hi_q[a: a + m]]
             assert (ir[:, 0::2] >= self.gbound[g, 0::2]).all()
             assert (ir[:, 1::2] <= self.gbound[g, 1::2]).all()
+            own = self.cols.rec[:, 2:6]
+            assert (self.hi_own[a: a + m] == own[self.hi_q[a: a + m]]).all()
+            assert (self.lo_own[a: a + m] == own[self.lo_q[a: a + m]]).all()
+            self._check_stage(g, a, m)
+
+    def _check_stage(self, g: int, a: int, m: int) -> None:
+        """Group g's value subgroups (if any) hold exactly its members, each subgroup's ranges
+        contain its point and are in the kernel's orders."""
+        st = self.stage
+        for which, (c0, c1) in enumerate(((4, 5), (2, 3))):
+            u0, nu = int(st.first[which, g]), int(st.num[which, g])
+            if nu == 0:
+                continue
+            seen: list[int] = []
+            for u in range(u0, u0 + nu):
+                k, z = int(st.start[u]), int(st.start[u] + st.size[u])
+                p = st.point[u]
+                hq, hv, lq, lv = st.vh_q[k:z], st.vh_v[k:z], st.vl_q[k:z], st.vl_v[k:z]
+                assert set(hq.tolist()) == set(lq.tolist())
+                assert (hv == self.cols.rec[hq, c1]).all() and (lv == self.cols.rec[lq, c0]).all()
+                assert (hv >= p).all() and (lv <= p).all()
+                assert (hv[1:] <= hv[:-1]).all() and (lv[1:] >= lv[:-1]).all()
+                seen.extend(hq.tolist())
+            assert sorted(seen) == sorted(self.hi_q[a: a + m].tolist())
 
     def memory_bytes(self) -> int:
-        """The id list, the groups, the member orders and the live flags."""
+        """The id list, the groups, the member orders (with their value bounds), the value
+        stage and the live flags."""
         return (super().memory_bytes() + self._live.nbytes + self.points.nbytes
                 + self.gstart.nbytes + self.gsize.nbytes + self.gbound.nbytes
                 + self.hi_q.nbytes + self.hi_v.nbytes
-                + self.lo_q.nbytes + self.lo_v.nbytes + 8 * len(self._pending))
+                + self.lo_q.nbytes + self.lo_v.nbytes + self.hi_own.nbytes
+                + self.lo_own.nbytes + sum(a.nbytes for a in self.stage)
+                + 8 * len(self._pending))
 
 
 INTERVAL_CLASSES: dict[str, type[IntervalStrategy]] = {

@@ -17,11 +17,15 @@ are computed in int64, exact for times and ends within ±2^61 (``model.END_MAX``
   and a scan of the partners in it, every condition checked per partner. O(m log n + scanned).
 * :func:`ssi_many` — IJ-SSI: the subscriptions grouped by a stabbing partition of their key
   ranges (paper 004 §2, §3.1); per group one search at its stabbing point, then the partners
-  walked outwards against the members sorted by their far end, so each (member, partner) with
-  the key condition met is visited once and nothing else is: O(τ log n + k_B).
+  walked outwards; each partner meets the members sorted by their far end of B, or the
+  members of a second stabbing partition over the partner's value range (:class:`ValueStage`),
+  so that what a partner visits is close to what it pairs with.
+  O(τ log n + partners in the groups' B ranges + visits).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -163,10 +167,31 @@ def nested_many(qids: np.ndarray, mk: np.ndarray, mp: np.ndarray, msamp: np.ndar
     return out_e, out_q, out_x, n_out
 
 
+class ValueStage(NamedTuple):
+    """IJ-SSI's second stage (``StabbingIndex.rebuild``): inside a key group, its members
+    grouped again by a minimum stabbing partition of the partner's value range (C for an
+    incoming R tuple, ``which = 0``; A for an incoming S tuple, ``which = 1``). Group g's
+    subgroups are ``first[which, g] … + num[which, g]`` (none: the group walks by key only);
+    subgroup u has stabbing point ``point[u]`` and members ``start[u] … + size[u]`` of
+    ``vh_q`` (by upper value bound ``vh_v``, descending) and of ``vl_q`` (by lower bound
+    ``vl_v``, ascending). Passed to the kernel as a plain tuple (``config``: numba types it
+    as fast as positional arrays) and named back inside."""
+
+    first: np.ndarray
+    num: np.ndarray
+    point: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+    vh_q: np.ndarray
+    vh_v: np.ndarray
+    vl_q: np.ndarray
+    vl_v: np.ndarray
+
+
 @kernel
 def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: np.ndarray,
              hi_q: np.ndarray, hi_v: np.ndarray, lo_q: np.ndarray, lo_v: np.ndarray,
-             live: np.ndarray,
+             hi_own: np.ndarray, lo_own: np.ndarray, live: np.ndarray, stage: tuple,
              mk: np.ndarray, mp: np.ndarray, msamp: np.ndarray, dk: np.ndarray,
              dp: np.ndarray, dsamp: np.ndarray, step: int, alive: np.ndarray,
              values: np.ndarray, times: np.ndarray, ends: np.ndarray, seqs: np.ndarray,
@@ -177,16 +202,27 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
     """IJ-SSI: group g (stabbing point ``points[g]``) holds members ``gstart[g] … + gsize[g]``
     of ``hi_q`` (by upper key bound ``hi_v``, descending) and of ``lo_q`` (by lower bound
     ``lo_v``, ascending); ``live[q]`` False for a member removed since the build. Per tuple and
-    group: one search for the first partner with ``d >= p``; walking right, the members with
-    ``hi >= d`` are a prefix of ``hi_q`` (their ``lo <= p <= d`` holds), walking left those
-    with ``lo <= d`` a prefix of ``lo_q``; a walk stops when the prefix is empty. A group's
-    members share which endpoint bounds they have, and ``gbound[g]`` holds the loosest of each
-    (an endpoint row, as ``irec``): a partner outside it is passed over without visiting a
-    member. The first partner that passes has the group's members filtered once by the
-    incoming tuple's own selection (A for an R tuple, C for an S tuple; both orders kept), so
-    the walks visit only those. Other conditions are checked per visited (member, partner).
-    Returns the rows as :func:`nested_many`. O(τ log n + partners in the groups' B ranges +
-    members of the groups met + k_B) per tuple."""
+    group: one search for the first partner with ``d >= p``, then the partners walked right
+    and left while some member's B range reaches them. A group's members share which endpoint
+    bounds they have, and ``gbound[g]`` holds the loosest of each (an endpoint row, as
+    ``irec``): a partner outside it is passed over without visiting a member. For a partner
+    that passes, the members it may pair with are found one of two ways, chosen per group and
+    direction when the index was built (``stage``, :class:`ValueStage`):
+
+    * *by key*: the members the incoming tuple's own value selects (A for an R tuple, C for an
+      S tuple: ``hi_own``/``lo_own`` hold ``(a_lo, a_hi, c_lo, c_hi)`` in the two orders, read
+      in sequence; filtered once per group and order, on the first partner that needs it);
+      walking right, those with ``hi >= d`` are a prefix of the ``hi`` order (their
+      ``lo <= p <= d`` holds), walking left those with ``lo <= d`` a prefix of the ``lo`` order;
+    * *by the partner's value* ``v``: per value subgroup (point ``p'``), the members with
+      ``hi >= v`` (``v >= p'``) or ``lo <= v`` (``v < p'``), a prefix of one order.
+
+    Every visited (member, partner) is then checked in full. Returns the rows as
+    :func:`nested_many`. O(τ log n + partners in the groups' B ranges + members of the groups
+    met + visits) per tuple."""
+    first, num, point, vstart, vsize, vh_q, vh_v, vl_q, vl_v = ValueStage(*stage)
+    which = 0 if dirn > 0 else 1
+    o0 = 0 if dirn > 0 else 2  # the incoming tuple's own selection: A of an R, C of an S
     big = 0
     for g in range(gsize.shape[0]):
         big = max(big, gsize[g])
@@ -194,6 +230,7 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
     fh_v = np.empty(big, dtype=np.float64)
     fl_q = np.empty(big, dtype=np.int64)
     fl_v = np.empty(big, dtype=np.float64)
+    cand = np.empty(big, dtype=np.int64)  # the members one partner visits
     for i in range(ekeys.shape[0]):
         b, xv, xt, xe, xseq = ekeys[i], evals[i], etimes[i], eends[i], eseqs[i]
         stamp = stamp0 + i
@@ -203,7 +240,10 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
             m = gsize[g]
             if m == 0:
                 continue
-            nf = -1  # filtered on the first partner that passes the group's bounds
+            u0 = first[which, g]
+            nu = num[which, g]
+            nfh = -1  # filtered on the first partner that passes the group's bounds
+            nfl = -1
             for r in range(2):
                 keys = mk if r == 0 else dk
                 pays = mp if r == 0 else dp
@@ -215,56 +255,94 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
                 for side in range(2):
                     pos = start if side == 0 else start - 1
                     while 0 <= pos < n:
-                        d = _dpos(keys, n, pos, b, dirn)
+                        kp = pos if dirn > 0 else n - 1 - pos
+                        d = keys[kp] - b if dirn > 0 else b - keys[kp]
                         if (hi_v[a0] < d) if side == 0 else (lo_v[a0] > d):
                             break  # no member's B range reaches this far
-                        slot = _slot(pays, n, pos, dirn)
+                        slot = pays[kp]
                         pos = pos + 1 if side == 0 else pos - 1
                         if not alive[slot]:
                             continue
+                        # the pair's endpoint differences, from r = [rt, re], s = [st, se]
+                        pt, pe = times[slot], ends[slot]
                         if dirn > 0:
-                            if not endpoints_hold(gbound, g, xt, xe, times[slot], ends[slot]):
-                                continue
-                        elif not endpoints_hold(gbound, g, times[slot], ends[slot], xt, xe):
+                            dss, dse, des, dee = pt - xt, pt - xe, pe - xt, pe - xe
+                        else:
+                            dss, dse, des, dee = xt - pt, xt - pe, xe - pt, xe - pe
+                        if (dss < gbound[g, 0] or dss > gbound[g, 1] or dse < gbound[g, 2]
+                                or dse > gbound[g, 3] or des < gbound[g, 4]
+                                or des > gbound[g, 5] or dee < gbound[g, 6]
+                                or dee > gbound[g, 7]):
                             continue
-                        if nf < 0:  # the members the incoming tuple's own value selects
-                            nf = 0
-                            nl = 0
-                            for k in range(m):
-                                q = hi_q[a0 + k]
-                                if live[q] and ((rec[q, 2] <= xv <= rec[q, 3]) if dirn > 0
-                                                else (rec[q, 4] <= xv <= rec[q, 5])):
-                                    fh_q[nf] = q
-                                    fh_v[nf] = hi_v[a0 + k]
-                                    nf += 1
-                                q = lo_q[a0 + k]
-                                if live[q] and ((rec[q, 2] <= xv <= rec[q, 3]) if dirn > 0
-                                                else (rec[q, 4] <= xv <= rec[q, 5])):
-                                    fl_q[nl] = q
-                                    fl_v[nl] = lo_v[a0 + k]
-                                    nl += 1
-                        k = 0
-                        while k < nf:
+                        pv = values[slot]
+                        rv, sv = (xv, pv) if dirn > 0 else (pv, xv)
+                        mseq = max(xseq, seqs[slot])
+                        nc = 0
+                        if nu > 0:  # by the partner's value
+                            for u in range(u0, u0 + nu):
+                                k = vstart[u]
+                                z = k + vsize[u]
+                                if pv >= point[u]:
+                                    while k < z and vh_v[k] >= pv:
+                                        cand[nc] = vh_q[k]
+                                        nc += 1
+                                        k += 1
+                                else:
+                                    while k < z and vl_v[k] <= pv:
+                                        cand[nc] = vl_q[k]
+                                        nc += 1
+                                        k += 1
+                        else:  # by key, among the members the own value selects
+                            if side == 0 and nfh < 0:
+                                nfh = 0
+                                for k in range(a0, a0 + m):
+                                    q = hi_q[k]
+                                    if live[q] and hi_own[k, o0] <= xv <= hi_own[k, o0 + 1]:
+                                        fh_q[nfh] = q
+                                        fh_v[nfh] = hi_v[k]
+                                        nfh += 1
+                            elif side == 1 and nfl < 0:
+                                nfl = 0
+                                for k in range(a0, a0 + m):
+                                    q = lo_q[k]
+                                    if live[q] and lo_own[k, o0] <= xv <= lo_own[k, o0 + 1]:
+                                        fl_q[nfl] = q
+                                        fl_v[nfl] = lo_v[k]
+                                        nfl += 1
                             if side == 0:
-                                if fh_v[k] < d:
-                                    break
-                                q = fh_q[k]
+                                while nc < nfh and fh_v[nc] >= d:
+                                    cand[nc] = fh_q[nc]
+                                    nc += 1
                             else:
-                                if fl_v[k] > d:
-                                    break
-                                q = fl_q[k]
-                            k += 1
-                            if not pair_holds(rec, irec, q, dirn, xv, xt, xe, xseq, slot,
-                                              values, times, ends, seqs):
+                                while nc < nfl and fl_v[nc] <= d:
+                                    cand[nc] = fl_q[nc]
+                                    nc += 1
+                        for k in range(nc):
+                            q = cand[k]
+                            # every condition, written out: an inlined helper taking arrays
+                            # would count references per call (``config``)
+                            if not (live[q] and rec[q, 0] <= d <= rec[q, 1]
+                                    and rec[q, 2] <= rv <= rec[q, 3]
+                                    and rec[q, 4] <= sv <= rec[q, 5]):
                                 continue
-                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                            if (dss < irec[q, 0] or dss > irec[q, 1] or dse < irec[q, 2]
+                                    or dse > irec[q, 3] or des < irec[q, 4]
+                                    or des > irec[q, 5] or dee < irec[q, 6]
+                                    or dee > irec[q, 7]):
+                                continue
+                            if rec[q, 7] == 0.0 and rec[q, 6] >= mseq:
+                                continue  # not owed: registered after the pair formed
                             if mode == PAIRS:
+                                if n_out == out_e.shape[0]:
+                                    out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                                 out_e[n_out] = i
                                 out_q[n_out] = q
                                 out_x[n_out] = slot
                                 n_out += 1
                             else:
                                 if mark[q] != stamp:
+                                    if n_out == out_e.shape[0]:
+                                        out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                                     mark[q] = stamp
                                     acc[q] = 0
                                     out_e[n_out] = i

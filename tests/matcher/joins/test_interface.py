@@ -31,7 +31,7 @@ from hotjoin.matcher.state import subscriptions_from_columns
 
 ALL = [(kind, name) for kind in KINDS for name in STRATEGIES[kind] if kind != "interval"]
 """The strategies of the kinds the brute force below knows; interval joins' strategies are
-checked the same way through the engine (``test_interval_property.py``)."""
+checked the same way through the engine (``test_interval.py``)."""
 
 
 def _sample(kind: str) -> Any:

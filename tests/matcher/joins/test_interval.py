@@ -32,6 +32,7 @@ from hotjoin.matcher.model import (
     WindowJoin,
 )
 from hotjoin.matcher.oracle import OracleEngine, interval_holds
+from hotjoin.matcher.workload import interval_workload
 
 EXAMPLES = int(os.environ.get("HOTJOIN_HYPOTHESIS_EXAMPLES", "0") or 0)
 
@@ -85,9 +86,15 @@ STRATEGIES = ["IJ-NestedLoop", "IJ-SSI", "IJ-Dynamic", "auto"]
                         if not (s == "IJ-NestedLoop" and m != 32)])
 def config(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """A strategy, with IJ-SSI's rebuild threshold lowered so that small programs build
-    stabbing groups (0: nearly every change rebuilds; 2: some members wait pending)."""
+    stabbing groups (0: nearly every change rebuilds, and every group walks by the partner's
+    value; 2: some members wait pending, and a group walks by value where the estimate says
+    so), whatever the groups' sizes."""
     name, rebuild = request.param
     monkeypatch.setattr(interval_module, "REBUILD_MIN", rebuild)
+    if rebuild < 32:
+        monkeypatch.setattr(interval_module, "STAGE_MIN", 0)
+    if rebuild == 0:
+        monkeypatch.setattr(interval_module, "STAGE_GAIN", 0.0)
     return name
 
 
@@ -558,6 +565,36 @@ def test_memory_per_subscription() -> None:
     per_band = (band.memory_bytes() - b0) / n
     per_interval = (inter.memory_bytes() - i0) / n
     assert per_interval <= 2 * per_band, (per_interval, per_band)
+
+
+def test_value_stage_follows_the_estimate() -> None:
+    """On the benchmark's workload shape (every subscription selects r's value A in a 5 %
+    range, half of them s's value C too), IJ-SSI's big groups walk by the partner's value for an
+    incoming S tuple (its R partner's value must lie in A: few members do) and by key for an
+    incoming R tuple (A filters the members once; C is unbounded for half of them); every
+    built group is in the index's invariants, and the engine agrees with IJ-NestedLoop."""
+    w = interval_workload(3_000, 3_000, seed=3, key_domain=20)
+    engines = {s: Engine(lateness=1 << 40, strategy={"interval": s})
+               for s in ("IJ-SSI", "IJ-NestedLoop")}
+    for e in engines.values():
+        e.subscribe_many(w.subscriptions)
+        e.publish_batch(w.sides[:2_500], w.ids[:2_500], w.keys[:2_500], w.values[:2_500],
+                        w.times[:2_500], ends=w.ends[:2_500], output="none")
+    ix = engines["IJ-SSI"].kind_index("interval")
+    assert isinstance(ix, interval_module.StabbingIndex)
+    big = ix.gsize >= interval_module.STAGE_MIN
+    assert big.any()
+    assert (ix.stage.num[1][big] > 0).all()  # S incoming: by the R partner's value
+    assert (ix.stage.num[0] == 0).all()  # R incoming: by key
+    ix.check_invariants()
+    sl = slice(2_500, 3_000)
+    for side in "RS":
+        at = w.sides[sl] == "RS".index(side)
+        args = (w.keys[sl][at], w.values[sl][at], w.times[sl][at])
+        got = {s: e.probe_batch(side, *args, ends=w.ends[sl][at], output="pairs")
+               for s, e in engines.items()}
+        assert got["IJ-SSI"].sum() > 0
+        assert got["IJ-SSI"].tolist() == got["IJ-NestedLoop"].tolist()
 
 
 def test_stats_and_state_columns() -> None:
