@@ -28,6 +28,8 @@ from hotjoin.matcher.model import Event, Side
 from hotjoin.matcher.structures.key_index import KeyIndex
 from hotjoin.matcher.structures.sorted_runs import SortedRuns
 
+_NO_TIME = -(1 << 63)  # ``latest_time`` of a table that never stored a tuple
+
 
 def _empty_payloads(n: int) -> np.ndarray:
     out = np.empty(n, dtype=object)
@@ -74,6 +76,10 @@ class BaseTable:
         #: False for a topic without retention: no expiry queue is kept (nothing ever expires)
         self.track_expiry = track_expiry
         self.key_index: KeyIndex | None = None
+        #: the largest start time and end of any tuple stored so far: upper bounds a kernel
+        #: may skip work by (a delete or an expiry does not lower them)
+        self.latest_time = _NO_TIME
+        self.latest_end = _NO_TIME
 
     # -- size and lookup -------------------------------------------------------------------
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -147,6 +153,8 @@ class BaseTable:
         self.times[slot] = ev.time
         end = ev.time if ev.end is None else ev.end
         self.ends[slot] = end
+        self.latest_time = max(self.latest_time, int(ev.time))
+        self.latest_end = max(self.latest_end, int(end))
         self.seqs[slot] = seq
         self.alive[slot] = True
         self.ids[slot] = ev.id
@@ -212,6 +220,8 @@ class BaseTable:
             self.times[slot] = ev.time
             end = ev.time if ev.end is None else ev.end
             self.ends[slot] = end
+            self.latest_time = max(self.latest_time, int(ev.time))
+            self.latest_end = max(self.latest_end, int(end))
             self.seqs[slot] = seq
             self.alive[slot] = True
             self.ids[slot] = ev.id
@@ -246,6 +256,9 @@ class BaseTable:
         self.values[slots] = values
         self.times[slots] = times
         self.ends[slots] = ends
+        if n:
+            self.latest_time = max(self.latest_time, int(np.max(times)))
+            self.latest_end = max(self.latest_end, int(np.max(ends)))
         self.seqs[slots] = seqs
         self.alive[slots] = True
         col = np.empty(n, dtype=object)

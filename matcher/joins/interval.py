@@ -130,6 +130,11 @@ def _table_args(table: BaseTable) -> tuple[Any, ...]:
             table.ends, table.seqs)
 
 
+def _latest(table: BaseTable) -> tuple[int, int]:
+    """The other side's latest start time and end (upper bounds, ``BaseTable.latest_time``)."""
+    return table.latest_time, table.latest_end
+
+
 class IntervalStrategy(KindIndex):
     """An interval-join strategy: an index over interval subscriptions (the kind interface,
     ``joins/interface.py``). Subclasses implement :meth:`_rows` (one compiled call for a run of
@@ -470,8 +475,8 @@ class StabbingIndex(IntervalStrategy):
             e, q, x, n = K.ssi_many(
                 self.points, self.gstart, self.gsize, self.gbound, self.hi_q, self.hi_v,
                 self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live, tuple(self.stage),
-                *_table_args(table), c.rec, c.irec, c.mark, c.acc, keys, values, times, ends,
-                seqs, dirn, mode, stamp0, e, q, x, n)
+                *_table_args(table), *_latest(table), c.rec, c.irec, c.mark, c.acc, keys,
+                values, times, ends, seqs, dirn, mode, stamp0, e, q, x, n)
         if self._pending:
             e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
                                      seqs, mode, stamp0, e, q, x, n)

@@ -195,6 +195,7 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
              mk: np.ndarray, mp: np.ndarray, msamp: np.ndarray, dk: np.ndarray,
              dp: np.ndarray, dsamp: np.ndarray, step: int, alive: np.ndarray,
              values: np.ndarray, times: np.ndarray, ends: np.ndarray, seqs: np.ndarray,
+             latest_time: int, latest_end: int,
              rec: np.ndarray, irec: np.ndarray, mark: np.ndarray, acc: np.ndarray,
              ekeys: np.ndarray, evals: np.ndarray, etimes: np.ndarray, eends: np.ndarray,
              eseqs: np.ndarray, dirn: int, mode: int, stamp0: int, out_e: np.ndarray,
@@ -205,7 +206,10 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
     group: one search for the first partner with ``d >= p``, then the partners walked right
     and left while some member's B range reaches them. A group's members share which endpoint
     bounds they have, and ``gbound[g]`` holds the loosest of each (an endpoint row, as
-    ``irec``): a partner outside it is passed over without visiting a member. For a partner
+    ``irec``): a partner outside it is passed over without visiting a member, and a group whose
+    bounds ask for a partner starting or ending after ``latest_time``/``latest_end`` (the other
+    side's latest start and end, upper bounds) is passed over without a search: for the
+    newest tuple of a stream, every relation that needs a later partner. For a partner
     that passes, the members it may pair with are found one of two ways, chosen per group and
     direction when the index was built (``stage``, :class:`ValueStage`):
 
@@ -239,6 +243,15 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
             a0 = gstart[g]
             m = gsize[g]
             if m == 0:
+                continue
+            # the earliest start and end a partner may have, against the latest stored ones
+            if dirn > 0:
+                t_min = max(xt + gbound[g, 0], xe + gbound[g, 2])
+                e_min = max(xt + gbound[g, 4], xe + gbound[g, 6])
+            else:
+                t_min = max(xt - gbound[g, 1], xe - gbound[g, 5])
+                e_min = max(xt - gbound[g, 3], xe - gbound[g, 7])
+            if t_min > latest_time or e_min > latest_end:
                 continue
             u0 = first[which, g]
             nu = num[which, g]

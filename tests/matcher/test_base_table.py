@@ -50,3 +50,25 @@ def test_key_order_enabled_late_never_holds_a_reused_slot() -> None:
         order = t.order.items(t.alive)
         assert sorted(s for _, s in order) == sorted(t.live_slots().tolist()), step
         assert all(t.keys[s] == k for k, s in order), step
+
+
+def test_latest_time_and_end_bound_every_stored_tuple() -> None:
+    """``latest_time``/``latest_end`` are the largest start and end stored so far, through every
+    way in (insert, insert_many, bulk_load, load_columns), and a delete does not lower them."""
+    t = BaseTable("R")
+    assert t.latest_time == t.latest_end == -(1 << 63)
+    t.insert(Event("R", "a", 1.0, 0.0, 5, end=9), seq=1)
+    assert (t.latest_time, t.latest_end) == (5, 9)
+    t.insert_many(["b", "c"], np.array([1.0, 2.0]), np.zeros(2), np.array([3, 7]),
+                  np.array([2, 3]), ends=np.array([20, 7]))
+    assert (t.latest_time, t.latest_end) == (7, 20)
+    t.remove("b")
+    assert (t.latest_time, t.latest_end) == (7, 20)
+    t.bulk_load([Event("R", "d", 0.0, 0.0, 11)], [4])
+    assert (t.latest_time, t.latest_end) == (11, 20)
+    u = BaseTable("S")
+    u.load_columns(["x", "y"], np.zeros(2), np.zeros(2), np.array([-4, -2]), np.array([1, 2]))
+    assert (u.latest_time, u.latest_end) == (-2, -2)
+    u.insert_many([], np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64),
+                  np.zeros(0, dtype=np.int64))
+    assert (u.latest_time, u.latest_end) == (-2, -2)
