@@ -19,8 +19,9 @@ Measured, all on the same events:
   - *plane sweep* (Piatov et al., one join per subscription): per subscription and partner key,
     a binary search of the start-time window its SS/SE (R probes) or SS/ES (S probes) ranges
     allow in the key's start-ordered run, then the scan of that window (compiled);
-  - *NumPy brute force*: the partners of the union of all key windows, then one boolean mask
-    of every subscription's conditions against them (vectorised, in blocks of subscriptions).
+  - *NumPy brute force*: the partners of the union of all key windows, the subscriptions whose
+    own value range holds the probe's value (one vectorised comparison), then one boolean mask
+    of those subscriptions' other conditions against the partners (in blocks).
 
 * **publish_batch ÷ one at a time**: the probes published (stored) by ``publish_batch`` against
   ``publish_affected`` per event, each on an engine loaded with the same state (``auto``).
@@ -248,13 +249,16 @@ class Baselines:
 
     def brute_force(self, probe_side: int, k: np.ndarray, v: np.ndarray, t: np.ndarray,
                     e: np.ndarray, block: int = 8192) -> tuple[np.ndarray, np.ndarray]:
-        """Join by key (the union of every subscription's key window), then mask all
-        subscriptions' conditions against those partners, ``block`` subscriptions at a time."""
+        """Join by key (the union of every subscription's key window), keep the subscriptions
+        whose own value range holds the probe's value (A of an R probe, C of an S probe: one
+        vectorised comparison), then mask those subscriptions' other conditions against the
+        partners, ``block`` subscriptions at a time."""
         p = self.side[1 - probe_side]
         fb, ib = self.cols.fb, self.cols.ib
         aff = np.zeros(k.shape[0], dtype=np.int64)
         pairs = np.zeros(k.shape[0], dtype=np.int64)
         blo, bhi = fb[:, 0].min(), fb[:, 1].max()
+        own = 2 if probe_side == 0 else 4
         for i in range(k.shape[0]):
             lo, hi = ((k[i] + blo, k[i] + bhi) if probe_side == 0 else (k[i] - bhi, k[i] - blo))
             a = np.searchsorted(p.keys, lo - 1e-9 * (abs(lo) + 1), "left")
@@ -262,17 +266,22 @@ class Baselines:
             if probe_side == 0:
                 rk, rv, rt, re = k[i], v[i], t[i], e[i]
                 sk, sv, st, se = p.keys[a:b], p.values[a:b], p.times[a:b], p.ends[a:b]
+                pv = sv
             else:
                 sk, sv, st, se = k[i], v[i], t[i], e[i]
                 rk, rv, rt, re = p.keys[a:b], p.values[a:b], p.times[a:b], p.ends[a:b]
+                pv = rv
+            sel = np.flatnonzero((fb[:, own] <= v[i]) & (v[i] <= fb[:, own + 1]))
+            if sel.shape[0] == 0 or b == a:
+                continue
+            other = 4 if probe_side == 0 else 2
             d = np.asarray(sk - rk)[None, :]
             dif = [np.asarray(x)[None, :] for x in (st - rt, st - re, se - rt, se - re)]
-            rv_, sv_ = (np.broadcast_to(np.asarray(x, dtype=np.float64), (b - a,))[None, :]
-                        for x in (rv, sv))
-            for q0 in range(0, fb.shape[0], block):
-                f, g = fb[q0:q0 + block], ib[q0:q0 + block]
+            pv_ = np.asarray(pv)[None, :]
+            for q0 in range(0, sel.shape[0], block):
+                f, g = fb[sel[q0:q0 + block]], ib[sel[q0:q0 + block]]
                 m = (d >= f[:, 0:1]) & (d <= f[:, 1:2])
-                m &= (rv_ >= f[:, 2:3]) & (rv_ <= f[:, 3:4]) & (sv_ >= f[:, 4:5]) & (sv_ <= f[:, 5:6])
+                m &= (pv_ >= f[:, other:other + 1]) & (pv_ <= f[:, other + 1:other + 2])
                 for c, x in enumerate(dif):
                     m &= (x >= g[:, 2 * c:2 * c + 1]) & (x <= g[:, 2 * c + 1:2 * c + 2])
                 cnt = m.sum(axis=1)
