@@ -123,6 +123,19 @@ def test_benchmark_pages_are_what_their_results_files_give() -> None:
                 "docs/plots", "")), f"{family}/{fig['id']}: a command writes into docs/"
 
 
+def test_docs_pages_close_every_code_fence_and_cite_no_commits() -> None:
+    """Every Markdown page closes the code blocks it opens (an unclosed fence turns the rest of
+    the page into code, which the strict build does not flag), and no page cites a commit: the
+    docs show current results, history is git's and the CHANGELOG's."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        fences = [ln for ln in text.splitlines() if ln.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0, f"{page.relative_to(ROOT)}: an unclosed code fence"
+        commits = re.findall(r"`[0-9a-f]{7,40}`", text)
+        assert not commits, f"{page.relative_to(ROOT)} cites commits {commits}"
+
+
 def test_doctests_of_the_hooks() -> None:
     import doctest
 
