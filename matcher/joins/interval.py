@@ -123,16 +123,17 @@ class _Out:
         self.x = np.empty(256, dtype=np.int64)
 
 
-def _table_args(table: BaseTable) -> tuple[Any, ...]:
-    """The kernels' view of the other side: both runs of its key order and its columns."""
+def _partners(table: BaseTable) -> tuple[Any, ...]:
+    """The kernels' view of the other side (``K.Partners`` as a plain tuple): both runs of its
+    key order, its columns and its latest start time and end."""
     (mk, mp, ms), (dk, dp, ds) = key_runs(table)
     return (mk, mp, ms, dk, dp, ds, SAMPLE_EVERY, table.alive, table.values, table.times,
-            table.ends, table.seqs)
+            table.ends, table.seqs, table.latest_time, table.latest_end)
 
 
-def _latest(table: BaseTable) -> tuple[int, int]:
-    """The other side's latest start time and end (upper bounds, ``BaseTable.latest_time``)."""
-    return table.latest_time, table.latest_end
+def _subs(cols: SubscriptionColumns) -> tuple[np.ndarray, ...]:
+    """``K.Subs`` as a plain tuple."""
+    return (cols.rec, cols.irec, cols.mark, cols.acc)
 
 
 class IntervalStrategy(KindIndex):
@@ -214,8 +215,8 @@ def nested_rows(qids: np.ndarray, cols: SubscriptionColumns, table: BaseTable, d
     if qids.shape[0] == 0:
         return e, q, x, n
     out: tuple[np.ndarray, np.ndarray, np.ndarray, int] = K.nested_many(
-        qids, *_table_args(table), cols.rec, cols.irec, cols.mark, cols.acc, keys, values,
-        times, ends, seqs, dirn, mode, stamp0, e, q, x, n)
+        qids, _partners(table), _subs(cols), (keys, values, times, ends, seqs), dirn, mode,
+        stamp0, e, q, x, n)
     return out
 
 
@@ -472,11 +473,11 @@ class StabbingIndex(IntervalStrategy):
               n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         c = self.cols
         if self.points.shape[0]:
-            e, q, x, n = K.ssi_many(
-                self.points, self.gstart, self.gsize, self.gbound, self.hi_q, self.hi_v,
-                self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live, tuple(self.stage),
-                *_table_args(table), *_latest(table), c.rec, c.irec, c.mark, c.acc, keys,
-                values, times, ends, seqs, dirn, mode, stamp0, e, q, x, n)
+            groups = (self.points, self.gstart, self.gsize, self.gbound, self.hi_q,
+                      self.hi_v, self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live)
+            e, q, x, n = K.ssi_many(groups, tuple(self.stage), _partners(table), _subs(c),
+                                    (keys, values, times, ends, seqs), dirn, mode, stamp0,
+                                    e, q, x, n)
         if self._pending:
             e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
                                      seqs, mode, stamp0, e, q, x, n)

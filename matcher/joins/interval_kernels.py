@@ -90,6 +90,68 @@ def pair_holds(rec: np.ndarray, irec: np.ndarray, q: int, dirn: int, xv: float, 
     return rec[q, 7] != 0.0 or rec[q, 6] < max(xseq, seqs[slot])
 
 
+class Partners(NamedTuple):
+    """The other side as the kernels read it: both runs of its key order (main ``mk``/``mp``
+    with key sample ``msamp``, delta ``dk``/``dp``/``dsamp``, sample step ``step``), its slot
+    columns, and its latest start time and end (upper bounds, ``BaseTable.latest_time``)."""
+
+    mk: np.ndarray
+    mp: np.ndarray
+    msamp: np.ndarray
+    dk: np.ndarray
+    dp: np.ndarray
+    dsamp: np.ndarray
+    step: int
+    alive: np.ndarray
+    values: np.ndarray
+    times: np.ndarray
+    ends: np.ndarray
+    seqs: np.ndarray
+    latest_time: int
+    latest_end: int
+
+
+class Subs(NamedTuple):
+    """The subscriptions' record rows ``rec``, endpoint rows ``irec`` and the per-operation
+    dedupe ``mark`` and pair count ``acc`` columns (``SubscriptionColumns``)."""
+
+    rec: np.ndarray
+    irec: np.ndarray
+    mark: np.ndarray
+    acc: np.ndarray
+
+
+class Incoming(NamedTuple):
+    """A run of incoming tuples of one side: keys, values, start times, ends, sequence numbers."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    times: np.ndarray
+    ends: np.ndarray
+    seqs: np.ndarray
+
+
+class SsiGroups(NamedTuple):
+    """IJ-SSI's key groups (``StabbingIndex.rebuild``): group g has stabbing point
+    ``points[g]``, members ``gstart[g] … + gsize[g]`` of ``hi_q`` (by upper key bound ``hi_v``,
+    descending) and of ``lo_q`` (by lower bound ``lo_v``, ascending), with their value bounds
+    ``(a_lo, a_hi, c_lo, c_hi)`` in the same orders (``hi_own``, ``lo_own``), and its members'
+    loosest endpoint bounds ``gbound[g]`` (an endpoint row); ``live[q]`` is False for a member
+    removed since the build."""
+
+    points: np.ndarray
+    gstart: np.ndarray
+    gsize: np.ndarray
+    gbound: np.ndarray
+    hi_q: np.ndarray
+    hi_v: np.ndarray
+    lo_q: np.ndarray
+    lo_v: np.ndarray
+    hi_own: np.ndarray
+    lo_own: np.ndarray
+    live: np.ndarray
+
+
 @kernel
 def grown(out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n: int):
     """The three row arrays with room for at least one more row (contents kept)."""
@@ -106,17 +168,19 @@ def grown(out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n: int):
 
 
 @kernel
-def nested_many(qids: np.ndarray, mk: np.ndarray, mp: np.ndarray, msamp: np.ndarray,
-                dk: np.ndarray, dp: np.ndarray, dsamp: np.ndarray, step: int,
-                alive: np.ndarray, values: np.ndarray, times: np.ndarray, ends: np.ndarray,
-                seqs: np.ndarray, rec: np.ndarray, irec: np.ndarray, mark: np.ndarray,
-                acc: np.ndarray, ekeys: np.ndarray, evals: np.ndarray, etimes: np.ndarray,
-                eends: np.ndarray, eseqs: np.ndarray, dirn: int, mode: int, stamp0: int,
-                out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
-    """IJ-NestedLoop over the subscriptions ``qids`` for every incoming tuple (``ekeys`` …
-    ``eseqs``): per tuple, per subscription, per run, the partners whose key difference lies in
-    q's range B are scanned and checked. Event i dedupes with stamp ``stamp0 + i``. Returns
-    ``(out_e, out_q, out_x, n_out)``. O(Σ (m log n + scanned))."""
+def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple, dirn: int,
+                mode: int, stamp0: int, out_e: np.ndarray, out_q: np.ndarray,
+                out_x: np.ndarray, n_out: int):
+    """IJ-NestedLoop over the subscriptions ``qids`` for every incoming tuple (``incoming``,
+    :class:`Incoming`; the other side ``partners``, :class:`Partners`; ``subs``,
+    :class:`Subs`; each a plain tuple, named back here): per tuple, per subscription, per run,
+    the partners whose key difference lies in q's range B are scanned and checked. Event i
+    dedupes with stamp ``stamp0 + i``. Returns ``(out_e, out_q, out_x, n_out)``.
+    O(Σ (m log n + scanned))."""
+    (mk, mp, msamp, dk, dp, dsamp, step, alive, values, times, ends, seqs, _,
+     _) = Partners(*partners)
+    rec, irec, mark, acc = Subs(*subs)
+    ekeys, evals, etimes, eends, eseqs = Incoming(*incoming)
     for i in range(ekeys.shape[0]):
         b, xv, xt, xe, xseq = ekeys[i], evals[i], etimes[i], eends[i], eseqs[i]
         stamp = stamp0 + i
@@ -189,26 +253,17 @@ class ValueStage(NamedTuple):
 
 
 @kernel
-def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: np.ndarray,
-             hi_q: np.ndarray, hi_v: np.ndarray, lo_q: np.ndarray, lo_v: np.ndarray,
-             hi_own: np.ndarray, lo_own: np.ndarray, live: np.ndarray, stage: tuple,
-             mk: np.ndarray, mp: np.ndarray, msamp: np.ndarray, dk: np.ndarray,
-             dp: np.ndarray, dsamp: np.ndarray, step: int, alive: np.ndarray,
-             values: np.ndarray, times: np.ndarray, ends: np.ndarray, seqs: np.ndarray,
-             latest_time: int, latest_end: int,
-             rec: np.ndarray, irec: np.ndarray, mark: np.ndarray, acc: np.ndarray,
-             ekeys: np.ndarray, evals: np.ndarray, etimes: np.ndarray, eends: np.ndarray,
-             eseqs: np.ndarray, dirn: int, mode: int, stamp0: int, out_e: np.ndarray,
-             out_q: np.ndarray, out_x: np.ndarray, n_out: int):
-    """IJ-SSI: group g (stabbing point ``points[g]``) holds members ``gstart[g] … + gsize[g]``
-    of ``hi_q`` (by upper key bound ``hi_v``, descending) and of ``lo_q`` (by lower bound
-    ``lo_v``, ascending); ``live[q]`` False for a member removed since the build. Per tuple and
-    group: one search for the first partner with ``d >= p``, then the partners walked right
+def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming: tuple,
+             dirn: int, mode: int, stamp0: int, out_e: np.ndarray, out_q: np.ndarray,
+             out_x: np.ndarray, n_out: int):
+    """IJ-SSI over its key groups (``groups``, :class:`SsiGroups`) and value stage (``stage``,
+    :class:`ValueStage`), for the tuples ``incoming`` against ``partners`` (bundles as
+    :func:`nested_many`'s). Per tuple and group: one search for the first partner with ``d >= p``, then the partners walked right
     and left while some member's B range reaches them. A group's members share which endpoint
     bounds they have, and ``gbound[g]`` holds the loosest of each (an endpoint row, as
     ``irec``): a partner outside it is passed over without visiting a member, and a group whose
-    bounds ask for a partner starting or ending after ``latest_time``/``latest_end`` (the other
-    side's latest start and end, upper bounds) is passed over without a search: for the
+    bounds ask for a partner starting or ending after the other side's latest start and end
+    (``Partners.latest_time``/``latest_end``) is passed over without a search: for the
     newest tuple of a stream, every relation that needs a later partner. For a partner
     that passes, the members it may pair with are found one of two ways, chosen per group and
     direction when the index was built (``stage``, :class:`ValueStage`):
@@ -224,7 +279,13 @@ def ssi_many(points: np.ndarray, gstart: np.ndarray, gsize: np.ndarray, gbound: 
     Every visited (member, partner) is then checked in full. Returns the rows as
     :func:`nested_many`. O(τ log n + partners in the groups' B ranges + members of the groups
     met + visits) per tuple."""
+    (points, gstart, gsize, gbound, hi_q, hi_v, lo_q, lo_v, hi_own, lo_own,
+     live) = SsiGroups(*groups)
     first, num, point, vstart, vsize, vh_q, vh_v, vl_q, vl_v = ValueStage(*stage)
+    (mk, mp, msamp, dk, dp, dsamp, step, alive, values, times, ends, seqs, latest_time,
+     latest_end) = Partners(*partners)
+    rec, irec, mark, acc = Subs(*subs)
+    ekeys, evals, etimes, eends, eseqs = Incoming(*incoming)
     which = 0 if dirn > 0 else 1
     o0 = 0 if dirn > 0 else 2  # the incoming tuple's own selection: A of an R, C of an S
     big = 0
