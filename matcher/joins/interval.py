@@ -16,27 +16,29 @@ IJ-NestedLoop     dense array of ids; per subscription a search of its    O(m lo
 IJ-SSI            subscriptions split by which endpoint bounds they       O(τ log n + n_B + k_V)
                   have (a preset's shape), each class by a minimum
                   stabbing partition of its B ranges (paper 004 §2,
-                  §3.1, as BJ-SSI); per group one search at its point,
-                  the group's loosest endpoint bounds tested once per
-                  partner; then, per group and direction, the members
-                  by far end of B (after the incoming tuple's own
-                  value selection), or a second stabbing partition
-                  of the partner's value range (C or A) probed at the
-                  partner's value, whichever the build estimates
-                  visits fewer; the rest checked per visit
+                  §3.1, as BJ-SSI); per group one search at its point
+                  and the partners inside its loosest endpoint bounds
+                  collected; with AFFECTED output counted member by
+                  member (two searches bound a member's partners, one
+                  branch-free loop counts them), else visited partner
+                  by partner: the members by far end of B (after the
+                  incoming tuple's own value selection), or a second
+                  stabbing partition of the partner's value range (C
+                  or A), whichever the build estimates visits fewer
 IJ-Dynamic        the cheaper of the two by their cost models             (``router/interval.py``)
 ================  ======================================================  =====================
 
 (m subscriptions, n stored tuples, τ the number of groups (the stabbing numbers of the classes'
 B ranges), n_B the partners within a group's B ranges, k_V the (member, partner) pairs a walk
-visits.) On the benchmark's workload (``docs/benchmarks/interval.md``) an incoming S tuple's
-partners walk by value (each R partner meets only the members whose 5 %-wide A holds its
-value: 10× fewer visits than by key) and an incoming R tuple's by key (A has already filtered
-the members); both visit fewer than two members per pair delivered. Not built yet: a walk of
-each key's partners in start-time order within the window the group's endpoint bounds allow
-(today a group scans the partners in its B ranges and tests the window per partner, about a
-quarter of the time per tuple there). Paper 000's per-subscription plane sweep is a baseline
-of ``hotjoin bench interval``, not a strategy. Both match a whole run of tuples in one compiled call
+visits or counts.) On the benchmark's workload (``docs/benchmarks/interval.md``) an incoming
+tuple searches 5–9 of 48 groups (the others need a partner later than any stored one), and
+counting member by member over each group's collected partners (sorted by key difference, or
+by value where the group has a value stage) is 3.9× (R tuples) and 1.7× (S tuples) faster than
+visiting the members partner by partner, at about 14,400 pairs counted per tuple. Not built
+yet: a walk of each key's partners in start-time order within the window the group's endpoint
+bounds allow (a group scans the partners in its B ranges and tests the window per partner).
+Paper 000's per-subscription plane sweep is a baseline of ``hotjoin bench interval``, not a
+strategy. Both match a whole run of tuples in one compiled call
 (``interval_kernels``); one tuple is a run of one. IJ-SSI adds subscriptions to a pending list
 matched by the nested loop and rebuilds its partition once the list (or the removed members)
 outgrows a fraction of the index: amortised O(log m) per change.
@@ -244,6 +246,10 @@ STAGE_GAIN = 1.0
 """A group walks by the partner's value when that visits fewer than ``1 / STAGE_GAIN`` times
 the members the walk by key would (estimated, :func:`value_stage`; 0 builds the stage for
 every group of :data:`STAGE_MIN` members or more)."""
+COUNT_RATIO = 16
+"""With AFFECTED output a group counts its partners member by member (one branch-free loop per
+member over the partners in its range) when it has at most this many members per partner that
+passed its bounds, and visits the members partner by partner otherwise (``K.ssi_many``)."""
 _COVER_SAMPLES = 64
 _A, _C = (2, 3), (4, 5)  # a record row's columns of the value ranges A and C
 _B = (0, 1)
@@ -477,7 +483,7 @@ class StabbingIndex(IntervalStrategy):
                       self.hi_v, self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live)
             e, q, x, n = K.ssi_many(groups, tuple(self.stage), _partners(table), _subs(c),
                                     (keys, values, times, ends, seqs), dirn, mode, stamp0,
-                                    e, q, x, n)
+                                    COUNT_RATIO, e, q, x, n)
         if self._pending:
             e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
                                      seqs, mode, stamp0, e, q, x, n)

@@ -168,6 +168,22 @@ def grown(out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n: int):
 
 
 @kernel
+def _wider_f(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` with twice the room, its first ``n`` entries kept (scratch growth)."""
+    b = np.empty(2 * a.shape[0] + 64, dtype=np.float64)
+    b[:n] = a[:n]
+    return b
+
+
+@kernel
+def _wider_i(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` with twice the room, its first ``n`` entries kept (scratch growth)."""
+    b = np.empty(2 * a.shape[0] + 64, dtype=np.int64)
+    b[:n] = a[:n]
+    return b
+
+
+@kernel
 def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple, dirn: int,
                 mode: int, stamp0: int, out_e: np.ndarray, out_q: np.ndarray,
                 out_x: np.ndarray, n_out: int):
@@ -254,31 +270,37 @@ class ValueStage(NamedTuple):
 
 @kernel
 def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming: tuple,
-             dirn: int, mode: int, stamp0: int, out_e: np.ndarray, out_q: np.ndarray,
-             out_x: np.ndarray, n_out: int):
+             dirn: int, mode: int, stamp0: int, count_ratio: int, out_e: np.ndarray,
+             out_q: np.ndarray, out_x: np.ndarray, n_out: int):
     """IJ-SSI over its key groups (``groups``, :class:`SsiGroups`) and value stage (``stage``,
     :class:`ValueStage`), for the tuples ``incoming`` against ``partners`` (bundles as
-    :func:`nested_many`'s). Per tuple and group: one search for the first partner with ``d >= p``, then the partners walked right
-    and left while some member's B range reaches them. A group's members share which endpoint
-    bounds they have, and ``gbound[g]`` holds the loosest of each (an endpoint row, as
-    ``irec``): a partner outside it is passed over without visiting a member, and a group whose
-    bounds ask for a partner starting or ending after the other side's latest start and end
-    (``Partners.latest_time``/``latest_end``) is passed over without a search: for the
-    newest tuple of a stream, every relation that needs a later partner. For a partner
-    that passes, the members it may pair with are found one of two ways, chosen per group and
-    direction when the index was built (``stage``, :class:`ValueStage`):
+    :func:`nested_many`'s).
 
-    * *by key*: the members the incoming tuple's own value selects (A for an R tuple, C for an
-      S tuple: ``hi_own``/``lo_own`` hold ``(a_lo, a_hi, c_lo, c_hi)`` in the two orders, read
-      in sequence; filtered once per group and order, on the first partner that needs it);
-      walking right, those with ``hi >= d`` are a prefix of the ``hi`` order (their
-      ``lo <= p <= d`` holds), walking left those with ``lo <= d`` a prefix of the ``lo`` order;
-    * *by the partner's value* ``v``: per value subgroup (point ``p'``), the members with
-      ``hi >= v`` (``v >= p'``) or ``lo <= v`` (``v < p'``), a prefix of one order.
+    Per tuple and group: a group whose loosest endpoint bounds (``gbound[g]``, an endpoint row
+    as ``irec``) ask for a partner starting or ending after the other side's latest start and
+    end (``Partners.latest_time``/``latest_end``) is passed over without a search (for the
+    newest tuple of a stream: every relation that needs a later partner). Otherwise one search
+    per run for the first partner with ``d >= p``, the partners walked right and left while
+    some member's B range reaches them, and those inside ``gbound[g]`` collected in order of
+    ``d``, with their values and endpoint differences. Then the collected partners meet the
+    members one of three ways:
 
-    Every visited (member, partner) is then checked in full. Returns the rows as
-    :func:`nested_many`. O(τ log n + partners in the groups' B ranges + members of the groups
-    met + visits) per tuple."""
+    * *counted per member* (AFFECTED output, when the group has at most ``count_ratio`` members
+      per collected partner): per member the incoming tuple's own value selects (A for an R
+      tuple, C for an S tuple; ``hi_own`` holds ``(a_lo, a_hi, c_lo, c_hi)`` in the ``hi``
+      order, read in sequence), two searches bound the partners in its B range (or, with a
+      value stage, the partners sorted by value: those in its range of the partner's value),
+      and one branch-free loop counts those meeting its other conditions;
+    * otherwise per partner, *by key*: the members the own value selects (filtered once per
+      group and order); for ``d >= p`` those with ``hi >= d`` are a prefix of the ``hi`` order
+      (their ``lo <= p <= d`` holds), for ``d < p`` those with ``lo <= d`` a prefix of the
+      ``lo`` order;
+    * or per partner *by the partner's value* ``v`` (a value stage, chosen when the index was
+      built): per value subgroup (point ``p'``), the members with ``hi >= v`` (``v >= p'``) or
+      ``lo <= v`` (``v < p'``), a prefix of one order.
+
+    A visited (member, partner) is checked in full. Returns the rows as :func:`nested_many`.
+    O(τ log n + partners in the groups' B ranges + members met + visits) per tuple."""
     (points, gstart, gsize, gbound, hi_q, hi_v, lo_q, lo_v, hi_own, lo_own,
      live) = SsiGroups(*groups)
     first, num, point, vstart, vsize, vh_q, vh_v, vl_q, vl_v = ValueStage(*stage)
@@ -288,6 +310,7 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
     ekeys, evals, etimes, eends, eseqs = Incoming(*incoming)
     which = 0 if dirn > 0 else 1
     o0 = 0 if dirn > 0 else 2  # the incoming tuple's own selection: A of an R, C of an S
+    p0 = 4 if dirn > 0 else 2  # the partner's value range: C of an S partner, A of an R one
     big = 0
     for g in range(gsize.shape[0]):
         big = max(big, gsize[g])
@@ -296,6 +319,15 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
     fl_q = np.empty(big, dtype=np.int64)
     fl_v = np.empty(big, dtype=np.float64)
     cand = np.empty(big, dtype=np.int64)  # the members one partner visits
+    # a group's collected partners (grown on demand): key difference, slot; then in the order
+    # of the counted loop, its sort key, the other of (d, value), the endpoint differences and
+    # the sequence number; t_* scratch of merges and sorts
+    p_d, t_d = np.empty(256), np.empty(256)
+    p_slot, t_slot = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
+    s_key, s_oth = np.empty(256), np.empty(256)
+    s_ss, s_se = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
+    s_es, s_ee = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
+    s_seq, s_slot = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
     for i in range(ekeys.shape[0]):
         b, xv, xt, xe, xseq = ekeys[i], evals[i], etimes[i], eends[i], eseqs[i]
         stamp = stamp0 + i
@@ -314,10 +346,8 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                 e_min = max(xt - gbound[g, 3], xe - gbound[g, 7])
             if t_min > latest_time or e_min > latest_end:
                 continue
-            u0 = first[which, g]
-            nu = num[which, g]
-            nfh = -1  # filtered on the first partner that passes the group's bounds
-            nfl = -1
+            # -- the partners inside the group's bounds, by d ascending ------------------------
+            npp = 0
             for r in range(2):
                 keys = mk if r == 0 else dk
                 pays = mp if r == 0 else dp
@@ -326,7 +356,9 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                 if n == 0:
                     continue
                 start = lower_bound(keys, samp, step, b, dirn, points[g])
-                for side in range(2):
+                r0 = npp
+                for side in range(1, -1, -1):  # left of the point first (descending d)
+                    s0 = npp
                     pos = start if side == 0 else start - 1
                     while 0 <= pos < n:
                         kp = pos if dirn > 0 else n - 1 - pos
@@ -337,7 +369,6 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                         pos = pos + 1 if side == 0 else pos - 1
                         if not alive[slot]:
                             continue
-                        # the pair's endpoint differences, from r = [rt, re], s = [st, se]
                         pt, pe = times[slot], ends[slot]
                         if dirn > 0:
                             dss, dse, des, dee = pt - xt, pt - xe, pe - xt, pe - xe
@@ -348,82 +379,203 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                                 or des > gbound[g, 5] or dee < gbound[g, 6]
                                 or dee > gbound[g, 7]):
                             continue
-                        pv = values[slot]
-                        rv, sv = (xv, pv) if dirn > 0 else (pv, xv)
-                        mseq = max(xseq, seqs[slot])
-                        nc = 0
-                        if nu > 0:  # by the partner's value
-                            for u in range(u0, u0 + nu):
-                                k = vstart[u]
-                                z = k + vsize[u]
-                                if pv >= point[u]:
-                                    while k < z and vh_v[k] >= pv:
-                                        cand[nc] = vh_q[k]
-                                        nc += 1
-                                        k += 1
-                                else:
-                                    while k < z and vl_v[k] <= pv:
-                                        cand[nc] = vl_q[k]
-                                        nc += 1
-                                        k += 1
-                        else:  # by key, among the members the own value selects
-                            if side == 0 and nfh < 0:
-                                nfh = 0
-                                for k in range(a0, a0 + m):
-                                    q = hi_q[k]
-                                    if live[q] and hi_own[k, o0] <= xv <= hi_own[k, o0 + 1]:
-                                        fh_q[nfh] = q
-                                        fh_v[nfh] = hi_v[k]
-                                        nfh += 1
-                            elif side == 1 and nfl < 0:
-                                nfl = 0
-                                for k in range(a0, a0 + m):
-                                    q = lo_q[k]
-                                    if live[q] and lo_own[k, o0] <= xv <= lo_own[k, o0 + 1]:
-                                        fl_q[nfl] = q
-                                        fl_v[nfl] = lo_v[k]
-                                        nfl += 1
-                            if side == 0:
-                                while nc < nfh and fh_v[nc] >= d:
-                                    cand[nc] = fh_q[nc]
-                                    nc += 1
-                            else:
-                                while nc < nfl and fl_v[nc] <= d:
-                                    cand[nc] = fl_q[nc]
-                                    nc += 1
-                        for k in range(nc):
-                            q = cand[k]
-                            # every condition, written out: an inlined helper taking arrays
-                            # would count references per call (``config``)
-                            if not (live[q] and rec[q, 0] <= d <= rec[q, 1]
-                                    and rec[q, 2] <= rv <= rec[q, 3]
-                                    and rec[q, 4] <= sv <= rec[q, 5]):
-                                continue
-                            if (dss < irec[q, 0] or dss > irec[q, 1] or dse < irec[q, 2]
-                                    or dse > irec[q, 3] or des < irec[q, 4]
-                                    or des > irec[q, 5] or dee < irec[q, 6]
-                                    or dee > irec[q, 7]):
-                                continue
-                            if rec[q, 7] == 0.0 and rec[q, 6] >= mseq:
-                                continue  # not owed: registered after the pair formed
-                            if mode == PAIRS:
-                                if n_out == out_e.shape[0]:
-                                    out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
-                                out_e[n_out] = i
-                                out_q[n_out] = q
-                                out_x[n_out] = slot
-                                n_out += 1
-                            else:
-                                if mark[q] != stamp:
-                                    if n_out == out_e.shape[0]:
-                                        out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
-                                    mark[q] = stamp
-                                    acc[q] = 0
-                                    out_e[n_out] = i
-                                    out_q[n_out] = q
-                                    out_x[n_out] = 0
-                                    n_out += 1
-                                acc[q] += 1
+                        if npp == p_d.shape[0]:
+                            p_d = _wider_f(p_d, npp)
+                            p_slot = _wider_i(p_slot, npp)
+                        p_d[npp] = d
+                        p_slot[npp] = slot
+                        npp += 1
+                    if side == 1:  # to ascending order
+                        lo_, hi_ = s0, npp - 1
+                        while lo_ < hi_:
+                            p_d[lo_], p_d[hi_] = p_d[hi_], p_d[lo_]
+                            p_slot[lo_], p_slot[hi_] = p_slot[hi_], p_slot[lo_]
+                            lo_ += 1
+                            hi_ -= 1
+                if r == 1 and 0 < r0 < npp:  # merge the two runs' ascending segments
+                    while t_d.shape[0] < npp:
+                        t_d = _wider_f(t_d, 0)
+                        t_slot = _wider_i(t_slot, 0)
+                    x0, x1, y = 0, r0, 0
+                    while x0 < r0 or x1 < npp:
+                        if x1 >= npp or (x0 < r0 and p_d[x0] <= p_d[x1]):
+                            t_d[y], t_slot[y] = p_d[x0], p_slot[x0]
+                            x0 += 1
+                        else:
+                            t_d[y], t_slot[y] = p_d[x1], p_slot[x1]
+                            x1 += 1
+                        y += 1
+                    p_d[:npp] = t_d[:npp]
+                    p_slot[:npp] = t_slot[:npp]
+            if npp == 0:
+                continue
+            u0 = first[which, g]
+            nu = num[which, g]
+            # -- their attributes, in the counted loop's order (by value with a value stage) --
+            while s_key.shape[0] < npp:
+                s_key, s_oth = _wider_f(s_key, 0), _wider_f(s_oth, 0)
+                s_ss, s_se = _wider_i(s_ss, 0), _wider_i(s_se, 0)
+                s_es, s_ee = _wider_i(s_es, 0), _wider_i(s_ee, 0)
+                s_seq, s_slot = _wider_i(s_seq, 0), _wider_i(s_slot, 0)
+            by_value = nu > 0
+            if by_value:  # the partners by value: its key, d the other
+                while t_d.shape[0] < npp:
+                    t_d = _wider_f(t_d, 0)
+                    t_slot = _wider_i(t_slot, 0)
+                for j in range(npp):
+                    t_d[j] = values[p_slot[j]]
+                order = np.argsort(t_d[:npp], kind="mergesort")
+                for j in range(npp):
+                    s_key[j], s_oth[j], s_slot[j] = t_d[order[j]], p_d[order[j]], p_slot[order[j]]
+            else:  # by d: d its key, the value the other
+                for j in range(npp):
+                    s_key[j], s_oth[j], s_slot[j] = p_d[j], values[p_slot[j]], p_slot[j]
+            for j in range(npp):
+                slot = s_slot[j]
+                pt, pe = times[slot], ends[slot]
+                if dirn > 0:
+                    s_ss[j], s_se[j], s_es[j], s_ee[j] = pt - xt, pt - xe, pe - xt, pe - xe
+                else:
+                    s_ss[j], s_se[j], s_es[j], s_ee[j] = xt - pt, xt - pe, xe - pt, xe - pe
+                s_seq[j] = seqs[slot]
+            if mode == COUNT and m <= count_ratio * npp:
+                # -- counted per member ------------------------------------------------------
+                k0, o_lo = (p0, 0) if by_value else (0, p0)  # record columns: sort key, other
+                for k in range(a0, a0 + m):
+                    q = hi_q[k]
+                    if not (live[q] and hi_own[k, o0] <= xv <= hi_own[k, o0 + 1]):
+                        continue
+                    kl, kh = rec[q, k0], rec[q, k0 + 1]
+                    j0, j1 = 0, npp  # the partners with key >= kl …
+                    while j0 < j1:
+                        mid = (j0 + j1) >> 1
+                        if s_key[mid] < kl:
+                            j0 = mid + 1
+                        else:
+                            j1 = mid
+                    lo_, j1 = j0, npp  # … and key <= kh
+                    while lo_ < j1:
+                        mid = (lo_ + j1) >> 1
+                        if s_key[mid] <= kh:
+                            lo_ = mid + 1
+                        else:
+                            j1 = mid
+                    if j0 >= j1:
+                        continue
+                    olo, ohi = rec[q, o_lo], rec[q, o_lo + 1]
+                    i0, i1, i2, i3 = irec[q, 0], irec[q, 1], irec[q, 2], irec[q, 3]
+                    i4, i5, i6, i7 = irec[q, 4], irec[q, 5], irec[q, 6], irec[q, 7]
+                    reg = rec[q, 6]
+                    cnt = 0
+                    if rec[q, 7] != 0.0 or reg < xseq:  # owed every pair
+                        for j in range(j0, j1):
+                            cnt += ((olo <= s_oth[j]) & (s_oth[j] <= ohi)
+                                    & (i0 <= s_ss[j]) & (s_ss[j] <= i1)
+                                    & (i2 <= s_se[j]) & (s_se[j] <= i3)
+                                    & (i4 <= s_es[j]) & (s_es[j] <= i5)
+                                    & (i6 <= s_ee[j]) & (s_ee[j] <= i7))
+                    else:
+                        for j in range(j0, j1):
+                            cnt += ((olo <= s_oth[j]) & (s_oth[j] <= ohi)
+                                    & (i0 <= s_ss[j]) & (s_ss[j] <= i1)
+                                    & (i2 <= s_se[j]) & (s_se[j] <= i3)
+                                    & (i4 <= s_es[j]) & (s_es[j] <= i5)
+                                    & (i6 <= s_ee[j]) & (s_ee[j] <= i7)
+                                    & (reg < s_seq[j]))
+                    if cnt == 0:
+                        continue
+                    if mark[q] != stamp:
+                        if n_out == out_e.shape[0]:
+                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                        mark[q] = stamp
+                        acc[q] = 0
+                        out_e[n_out] = i
+                        out_q[n_out] = q
+                        out_x[n_out] = 0
+                        n_out += 1
+                    acc[q] += cnt
+                continue
+            # -- per partner ---------------------------------------------------------------------
+            nfh = -1  # each order filtered by the own value when first needed
+            nfl = -1
+            for j in range(npp):
+                slot = s_slot[j]
+                d, pv = (s_oth[j], s_key[j]) if by_value else (s_key[j], s_oth[j])
+                dss, dse, des, dee = s_ss[j], s_se[j], s_es[j], s_ee[j]
+                rv, sv = (xv, pv) if dirn > 0 else (pv, xv)
+                mseq = max(xseq, s_seq[j])
+                nc = 0
+                if by_value:
+                    for u in range(u0, u0 + nu):
+                        k = vstart[u]
+                        z = k + vsize[u]
+                        if pv >= point[u]:
+                            while k < z and vh_v[k] >= pv:
+                                cand[nc] = vh_q[k]
+                                nc += 1
+                                k += 1
+                        else:
+                            while k < z and vl_v[k] <= pv:
+                                cand[nc] = vl_q[k]
+                                nc += 1
+                                k += 1
+                elif d >= points[g]:
+                    if nfh < 0:
+                        nfh = 0
+                        for k in range(a0, a0 + m):
+                            q = hi_q[k]
+                            if live[q] and hi_own[k, o0] <= xv <= hi_own[k, o0 + 1]:
+                                fh_q[nfh] = q
+                                fh_v[nfh] = hi_v[k]
+                                nfh += 1
+                    while nc < nfh and fh_v[nc] >= d:
+                        cand[nc] = fh_q[nc]
+                        nc += 1
+                else:
+                    if nfl < 0:
+                        nfl = 0
+                        for k in range(a0, a0 + m):
+                            q = lo_q[k]
+                            if live[q] and lo_own[k, o0] <= xv <= lo_own[k, o0 + 1]:
+                                fl_q[nfl] = q
+                                fl_v[nfl] = lo_v[k]
+                                nfl += 1
+                    while nc < nfl and fl_v[nc] <= d:
+                        cand[nc] = fl_q[nc]
+                        nc += 1
+                for k in range(nc):
+                    q = cand[k]
+                    # every condition, written out: an inlined helper taking arrays would
+                    # count references per call (``config``)
+                    if not (live[q] and rec[q, 0] <= d <= rec[q, 1]
+                            and rec[q, 2] <= rv <= rec[q, 3]
+                            and rec[q, 4] <= sv <= rec[q, 5]):
+                        continue
+                    if (dss < irec[q, 0] or dss > irec[q, 1] or dse < irec[q, 2]
+                            or dse > irec[q, 3] or des < irec[q, 4]
+                            or des > irec[q, 5] or dee < irec[q, 6]
+                            or dee > irec[q, 7]):
+                        continue
+                    if rec[q, 7] == 0.0 and rec[q, 6] >= mseq:
+                        continue  # not owed: registered after the pair formed
+                    if mode == PAIRS:
+                        if n_out == out_e.shape[0]:
+                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                        out_e[n_out] = i
+                        out_q[n_out] = q
+                        out_x[n_out] = slot
+                        n_out += 1
+                    else:
+                        if mark[q] != stamp:
+                            if n_out == out_e.shape[0]:
+                                out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                            mark[q] = stamp
+                            acc[q] = 0
+                            out_e[n_out] = i
+                            out_q[n_out] = q
+                            out_x[n_out] = 0
+                            n_out += 1
+                        acc[q] += 1
         if mode == COUNT:
             for k in range(n0, n_out):
                 out_x[k] = acc[out_q[k]]

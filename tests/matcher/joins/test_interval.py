@@ -86,15 +86,19 @@ STRATEGIES = ["IJ-NestedLoop", "IJ-SSI", "IJ-Dynamic", "auto"]
                         if not (s == "IJ-NestedLoop" and m != 32)])
 def config(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """A strategy, with IJ-SSI's rebuild threshold lowered so that small programs build
-    stabbing groups (0: nearly every change rebuilds, and every group walks by the partner's
-    value; 2: some members wait pending, and a group walks by value where the estimate says
-    so), whatever the groups' sizes."""
+    stabbing groups (0: nearly every change rebuilds, every group has a value stage and
+    meets its partners one by one; 2: some members wait pending, a group has a value stage
+    where the estimate says so, and AFFECTED output is counted member by member), whatever
+    the groups' sizes."""
     name, rebuild = request.param
     monkeypatch.setattr(interval_module, "REBUILD_MIN", rebuild)
     if rebuild < 32:
         monkeypatch.setattr(interval_module, "STAGE_MIN", 0)
     if rebuild == 0:
         monkeypatch.setattr(interval_module, "STAGE_GAIN", 0.0)
+        monkeypatch.setattr(interval_module, "COUNT_RATIO", 0)
+    if rebuild == 2:
+        monkeypatch.setattr(interval_module, "COUNT_RATIO", 1 << 40)
     return name
 
 
@@ -591,10 +595,11 @@ def test_value_stage_follows_the_estimate() -> None:
     for side in "RS":
         at = w.sides[sl] == "RS".index(side)
         args = (w.keys[sl][at], w.values[sl][at], w.times[sl][at])
-        got = {s: e.probe_batch(side, *args, ends=w.ends[sl][at], output="pairs")
-               for s, e in engines.items()}
-        assert got["IJ-SSI"].sum() > 0
-        assert got["IJ-SSI"].tolist() == got["IJ-NestedLoop"].tolist()
+        for output in ("pairs", "affected"):
+            got = {s: e.probe_batch(side, *args, ends=w.ends[sl][at], output=output)
+                   for s, e in engines.items()}
+            assert got["IJ-SSI"].sum() > 0
+            assert got["IJ-SSI"].tolist() == got["IJ-NestedLoop"].tolist()
 
 
 def test_stats_and_state_columns() -> None:
