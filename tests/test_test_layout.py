@@ -57,7 +57,6 @@ PENDING_OTHER_OWNERS: frozenset[str] = frozenset({
     "matcher/errors.py",
     "matcher/joins/band.py",
     "matcher/joins/band_kernels.py",
-    "matcher/joins/interval_kernels.py",
     "matcher/joins/select.py",
     "matcher/joins/window.py",
     "matcher/joins/window_kernels.py",

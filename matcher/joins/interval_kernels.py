@@ -16,11 +16,18 @@ are computed in int64, exact for times and ends within ±2^61 (``model.END_MAX``
 * :func:`nested_many` — IJ-NestedLoop: per subscription, a search of its key range in each run
   and a scan of the partners in it, every condition checked per partner. O(m log n + scanned).
 * :func:`ssi_many` — IJ-SSI: the subscriptions grouped by a stabbing partition of their key
-  ranges (paper 004 §2, §3.1); per group one search at its stabbing point, then the partners
-  walked outwards; each partner meets the members sorted by their far end of B, or the
-  members of a second stabbing partition over the partner's value range (:class:`ValueStage`),
-  so that what a partner visits is close to what it pairs with.
+  ranges (paper 004 §2, §3.1); per group one search at its stabbing point, the partners inside
+  the group's loosest endpoint bounds collected, then counted member by member (AFFECTED) or
+  visited partner by partner: the members sorted by their far end of B, or the members of a
+  second stabbing partition over the partner's value range (:class:`ValueStage`), so that
+  what a partner visits is close to what it pairs with.
   O(τ log n + partners in the groups' B ranges + visits).
+
+The kernels take a few bundles (:class:`Partners`, :class:`Subs`, :class:`Incoming`,
+:class:`SsiGroups`, :class:`ValueStage`) as plain tuples and name them back inside (numba
+types a plain tuple argument as fast as positional arrays, ``config``). A condition inside a
+hot loop is written out on locals, not called: an inlined helper taking arrays counts
+references per call.
 """
 
 from __future__ import annotations
@@ -29,65 +36,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hotjoin.matcher.config import INLINE, kernel
+from hotjoin.matcher.config import kernel
 from hotjoin.matcher.joins.band_kernels import lower_bound
 from hotjoin.matcher.joins.protocol import COUNT, PAIRS
-
-
-@kernel(**INLINE)
-def _dpos(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
-    if dirn > 0:
-        return keys[pos] - b
-    return b - keys[n - 1 - pos]
-
-
-@kernel(**INLINE)
-def _slot(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
-    if dirn > 0:
-        return pays[pos]
-    return pays[n - 1 - pos]
-
-
-@kernel(**INLINE)
-def endpoints_hold(irec: np.ndarray, q: int, rt: int, re: int, st: int, se: int) -> bool:
-    """Whether the four endpoint differences of r = [rt, re], s = [st, se] lie in q's ranges.
-
-    >>> ir = np.array([[1, 10, -5, 5, -100, 100, -100, 100]], dtype=np.int64)
-    >>> bool(endpoints_hold(ir, 0, 0, 3, 2, 4)), bool(endpoints_hold(ir, 0, 0, 3, 0, 4))
-    (True, False)
-    """
-    d = st - rt
-    if d < irec[q, 0] or d > irec[q, 1]:
-        return False
-    d = st - re
-    if d < irec[q, 2] or d > irec[q, 3]:
-        return False
-    d = se - rt
-    if d < irec[q, 4] or d > irec[q, 5]:
-        return False
-    d = se - re
-    return irec[q, 6] <= d <= irec[q, 7]
-
-
-@kernel(**INLINE)
-def pair_holds(rec: np.ndarray, irec: np.ndarray, q: int, dirn: int, xv: float, xt: int,
-               xe: int, xseq: int, slot: int, values: np.ndarray, times: np.ndarray,
-               ends: np.ndarray, seqs: np.ndarray) -> bool:
-    """Every condition of q but the key condition on the incoming tuple (value ``xv``,
-    interval ``[xt, xe]``, sequence ``xseq``) and the stored tuple at ``slot``, and whether q is
-    owed the pair (``core.owed_rec``: registered before it formed, or a snapshot)."""
-    pv = values[slot]
-    if dirn > 0:
-        if not (rec[q, 2] <= xv <= rec[q, 3] and rec[q, 4] <= pv <= rec[q, 5]):
-            return False
-        if not endpoints_hold(irec, q, xt, xe, times[slot], ends[slot]):
-            return False
-    else:
-        if not (rec[q, 4] <= xv <= rec[q, 5] and rec[q, 2] <= pv <= rec[q, 3]):
-            return False
-        if not endpoints_hold(irec, q, times[slot], ends[slot], xt, xe):
-            return False
-    return rec[q, 7] != 0.0 or rec[q, 6] < max(xseq, seqs[slot])
 
 
 class Partners(NamedTuple):
@@ -213,27 +164,47 @@ def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple,
                 if dirn > 0:
                     if not rec[q, 2] <= xv <= rec[q, 3]:
                         continue
+                    vlo, vhi = rec[q, 4], rec[q, 5]  # the partner's (s's) value range C
                 elif not rec[q, 4] <= xv <= rec[q, 5]:
                     continue
+                else:
+                    vlo, vhi = rec[q, 2], rec[q, 3]  # the partner's (r's) value range A
+                # q's conditions in locals: an inlined helper taking arrays would count
+                # references per call (``config``)
                 hi = rec[q, 1]
+                i0, i1, i2, i3 = irec[q, 0], irec[q, 1], irec[q, 2], irec[q, 3]
+                i4, i5, i6, i7 = irec[q, 4], irec[q, 5], irec[q, 6], irec[q, 7]
+                snap, reg = rec[q, 7] != 0.0, rec[q, 6]
                 pos = lower_bound(keys, samp, step, b, dirn, rec[q, 0])
                 while pos < n:
-                    if _dpos(keys, n, pos, b, dirn) > hi:
+                    kp = pos if dirn > 0 else n - 1 - pos
+                    if (keys[kp] - b if dirn > 0 else b - keys[kp]) > hi:
                         break
-                    slot = _slot(pays, n, pos, dirn)
+                    slot = pays[kp]
                     pos += 1
-                    if not alive[slot] or not pair_holds(rec, irec, q, dirn, xv, xt, xe,
-                                                         xseq, slot, values, times, ends,
-                                                         seqs):
+                    if not alive[slot] or not vlo <= values[slot] <= vhi:
                         continue
-                    out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                    pt, pe = times[slot], ends[slot]
+                    if dirn > 0:
+                        dss, dse, des, dee = pt - xt, pt - xe, pe - xt, pe - xe
+                    else:
+                        dss, dse, des, dee = xt - pt, xt - pe, xe - pt, xe - pe
+                    if (dss < i0 or dss > i1 or dse < i2 or dse > i3 or des < i4 or des > i5
+                            or dee < i6 or dee > i7):
+                        continue
+                    if not snap and reg >= max(xseq, seqs[slot]):
+                        continue  # not owed: registered after the pair formed
                     if mode == PAIRS:
+                        if n_out == out_e.shape[0]:
+                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                         out_e[n_out] = i
                         out_q[n_out] = q
                         out_x[n_out] = slot
                         n_out += 1
                     else:
                         if mark[q] != stamp:
+                            if n_out == out_e.shape[0]:
+                                out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                             mark[q] = stamp
                             acc[q] = 0
                             out_e[n_out] = i
