@@ -417,6 +417,9 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                     if not (live[q] and hi_own[k, o0] <= xv <= hi_own[k, o0 + 1]):
                         continue
                     kl, kh = rec[q, k0], rec[q, k0 + 1]
+                    # the partners with kl <= key <= kh: two searches written out, not
+                    # ``core.lower_bound``/``upper_bound``, whose array argument is counted per
+                    # call here (measured: 9 % of an incoming R tuple's time)
                     j0, j1 = 0, npp  # the partners with key >= kl …
                     while j0 < j1:
                         mid = (j0 + j1) >> 1
