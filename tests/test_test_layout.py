@@ -62,7 +62,6 @@ PENDING_OTHER_OWNERS: frozenset[str] = frozenset({
     "matcher/joins/window_kernels.py",
     "matcher/kinds.py",
     "matcher/model.py",
-    "matcher/router/interval.py",
     "matcher/state.py",
     "matcher/subscriptions.py",
     "ops/bench/band.py",
