@@ -32,10 +32,8 @@ IJ-Dynamic        the cheaper of the two by their cost models             (``rou
 B ranges), n_B the partners within a group's B ranges, k_V the (member, partner) pairs a walk
 visits or counts.) On the benchmark's workload (``docs/benchmarks/interval.md``) an incoming
 tuple searches 5–9 of 48 groups (the others need a partner later than any stored one), and
-counting member by member over each group's collected partners (sorted by key difference, or
-by value where the group has a value stage) is 3.9× (R tuples) and 1.7× (S tuples) faster than
-visiting the members partner by partner, at about 14,400 pairs counted per tuple. Not built
-yet: a walk of each key's partners in start-time order within the window the group's endpoint
+AFFECTED output is counted member by member over each group's collected partners (sorted by
+key difference, or by value where the group has a value stage). Not built yet: a walk of each key's partners in start-time order within the window the group's endpoint
 bounds allow (a group scans the partners in its B ranges and tests the window per partner).
 Paper 000's per-subscription plane sweep is a baseline of ``hotjoin bench interval``, not a
 strategy. Both match a whole run of tuples in one compiled call
@@ -488,11 +486,6 @@ class StabbingIndex(IntervalStrategy):
             e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
                                      seqs, mode, stamp0, e, q, x, n)
         return e, q, x, n
-
-    def match_many(self, run: EventRun) -> None:
-        """As :meth:`IntervalStrategy.match_many`; the pending list's rows come after the
-        groups' and are merged in by event (a stable counting sort)."""
-        super().match_many(run)
 
     # -- introspection -----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
