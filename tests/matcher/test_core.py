@@ -1,21 +1,17 @@
 """``matcher.core``'s compiled primitives against plain-Python oracles (``bisect``, list
 operations), on purpose at the boundaries: empty runs, sub-ranges, duplicates, ±inf keys,
-hints outside the run; and ``matcher.config``'s flags on every kernel of the engine."""
+hints outside the run."""
 
 from __future__ import annotations
 
 import bisect
-import importlib
-import pkgutil
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba.core.dispatcher import Dispatcher
 
 from hotjoin.matcher import core
-from hotjoin.matcher.config import JIT
 
 KEYS = st.lists(st.sampled_from([-np.inf, -3.0, -1.0, 0.0, 0.5, 1.0, 2.0, 7.0, np.inf]),
                 max_size=40).map(sorted)
@@ -195,39 +191,6 @@ def test_modes_and_record_columns_agree_with_the_join_protocol() -> None:
 
 
 # -- the one numba configuration -------------------------------------------------------------------
-
-_DEFAULTS = {"nogil": False, "fastmath": False, "error_model": "python"}
-"""numba's defaults for the flags :data:`~matcher.config.JIT` states (a decorator that omits
-one compiles with these)."""
-
-
-def _kernels() -> dict[str, Dispatcher]:
-    import hotjoin.matcher as pkg
-
-    names = ["hotjoin.server.convert"]
-    names += [m.name for m in pkgutil.walk_packages(pkg.__path__, "hotjoin.matcher.")]
-    out: dict[str, Dispatcher] = {}
-    for name in names:
-        for val in vars(importlib.import_module(name)).values():
-            if isinstance(val, Dispatcher):
-                out[f"{val.py_func.__module__}.{val.py_func.__qualname__}"] = val
-    return out
-
-
-def test_every_kernel_is_compiled_with_the_one_configuration() -> None:
-    """Flags as ``config.JIT`` (cached on disk, exact arithmetic); the only overrides are
-    ``config.INLINE`` and ``config.NO_NRT``."""
-    kernels = _kernels()
-    assert len(kernels) > 80
-    for name, d in kernels.items():
-        opts = {**_DEFAULTS, **d.targetoptions}
-        assert {k: opts[k] for k in _DEFAULTS} == {k: JIT[k] for k in _DEFAULTS}, name
-        assert type(d._cache).__name__ == "FunctionCache", name  # cache=True
-        extra = set(d.targetoptions) - set(JIT) - {"nopython", "boundscheck"}
-        assert extra <= {"inline", "_nrt"}, (name, extra)
-        assert d.targetoptions.get("inline", "always") == "always", name
-        assert d.targetoptions.get("_nrt", False) is False, name
-
 
 def test_helpers_live_in_core_only() -> None:
     """The shared helpers are core's own objects wherever a kind's kernels use them."""

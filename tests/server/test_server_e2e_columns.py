@@ -1,5 +1,5 @@
 """The end-to-end tests of ``test_server_e2e.py`` and the restart/export test of
-``test_server_persistence.py`` again, every ``publish`` sent in the columnar form.
+``test_recovery.py`` again, every ``publish`` sent in the columnar form.
 
 ``HotjoinClient.publish`` is replaced (for this module only) by a version that sends the events
 as ``PublishRequest.columns`` — one request per run of events with / without a time — and
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import test_recovery as persistence
 import test_server_e2e as e2e
-import test_server_persistence as persistence
 
 from hotjoin.clients import EventResult, PublishResult
 from hotjoin.clients.client import HotjoinClient

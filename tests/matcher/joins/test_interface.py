@@ -1,11 +1,10 @@
-"""The kind interface (``matcher/joins/interface.py``) and the registry (``matcher/kinds.py``).
+"""The kind interface (``matcher/joins/interface.py``).
 
 Every strategy and router of every kind, driven directly through ``KindIndex.match`` (one tuple,
 ``OneEvent``) and ``KindIndex.match_many`` (a run, ``EventRun``), gives what a brute force over
 the stored tuples gives, in IDENTIFY, COUNT and PAIRS; the routers reach their members only
 through the interface's public methods; the bundles look a key's partners up once for every
-kind; the registry builds a kind on its first subscription and rebuilds subscriptions from the
-state's columns as the validating contract does.
+kind; a router option naming no member refuses the engine.
 """
 
 from __future__ import annotations
@@ -19,15 +18,12 @@ from engine_harness import EQUI_KEYS, VALUES, harness_settings, subscriptions
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hotjoin.matcher.contract import subscription_columns
-from hotjoin.matcher.contract import subscriptions_from_columns as validated_from_columns
 from hotjoin.matcher.engine import STRATEGIES, Engine
 from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent
 from hotjoin.matcher.joins.protocol import COUNT, IDENTIFY, PAIRS, BatchRows, MatchBuffer
-from hotjoin.matcher.kinds import KINDS, kind_of, kind_of_code
+from hotjoin.matcher.kinds import KINDS
 from hotjoin.matcher.model import BandJoin, Event, Range, SelectJoin, WindowJoin
 from hotjoin.matcher.router.learning import Routing
-from hotjoin.matcher.state import subscriptions_from_columns
 
 ALL = [(kind, name) for kind in KINDS for name in STRATEGIES[kind] if kind != "interval"]
 """The strategies of the kinds the brute force below knows; interval joins' strategies are
@@ -40,47 +36,7 @@ def _sample(kind: str) -> Any:
     return spec.subscription(Range()) if kind == "interval" else spec.subscription()
 
 
-# ---- the registry --------------------------------------------------------------------------
-
-
-def test_registry_lists_each_kind_with_its_strategies_router_and_table_needs() -> None:
-    assert list(KINDS) == ["band", "select", "window", "interval"]  # the order kinds match
-    for name, spec in KINDS.items():
-        sample = spec.subscription(Range()) if name == "interval" else spec.subscription()
-        assert spec.name == name and sample.kind == name  # an interval join needs its B
-        assert kind_of(sample) is spec and kind_of_code(spec.code) is spec
-        assert spec.strategy_names() == STRATEGIES[name]
-        assert spec.strategy_names()[-1] == spec.router.name
-        assert issubclass(spec.router, Routing) and issubclass(spec.router, KindIndex)
-        assert dict(spec.router.member_classes) == dict(spec.strategies)
-        for cls in (*spec.strategies.values(), spec.router):
-            assert issubclass(cls, KindIndex) and cls.kind == name
-    assert KINDS["band"].key_order and not KINDS["band"].key_index
-    assert KINDS["select"].key_index and not KINDS["select"].time_order
-    assert KINDS["window"].key_index and KINDS["window"].time_order
-    with pytest.raises(ValueError, match="not a subscription: int"):
-        kind_of(3)
-    with pytest.raises(ValueError, match="unknown subscription kind code 7"):
-        kind_of_code(7)
-
-
-def test_a_kind_is_built_on_its_first_subscription_only() -> None:
-    e = Engine()
-    assert dict(e.kinds) == {} and e.band is None and e.kind_index("window") is None
-    e.publish(Event("S", "s", 1.0, 1.0, 0))
-    assert e.tables["S"].key_index is None and not e.tables["S"].key_ordered
-    e.subscribe(WindowJoin(w=2))
-    assert list(e.kinds) == ["window"] and e.kind_index("window") is e.window
-    assert e.tables["S"].key_index is not None and e.tables["S"].key_index.by_time is not None
-    assert not e.tables["S"].key_ordered  # no band join: no key order
-    e.subscribe(BandJoin(b=Range(0, 1)))
-    assert list(e.kinds) == ["band", "window"] and e.tables["R"].key_ordered
-    st_ = e.stats()
-    assert st_["select"] == {} and st_["band"]["subscriptions"] == 1
-    with pytest.raises(ValueError, match="unknown subscription kind 'spatial'"):
-        e.kind_index("spatial")
-    with pytest.raises(AttributeError):
-        _ = e.spatial
+# ---- router options ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -324,24 +280,3 @@ def test_event_run_keyed_lists_the_tuples_with_partners_in_order() -> None:
     none = EventRun(1, np.array([7.0]), np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.int64),
                     np.zeros(1, np.int64), table, IDENTIFY, MatchBuffer(), BatchRows())
     assert none.keyed() is None
-
-
-# ---- state columns -----------------------------------------------------------------------------
-
-
-@harness_settings(60)
-@given(subs=st.lists(st.one_of(subscriptions("band"), subscriptions("select"),
-                               subscriptions("window", window_w=st.integers(0, 2**40))),
-                     max_size=20))
-def test_subscriptions_from_columns_are_the_validated_ones(subs: list[Any]) -> None:
-    """The registry-driven builder (no validation, ``object.__new__``) gives exactly what the
-    contract's validating builder gives, for every kind, in row order; an engine's
-    ``subscription_columns`` round-trip through it."""
-    cols = subscription_columns(list(range(len(subs))), subs, list(range(1, len(subs) + 1)),
-                                [False] * len(subs))
-    built = subscriptions_from_columns(cols)
-    assert built == validated_from_columns(cols) == subs
-    assert [type(s) for s in built] == [type(s) for s in subs]
-    e = Engine()
-    e.subscribe_many(subs)
-    assert subscriptions_from_columns(e.subscription_columns()) == subs

@@ -2,8 +2,8 @@
 force's deliveries (``matcher/oracle.py``), one at a time and through ``publish_batch`` in
 random batch splits, with deletes, lateness, retention by end, snapshots, every preset and raw
 endpoint ranges, point and interval tuples mixed, and interval joins mixed with the other kinds
-on one engine. Unit tests pin the presets against their table (docs/design.md), Allen's
-exactly-one property, and the validation of ``Event.end`` and ``IntervalJoin``.
+on one engine; batches validate ``Event.end``, and exactly one Allen relation's subscription gets
+each pair. The presets' tables and the models' validation are pinned in ``tests/matcher/test_model.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from hotjoin.matcher.model import (
     SelectJoin,
     WindowJoin,
 )
-from hotjoin.matcher.oracle import OracleEngine, interval_holds
+from hotjoin.matcher.oracle import OracleEngine
 from hotjoin.matcher.workload import interval_workload
 
 EXAMPLES = int(os.environ.get("HOTJOIN_HYPOTHESIS_EXAMPLES", "0") or 0)
@@ -43,39 +43,7 @@ def examples(default: int) -> settings:
                                            HealthCheck.function_scoped_fixture])
 
 
-INF = None
 # the contract's table: preset -> (SS, SE, ES, EE), None = unbounded
-TABLE: dict[str, tuple[Any, Any, Any, Any]] = {
-    "before": (None, (1, INF), None, None),
-    "after": (None, None, (INF, -1), None),
-    "meets": (None, (0, 0), None, None),
-    "met_by": (None, None, (0, 0), None),
-    "overlaps": ((1, INF), (INF, -1), None, (1, INF)),
-    "overlapped_by": ((INF, -1), None, (1, INF), (INF, -1)),
-    "starts": ((0, 0), None, None, (1, INF)),
-    "started_by": ((0, 0), None, None, (INF, -1)),
-    "during": ((INF, -1), None, None, (1, INF)),
-    "contains": ((1, INF), None, None, (INF, -1)),
-    "finishes": ((INF, -1), None, None, (0, 0)),
-    "finished_by": ((1, INF), None, None, (0, 0)),
-    "equals": ((0, 0), None, None, (0, 0)),
-}
-
-
-def _r(x: Any) -> Range:
-    return Range() if x is None else Range(*x)
-
-
-def _iseql_table(name: str, d: int, e: int) -> tuple[Range, Range, Range, Range]:
-    u = Range()
-    table = {
-        "start_preceding": lambda: (Range(0, d), Range(None, 0), u, u),
-        "end_following": lambda: (u, u, Range(0, None), Range(-e, 0)),
-        "before": lambda: (u, Range(1, d), u, u),
-        "left_overlap": lambda: (Range(0, d), Range(None, 0), u, Range(0, e)),
-        "during": lambda: (Range(-d, 0), u, u, Range(0, e)),
-    }
-    return table[name]()
 
 
 STRATEGIES = ["IJ-NestedLoop", "IJ-SSI", "IJ-Dynamic", "auto"]
@@ -107,70 +75,7 @@ def make(strategy: str, lateness: int = 0, retention: int | None = None) -> Engi
                   strategy="auto" if strategy == "auto" else {"interval": strategy})
 
 
-# ---- unit tests: presets, validation -----------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ALLEN_RELATIONS)
-def test_allen_presets_are_the_table(name: str) -> None:
-    j = IntervalJoin.allen(name, b=Range(0, 0), a=Range(1, 2), c=Range(3, None))
-    assert (j.ss, j.se, j.es, j.ee) == tuple(_r(x) for x in TABLE[name])
-    assert j.preset == f"allen:{name}" and j.a == Range(1, 2) and j.c == Range(3, None)
-    for r in (j.ss, j.se, j.es, j.ee):  # integer bounds, never lo > hi
-        assert all(x is None or type(x) is int for x in (r.lo, r.hi))
-
-
-@pytest.mark.parametrize(("name", "d", "e", "label"), [
-    ("start_preceding", 0, None, "(0)"), ("start_preceding", 7, None, "(7)"),
-    ("end_following", None, 0, "(0)"), ("end_following", None, 4, "(4)"),
-    ("before", 1, None, "(1)"), ("before", 9, None, "(9)"),
-    ("left_overlap", 0, 0, "(0,0)"), ("left_overlap", 5, 3, "(5,3)"),
-    ("during", 0, 0, "(0,0)"), ("during", 2, 6, "(2,6)")])
-def test_iseql_presets_are_the_table(name: str, d: int | None, e: int | None,
-                                     label: str) -> None:
-    j = IntervalJoin.iseql(name, delta=d, eps=e, b=Range(-1, 1))
-    assert (j.ss, j.se, j.es, j.ee) == _iseql_table(name, d or 0, e or 0)
-    assert j.preset == f"iseql:{name}{label}"
-
-
-def test_preset_is_display_only() -> None:
-    raw = IntervalJoin(Range(0, 0), se=Range(1, None))
-    assert raw.preset is None and raw == IntervalJoin.allen("before", b=Range(0, 0))
-    assert hash(raw) == hash(IntervalJoin.allen("before", b=Range(0, 0)))
-
-
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda: IntervalJoin.allen("near", b=Range()), "unknown Allen relation 'near'"),
-    (lambda: IntervalJoin.iseql("meets", delta=1, b=Range()), "unknown ISEQL join 'meets'"),
-    (lambda: IntervalJoin.iseql("start_preceding", b=Range()), "needs delta"),
-    (lambda: IntervalJoin.iseql("end_following", delta=3, b=Range()), "needs eps"),
-    (lambda: IntervalJoin.iseql("left_overlap", delta=-1, eps=0, b=Range()),
-     "delta must be >= 0"),
-    (lambda: IntervalJoin.iseql("during", delta=1, eps=-2, b=Range()), "eps must be >= 0"),
-    (lambda: IntervalJoin.iseql("before", delta=0, b=Range()), "delta must be >= 1"),
-    (lambda: IntervalJoin.iseql("before", delta=1.5, b=Range()), "must be an integer"),
-    (lambda: IntervalJoin(Range(), ss=Range(0.5, 2)), "range SS lo bound must be an integer"),
-    (lambda: IntervalJoin(Range(), ee=Range(3, 1)), "empty range"),
-    (lambda: IntervalJoin(Range(), es=Range(0, float("inf"))), "must be finite"),
-    (lambda: IntervalJoin(None), "needs range B"),
-    (lambda: IntervalJoin(Range(), se=(0, 1)), "range SE must be a Range"),
-])
-def test_bad_interval_joins_are_one_line_errors(call: Any, message: str) -> None:
-    with pytest.raises(ValueError, match=message) as info:
-        call()
-    assert "\n" not in str(info.value)
-
-
-def test_event_end() -> None:
-    assert Event("R", "a", 0.0, 0.0, 5).end == 5
-    assert Event("R", "a", 0.0, 0.0, 5, end=5) == Event("R", "a", 0.0, 0.0, 5)
-    assert Event("R", "a", 0.0, 0.0, -3, end=2**61).end == 2**61
-    for end, message in [(4, "before its time 5"), (5.0, "must be an integer"),
-                         (True, "must be an integer"), (2**61 + 1, "outside"),
-                         ("7", "must be an integer")]:
-        with pytest.raises(ValueError, match=message):
-            Event("R", "a", 0.0, 0.0, 5, end=end)
-    # a point beyond ±2^61 stays valid (its end is its time)
-    assert Event("R", "a", 0.0, 0.0, 2**62).end == 2**62
+# ---- validation and Allen's relations through the engine ----------------------------------------
 
 
 def test_batch_end_validation_rejects_and_changes_nothing() -> None:
@@ -186,18 +91,6 @@ def test_batch_end_validation_rejects_and_changes_nothing() -> None:
     with pytest.raises(ValueError, match="different lengths"):
         e.publish_batch(["R"], ["x"], [0.0], [0.0], [1], ends=[1, 2])
     assert e.seq == 2
-
-
-def test_exactly_one_allen_relation_holds() -> None:
-    """For intervals with time < end, exactly one of Allen's thirteen relations holds."""
-    rng = np.random.default_rng(7)
-    presets = [IntervalJoin.allen(n, b=Range()) for n in ALLEN_RELATIONS]
-    for _ in range(3000):
-        a, b = sorted(rng.choice(12, 2, replace=False).tolist())
-        c, d = sorted(rng.choice(12, 2, replace=False).tolist())
-        r, s = Event("R", "r", 0.0, 0.0, a, end=b), Event("S", "s", 0.0, 0.0, c, end=d)
-        held = [p.preset for p in presets if interval_holds(p, r, s)]
-        assert len(held) == 1, (a, b, c, d, held)
 
 
 @given(st.integers(-5, 5), st.integers(0, 6), st.integers(-5, 5), st.integers(0, 6))

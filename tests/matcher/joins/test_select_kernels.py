@@ -1,7 +1,7 @@
 """Select-join kernels beyond the random programs: the flat R-tree forest against brute force,
 and large outputs (PAIRS buffer overflow and rerun, COUNT, IDENTIFY) agreeing across strategies.
 
-The random programs of ``test_select_property`` are small, so every output fits the initial
+The random programs of ``test_select`` are small, so every output fits the initial
 buffers; here one event yields tens of thousands of pairs, and the forest goes through delta
 lists, re-packs, removals of static members and compaction.
 """

@@ -2,7 +2,7 @@
 an unconstrained solve and planted constants, ``fit_profile`` recovering a profile from member
 times, the measuring core ``time_members`` against a static engine, the grid, the workloads'
 ``build``/``load``, ``gc_paused`` and the Table II layout. The ``hotjoin calibrate`` command
-itself is smoke-tested in ``tests/ops/bench/test_router_bench.py``."""
+itself is smoke-tested in ``tests/ops/test_calibrate.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Smoke runs of ``hotjoin bench select`` and ``hotjoin bench window`` (seconds, tiny sizes)."""
+"""Smoke runs of ``hotjoin bench select`` (seconds, tiny sizes)."""
 
 from __future__ import annotations
 
@@ -24,16 +24,6 @@ def test_bench_select_quick(tmp_path: Path) -> None:
             rows = [r for r in res["records"] if r["figure"] == fig and r["x"] == x]
             full = [r for r in rows if r["events_pairs"] == max(q["events_pairs"] for q in rows)]
             assert len({round(r["pairs_per_tuple"], 6) for r in full}) == 1
-
-
-def test_bench_window_quick(tmp_path: Path) -> None:
-    out = tmp_path / "window.json"
-    assert main(["bench", "window", "--quick", "--json", str(out)]) == 0
-    res = json.loads(out.read_text())
-    assert {r["series"] for r in res["records"]} == {"n", "spread", "per_key"}
-    assert all(r["m_b"] >= 0 for r in res["records"])
-    ssi = [r for r in res["records"] if r["strategy"] == "WJ-SSI"]
-    assert ssi and all(r["skyline_points_per_key"] <= 2 * r["m_b"] + 1 for r in ssi)
 
 
 def test_bench_select_table1_reference_lines(tmp_path: Path) -> None:

@@ -25,9 +25,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from test_replay_logs import as_rows, edge_case_log, edge_plan, random_log
 
 from hotjoin.ops.replay.log import read_export
+from ops.replay.test_log import as_rows, edge_case_log, edge_plan, random_log
 
 if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"):
     pytest.skip("no Java runtime (scripts/setup installs one)", allow_module_level=True)

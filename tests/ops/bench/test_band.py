@@ -1,4 +1,4 @@
-"""Smoke runs of ``hotjoin bench band`` and ``bench storage``: every figure, every strategy."""
+"""Smoke runs of ``hotjoin bench band``: every figure, every strategy."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from hotjoin.cli.main import main
 from hotjoin.matcher.joins.band import BAND_STRATEGIES
-from hotjoin.ops.bench import band, storage
+from hotjoin.ops.bench import band
 
 
 def test_band_bench_quick_run_has_every_figure_strategy_and_ratio(tmp_path) -> None:
@@ -49,8 +49,3 @@ def test_band_bench_rejects_unknown_strategy(capsys) -> None:
     assert "unknown band strategy 'BJ-Nope'" in capsys.readouterr().err
 
 
-def test_storage_bench_small() -> None:
-    res = storage.run(sizes=(2000,), inserts=50)
-    (r,) = res["records"]
-    assert r["keys"] == 2000
-    assert all(r[k] > 0 for k in ("single_sorted_array_us", "sortedlist_us", "sorted_runs_us"))

@@ -7,19 +7,39 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from server_harness import engine_factory
 
 from hotjoin.cli.commands.subscribe import interval_from_dict
 from hotjoin.cli.main import main
 from hotjoin.clients.client import HotjoinClient
 from hotjoin.matcher.model import ALLEN_RELATIONS, IntervalJoin, Range
 from hotjoin.server.app import HotjoinServer
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[HotjoinServer]:
+    """An in-process server on a free loopback port."""
+    srv = HotjoinServer(data_dir=tmp_path / "data", port=0, buffer_capacity=64,
+                        engine_factory=engine_factory()).start()
+    yield srv
+    srv.stop(0)
+
+
+@pytest.fixture
+def topic() -> str:
+    """A topic name no other test of the run uses."""
+    return f"t{next(_names)}"
 
 
 def _hotjoin(capsys: pytest.CaptureFixture[str], server: HotjoinServer, *argv: str

@@ -17,12 +17,12 @@ import pytest
 from engine_harness import harness_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from test_replay_logs import as_rows, random_log
 
 from hotjoin.matcher import Engine, Event, Range, SelectJoin
 from hotjoin.ops.replay.job import replay_in_process
 from hotjoin.ops.replay.log import LogError, read_export
 from hotjoin.ops.replay.worker import ReplayError
+from ops.replay.test_log import as_rows, random_log
 
 KINDS = st.sampled_from([("band",), ("select",), ("window",), ("band", "select", "window"),
                          ("interval",), ("band", "select", "window", "interval")])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hotjoin.clients.client import MatchStream
+from hotjoin.clients.streams import MatchStream
 from hotjoin.proto import hotjoin_pb2 as pb
 
 

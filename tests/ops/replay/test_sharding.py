@@ -15,11 +15,11 @@ import numpy as np
 from engine_harness import example_count
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_replay_logs import as_rows, edge_case_log, edge_plan, random_log
 
 from hotjoin.ops.replay.job import replay_in_process
 from hotjoin.ops.replay.log import SIDE_R, SIDE_S, Ops, TopicOptions, build_log, read_export
 from hotjoin.ops.replay.sharding import band_reach, plan_shards, route
+from ops.replay.test_log import as_rows, edge_case_log, edge_plan, random_log
 
 FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
 SMALL = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)

@@ -1,0 +1,2 @@
+"""Tests of the Python client library (``clients/``); a package, so that its test modules import
+under names of their own (``tests/test_test_layout.py``)."""

@@ -1,0 +1,2 @@
+"""Tests of the benchmarks (``ops/bench/``); a package, so that its test modules import under
+names of their own (``tests/test_test_layout.py``)."""
