@@ -11,10 +11,13 @@ is why the structures' kernels that loop over them run without it (``config.NO_N
 **Searches** on a sorted run ``a[lo:hi]`` (float64 or int64, ascending, no NaN):
 :func:`lower_bound` / :func:`upper_bound` (O(log n)), :func:`count_between`, and the galloping
 searches :func:`gallop_lower` / :func:`gallop_upper`, which start from a hint and cost
-O(log distance) when successive searches land near each other. A search whose predicate is
-not a plain comparison of keys keeps its own code beside its kernel: the band joins search
-the band difference ``keys[j] − b`` (IEEE-exact, read backwards for S tuples), which no key
-comparison reproduces bit for bit (``joins/band_kernels.py``).
+O(log distance) when successive searches land near each other.
+
+**Searches on a key difference** (the band and interval joins): the same searches on
+``d(j) = keys[j] − b`` (IEEE-exact; read backwards for S tuples), which no key comparison
+reproduces bit for bit — :func:`diff_at` / :func:`slot_at` (position j's difference and
+slot), :func:`diff_lower_bound`, :func:`diff_gallop` / :func:`diff_gallop_back` (from a hint,
+forwards or backwards), :func:`diff_locate` (through the run's key sample, with a sample hint).
 
 **Sorted inserts and removes** in place, into arrays the caller made room in:
 :func:`insert_at` / :func:`remove_at` (one column), :func:`sorted_insert` (a key column and
@@ -27,23 +30,26 @@ the pair formed, at the later tuple's sequence number, or with ``snapshot``: the
 delivered the result first, README "File formats"), :func:`rows_of_event` (tag a run of rows
 with its event).
 
-**The out-of-room protocol.** A kernel writes its output into buffers its caller passed in
-and never allocates output of its own; when the room runs out it *stops and says where*:
+**The out-of-room protocol.** Every kernel of every kind writes its output into buffers its
+caller passed in and never allocates output of its own; when the room runs out it *stops and
+says where*:
 
-* a batch kernel (``*_many``) returns the index of the first event it did not finish (with
-  ``n_out`` and the dedupe ``stamp``); before each event it checks ``n_out + room`` against
-  the buffers (IDENTIFY/COUNT add at most ``room`` rows per event), and in PAIRS it drops the
-  partial rows of the event that overflowed;
+* a batch kernel (``*_many``) takes its row columns as one bundle ``out = (e, q, x)`` and where
+  it stands as ``at = (e0, n_out, stamp, room)`` (``protocol.RowBuffers``, ``protocol.At``),
+  and returns ``(next event, n_out, stamp)``, then the scratch it grew, if any. Before each
+  event it checks ``n_out + room`` against the buffers (IDENTIFY/COUNT add at most ``room``
+  rows per event: one per subscription), and in PAIRS, which has no bound, it stops at the
+  event that overflowed and drops that event's partial rows;
 * a one-tuple kernel or a query (:func:`~matcher.structures.interval_tree.stab`) returns
-  :data:`OVERFLOW`: it has no side effects in that case, so it is simply rerun;
+  :data:`OVERFLOW`: IDENTIFY/COUNT never overflow (the caller reserved a row per
+  subscription), and PAIRS has no side effects but its dedupe marks, so it is rerun — with a
+  fresh stamp where it marks (``MatchBuffer.run_fresh``);
 
-and the caller grows the buffers (``structures/growth.grown``: copies only the part in use)
-and calls again from there (``MatchBuffer.run``, ``run_kernel_many`` in
-``joins/protocol.py``). This is the one convention that also holds for kernels compiled
+and the caller grows the buffers and calls again from there (``MatchBuffer.run``,
+``run_kernel_many`` in ``joins/protocol.py``). This convention also holds for kernels compiled
 without numba's runtime (:data:`~matcher.config.NO_NRT`), which cannot allocate at all. The
-growing appends below (:func:`push`, :func:`record`, :func:`emit_marked`,
-:func:`with_room`, :func:`rows_grown`) serve only the one-tuple kernels whose Python callers
-take their buffers back (the window joins' and SJ-JoinFirst's); new kernels do not use them.
+appends below serve it: :func:`put` (a PAIRS row, or :data:`OVERFLOW`), :func:`record` and
+:func:`emit_marked` (IDENTIFY/COUNT rows into reserved room).
 
 >>> a = np.array([1.0, 2.0, 2.0, 5.0])
 >>> lower_bound(a, 0, 4, 2.0), upper_bound(a, 0, 4, 2.0), count_between(a, 0, 4, 2.0, 5.0)
@@ -63,10 +69,10 @@ from hotjoin.matcher.config import INLINE, kernel
 
 __all__ = [
     "A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW", "PAIRS",
-    "REG", "SNAP", "count_between", "emit_marked", "find_entry", "gallop_lower",
-    "gallop_upper", "insert_at", "lower_bound", "owed", "owed_rec", "push", "record",
-    "remove_at", "rows_grown", "rows_of_event", "sorted_insert", "sorted_insert_many",
-    "upper_bound", "with_room",
+    "REG", "SNAP", "count_between", "diff_at", "diff_gallop", "diff_gallop_back", "diff_locate",
+    "diff_lower_bound", "emit_marked", "find_entry", "gallop_lower", "sample_rank", "slot_at",
+    "gallop_upper", "insert_at", "lower_bound", "owed", "owed_rec", "put", "record",
+    "remove_at", "rows_of_event", "sorted_insert", "sorted_insert_many", "upper_bound",
 ]
 
 # -- modes and record rows (named for every kind in ``joins/protocol.py``) ------------------------
@@ -196,6 +202,191 @@ def gallop_upper(a: np.ndarray, lo: int, hi: int, x: float, hint: int) -> int:
         step <<= 1
         below = top - step
     return upper_bound(a, max(below + 1, lo), top, x)
+
+
+# -- searches on a key difference ------------------------------------------------------------------
+#
+# The band and interval joins search a run of the other side's key order by the key difference
+# ``d(j)`` of its position j: for an incoming R tuple (``dirn = +1``, key b) the run holds S keys
+# and ``d(j) = keys[j] − b``; for an S tuple (``dirn = −1``) it holds R keys read backwards and
+# ``d(j) = b − keys[n−1−j]``. Either way d is non-decreasing in j and is exactly the join
+# condition's ``s.key − r.key`` (IEEE subtraction), so a search on d is exact, where a key search
+# for ``b + x`` can land one key off by the rounding of the sum. ``samp`` holds every
+# ``step``-th key of a main run (``sorted_runs.SAMPLE_EVERY``; or is empty): it narrows a search
+# to one block first, so only the last probes miss the cache.
+
+
+@kernel(**INLINE)
+def diff_at(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
+    if dirn > 0:
+        return keys[pos] - b
+    return b - keys[n - 1 - pos]
+
+
+@kernel(**INLINE)
+def slot_at(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
+    if dirn > 0:
+        return pays[pos]
+    return pays[n - 1 - pos]
+
+
+@kernel(**INLINE)
+def _flips(k: float, b: float, dirn: int, x: float) -> bool:
+    """Monotone predicate over key index i (false, then true as keys grow) for lower_bound."""
+    if dirn > 0:
+        return k - b >= x
+    return not (b - k >= x)
+
+
+@kernel(**INLINE)
+def diff_lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int,
+                x: float) -> int:
+    """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
+
+    Searches in key-index space for the first ``i`` where ``_flips`` holds (dirn −1 maps it back
+    with ``pos = n − i``). ``samp`` holds every ``step``-th key (``sorted_runs.SAMPLE_EVERY``; or
+    is empty): it narrows the search to one block first, so only the last probes miss the cache.
+    Module constants of other files are passed as arguments: numba's cache would not notice
+    a change of them.
+    """
+    n = keys.shape[0]
+    lo, hi = 0, n
+    ns = samp.shape[0]
+    if ns > 1:
+        a, c = 0, ns
+        while a < c:
+            mid = (a + c) >> 1
+            if _flips(samp[mid], b, dirn, x):
+                c = mid
+            else:
+                a = mid + 1
+        # flips first in block a-1 (keys[(a-1)*step .. a*step]) or at the sample a*step itself
+        lo = max(0, (a - 1) * step)
+        hi = min(n, a * step)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _flips(keys[mid], b, dirn, x):
+            hi = mid
+        else:
+            lo = mid + 1
+    if dirn > 0:
+        return lo
+    return n - lo
+
+
+@kernel(**INLINE)
+def diff_gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
+           start: int) -> int:
+    """:func:`diff_lower_bound` started from ``start``: when ``d(start − 1) < x`` (the answer for a
+    smaller ``x``, as when stabbing points are visited in increasing order) an exponential
+    search forward from ``start``, O(log gap) over neighbouring, cached positions; otherwise the
+    full search. Same result as ``diff_lower_bound(keys, samp, step, b, dirn, x)``."""
+    n = keys.shape[0]
+    if start <= 0 or start > n or diff_at(keys, n, start - 1, b, dirn) >= x:
+        return diff_lower_bound(keys, samp, step, b, dirn, x)
+    lo = start - 1  # d(lo) < x: the answer is in (lo, hi]
+    hi = start
+    gap = 1
+    while hi < n and diff_at(keys, n, hi, b, dirn) < x:
+        lo = hi
+        gap <<= 1
+        hi = lo + gap
+    if hi > n:
+        hi = n
+    a = lo + 1
+    while a < hi:
+        mid = (a + hi) >> 1
+        if diff_at(keys, n, mid, b, dirn) >= x:
+            hi = mid
+        else:
+            a = mid + 1
+    return a
+
+
+@kernel(**INLINE)
+def sample_rank(samp: np.ndarray, b: float, dirn: int, x: float, h: int) -> int:
+    """First sample index ``a`` with ``_flips(samp[a])`` (``len(samp)`` if none), by an
+    exponential search from the hint ``h`` in whichever direction the answer lies: a few
+    probes of the sample array, which stays in cache, where a search of the run would miss."""
+    ns = samp.shape[0]
+    h = min(max(h, 0), ns)
+    if h < ns and not _flips(samp[h], b, dirn, x):  # the answer is above h
+        lo = h
+        gap = 1
+        hi = h + 1
+        while hi < ns and not _flips(samp[hi], b, dirn, x):
+            lo = hi
+            gap <<= 1
+            hi = lo + gap
+        if hi > ns:
+            hi = ns
+    else:  # the answer is h or below
+        hi = h
+        gap = 1
+        lo = h - 1
+        while lo >= 0 and _flips(samp[lo], b, dirn, x):
+            hi = lo
+            gap <<= 1
+            lo = hi - gap
+        if lo < -1:
+            lo = -1
+    a = lo + 1  # not flipped at lo (or lo = −1), flipped at hi (or hi = ns): answer in (lo, hi]
+    while a < hi:
+        mid = (a + hi) >> 1
+        if _flips(samp[mid], b, dirn, x):
+            hi = mid
+        else:
+            a = mid + 1
+    return a
+
+
+@kernel(**INLINE)
+def diff_locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
+           h: int) -> tuple[int, int]:
+    """``(diff_lower_bound(keys, samp, step, b, dirn, x), sample hint)`` for a run with a sample
+    (``samp[j] == keys[j * step]``): :func:`sample_rank` from the hint ``h``, then the one
+    block of ``step`` keys it leaves is counted without branches (``step`` compares, no
+    mispredicted jumps). Used where successive searches land near each other (BJ-SSI's
+    groups, and tuples taken in key order); in a throwaway prototype of the load test's
+    searches, 15.5 ns against :func:`diff_gallop`'s 26.9 ns per search."""
+    n = keys.shape[0]
+    a = sample_rank(samp, b, dirn, x, h)
+    if a == 0:
+        i = 0  # the first key already flips
+    else:
+        base = (a - 1) * step + 1  # keys[(a − 1) · step] does not flip, keys[a · step] does
+        end = min(a * step, n)
+        c = 0
+        for k in range(base, end):
+            c += not _flips(keys[k], b, dirn, x)
+        i = base + c
+    if dirn > 0:
+        return i, a
+    return n - i, a
+
+
+@kernel(**INLINE)
+def diff_gallop_back(keys: np.ndarray, b: float, dirn: int, x: float, start: int) -> int:
+    """First position ``j <= start`` with ``d(j) >= x``, given ``d(start) >= x``: an
+    exponential search backwards, O(log distance) — the mirror of :func:`diff_gallop`."""
+    n = keys.shape[0]
+    hi = start  # d(hi) >= x
+    lo = start - 1
+    gap = 1
+    while lo >= 0 and diff_at(keys, n, lo, b, dirn) >= x:
+        hi = lo
+        gap <<= 1
+        lo = hi - gap
+    if lo < -1:
+        lo = -1
+    a = lo + 1  # d(lo) < x (or lo = −1): the answer is in (lo, hi]
+    while a < hi:
+        mid = (a + hi) >> 1
+        if diff_at(keys, n, mid, b, dirn) >= x:
+            hi = mid
+        else:
+            a = mid + 1
+    return a
 
 
 # -- sorted inserts and removes in place ----------------------------------------------------------
@@ -340,55 +531,37 @@ def rows_of_event(e: int, n0: int, n_out: int, mode: int, acc: np.ndarray, out_e
             out_x[k] = acc[out_q[k]]
 
 
-# -- growing appends (the one-tuple kernels whose callers take their buffers back) -----------------
+# -- appends into room the caller made --------------------------------------------------------------
 
 
-@kernel
-def push(out_q: np.ndarray, out_s: np.ndarray, n_out: int, q: int, s: int):
-    """Append the row ``(q, s)``, doubling both buffers when full; returns
-    ``(out_q, out_s, n_out + 1)``. Amortised O(1).
+@kernel(**INLINE)
+def put(out_q: np.ndarray, out_s: np.ndarray, n_out: int, q: int, s: int) -> int:
+    """Append the PAIRS row ``(q, s)``; the new ``n_out``, or :data:`OVERFLOW` when the buffers
+    are full (the kernel then stops: the out-of-room protocol). O(1).
 
-    >>> q, s, n = push(np.empty(0, np.int64), np.empty(0, np.int64), 0, 3, 4)
-    >>> q[:n].tolist(), s[:n].tolist(), q.shape[0] >= 1
-    ([3], [4], True)
+    >>> q, s = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    >>> put(q, s, 0, 3, 4), put(q, s, 1, 5, 6), q.tolist(), s.tolist()
+    (1, -1, [3], [4])
     """
     if n_out == out_q.shape[0]:
-        nq = np.empty(2 * n_out + 16, dtype=np.int64)
-        ns = np.empty(2 * n_out + 16, dtype=np.int64)
-        nq[:n_out] = out_q[:n_out]
-        ns[:n_out] = out_s[:n_out]
-        out_q, out_s = nq, ns
+        return OVERFLOW
     out_q[n_out] = q
     out_s[n_out] = s
-    return out_q, out_s, n_out + 1
-
-
-@kernel
-def with_room(out_q: np.ndarray, out_s: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
-    """Both row buffers with room for ``need`` rows (contents kept): at least doubled.
-
-    >>> q, s = with_room(np.arange(2), np.arange(2), 5)
-    >>> q[:2].tolist(), q.shape[0] >= 5, s.shape == q.shape
-    ([0, 1], True, True)
-    """
-    cap = max(need + 16, 2 * out_q.shape[0])
-    q = np.empty(cap, dtype=np.int64)
-    s = np.empty(cap, dtype=np.int64)
-    q[: out_q.shape[0]] = out_q
-    s[: out_s.shape[0]] = out_s
-    return q, s
+    return n_out + 1
 
 
 @kernel(**INLINE)
 def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.ndarray,
-           out_q: np.ndarray, out_s: np.ndarray, n_out: int):
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> int:
     """IDENTIFY/COUNT bookkeeping of a subscription met possibly several times per tuple:
-    output once (``mark[q] == stamp`` once output), counts summed in ``acc[q]``; grows the
-    buffers (:func:`push`) and returns ``(out_q, out_s, n_out)``. PAIRS: nothing.
+    output once (``mark[q] == stamp`` once output), counts summed in ``acc[q]``; returns the
+    new ``n_out``. PAIRS: nothing. The caller reserved a row per subscription (the
+    out-of-room protocol's ``room``), so this never runs out.
 
     >>> mark, acc = np.zeros(3, np.int64), np.zeros(3, np.int64)
-    >>> q, s, n = record(2, 1, COUNT, mark, 9, acc, np.empty(4, np.int64), np.empty(4, np.int64), 0)
-    >>> q, s, n = record(2, 3, COUNT, mark, 9, acc, q, s, n)
+    >>> q, s = np.empty(4, np.int64), np.empty(4, np.int64)
+    >>> n = record(2, 1, COUNT, mark, 9, acc, q, s, 0)
+    >>> n = record(2, 3, COUNT, mark, 9, acc, q, s, n)
     >>> q[:n].tolist(), int(acc[2])
     ([2], 4)
     """
@@ -396,38 +569,28 @@ def record(q: int, cnt: int, mode: int, mark: np.ndarray, stamp: int, acc: np.nd
         if mark[q] != stamp:
             mark[q] = stamp
             acc[q] = 0
-            out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+            out_q[n_out] = q
+            out_s[n_out] = 0
+            n_out += 1
         acc[q] += cnt
-    return out_q, out_s, n_out
+    return n_out
 
 
 @kernel(**INLINE)
 def emit_marked(q: int, cnt: int, mode: int, acc: np.ndarray, out_q: np.ndarray,
-                out_s: np.ndarray, n_out: int):
+                out_s: np.ndarray, n_out: int) -> int:
     """IDENTIFY/COUNT output of a subscription already marked for this tuple (met once):
-    ``acc[q] = cnt`` and one row when ``cnt > 0``; grows the buffers (:func:`push`).
+    ``acc[q] = cnt`` and one row when ``cnt > 0``; returns the new ``n_out`` (room reserved,
+    as :func:`record`).
 
-    >>> acc = np.zeros(3, np.int64)
-    >>> q, s, n = emit_marked(1, 2, COUNT, acc, np.empty(0, np.int64), np.empty(0, np.int64), 0)
+    >>> acc, q, s = np.zeros(3, np.int64), np.empty(2, np.int64), np.empty(2, np.int64)
+    >>> n = emit_marked(1, 2, COUNT, acc, q, s, 0)
     >>> q[:n].tolist(), int(acc[1])
     ([1], 2)
     """
     if mode != PAIRS and cnt > 0:
         acc[q] = cnt
-        out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
-    return out_q, out_s, n_out
-
-
-@kernel
-def rows_grown(out_e: np.ndarray, out_q: np.ndarray, n0: int) -> np.ndarray:
-    """The event column of a batch's rows grown to the row buffers' capacity (rows ``< n0``
-    kept), for the batch kernels whose one-tuple kernel grows ``out_q``/``out_x`` itself.
-
-    >>> rows_grown(np.array([5, 6]), np.zeros(4, np.int64), 1)[:1].tolist()
-    [5]
-    """
-    if out_e.shape[0] >= out_q.shape[0]:
-        return out_e
-    e = np.empty(out_q.shape[0], dtype=np.int64)
-    e[:n0] = out_e[:n0]
-    return e
+        out_q[n_out] = q
+        out_s[n_out] = 0
+        n_out += 1
+    return n_out

@@ -266,8 +266,8 @@ def run_qouter_many(qids: np.ndarray, cols: SubscriptionColumns, buf: MatchBuffe
     main, dlt = key_runs(table)
     room = 0 if mode == PAIRS else 2 * qids.shape[0] + 16
     run_kernel_many(K.qouter_many,
-                    (qids, main, dlt, table.arrays(), cols.arrays(), (bs, vs, xseqs)),
-                    (dirn, own, oth, mode, SAMPLE_EVERY), bs.shape[0], buf, rows, room)
+                    (qids, main, dlt, table.arrays(), cols.arrays(), (bs, vs, xseqs),
+                     (dirn, own, oth, mode), SAMPLE_EVERY), bs.shape[0], buf, rows, room)
 
 
 def run_merge_join_many(order: RangeOrder, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -281,9 +281,9 @@ def run_merge_join_many(order: RangeOrder, cols: SubscriptionColumns, buf: Match
     main, dlt = key_runs(table)
     room = 0 if mode == PAIRS else 2 * len(order) + 16
     run_kernel_many(K.merge_join_many,
-                    (*order.runs.runs(), order.arrays(), main, dlt, table.arrays(),
-                     cols.arrays(), (bs, vs, xseqs)),
-                    (dirn, own, oth, mode), bs.shape[0], buf, rows, room)
+                    (order.runs.runs(), order.arrays(), main, dlt, table.arrays(),
+                     cols.arrays(), (bs, vs, xseqs), (dirn, own, oth, mode)),
+                    bs.shape[0], buf, rows, room)
 
 
 class MergeJoin(BandStrategy):
@@ -371,8 +371,8 @@ class DOuter(BandStrategy):
         room = 0 if mode == PAIRS else len(self) + 16
         run_kernel_many(K.douter_many,
                         (t.arrays(), main, dlt, table.arrays(), self.cols.arrays(),
-                         (bs, vs, xseqs)),
-                        (dirn, own, oth, mode, DELTA), bs.shape[0], buf, rows, room)
+                         (bs, vs, xseqs), (dirn, own, oth, mode), DELTA),
+                        bs.shape[0], buf, rows, room)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "tree_nodes": self.tree.n_nodes, "tree_depth": self.tree.depth()}
@@ -545,13 +545,13 @@ class SSIGroups:
         fast_count = clean and cols.n > 0 and xseq > cols.reg[cols.n - 1]
         head = (self.arrays(), main, table.order.main_cells, dlt, table.arrays(), cols.arrays(),
                 (np.array([b], dtype=np.float64), np.array([v], dtype=np.float64),
-                 np.array([xseq], dtype=np.int64)), _ONE_EVENT, _NO_HINTS, 0)
-        tail = (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY, buf.stamp - 1, 0,
-                _NO_ROWS)
+                 np.array([xseq], dtype=np.int64)), _ONE_EVENT, _NO_HINTS,
+                (dirn, own, oth, mode), (clean, fast_count, DELTA, SAMPLE_EVERY))
         if mode != PAIRS:
             buf.reserve(self.n_members)
         while True:
-            done, n, _ = K.ssi_many(*head, *tail, buf.out_q, buf.out_s, buf.n)
+            done, n, _ = K.ssi_many(*head, (_NO_ROWS, buf.out_q, buf.out_s),
+                                    (0, buf.n, buf.stamp - 1, 0))
             if done:
                 buf.n = n
                 return
@@ -573,8 +573,8 @@ class SSIGroups:
         n0 = rows.n
         run_kernel_many(K.ssi_many,
                         (self.arrays(), main, table.order.main_cells, dlt, table.arrays(),
-                         cols.arrays(), (bs, vs, xseqs), order, hints),
-                        (dirn, own, oth, mode, clean, fast_count, DELTA, SAMPLE_EVERY),
+                         cols.arrays(), (bs, vs, xseqs), order, hints, (dirn, own, oth, mode),
+                         (clean, fast_count, DELTA, SAMPLE_EVERY)),
                         bs.shape[0], buf, rows, room)
         rows.sort_by_event(n0)
 

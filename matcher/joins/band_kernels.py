@@ -8,10 +8,11 @@ Conventions shared by all kernels:
   position ``j`` is ``d(j) = keys[j] − b``. ``dirn = −1``: ``x`` is an S tuple; the run holds R keys
   read backwards, ``d(j) = b − keys[n−1−j]``. Either way ``d`` is non-decreasing in ``j`` and is
   exactly the band condition's ``s.key − r.key`` (IEEE subtraction; README, "Using the engine"), so
-  binary searches on ``d`` are exact. They keep their own code here (:func:`lower_bound`,
-  :func:`gallop`, :func:`sample_rank`, :func:`locate`, :func:`gallop_back`) rather than
-  ``matcher/core.py``'s searches on keys: a key search for ``b + x`` can land one key off
-  ``d(j) >= x`` by the rounding of the sum, and S tuples read the run backwards.
+  binary searches on ``d`` are exact: ``matcher.core``'s searches on a key difference
+  (:func:`~matcher.core.diff_lower_bound`, :func:`~matcher.core.diff_gallop`,
+  :func:`~matcher.core.diff_locate`, :func:`~matcher.core.diff_gallop_back`), which the
+  interval joins share; a key search for ``b + x`` can land one key off ``d(j) >= x`` by the
+  rounding of the sum, and S tuples read the run backwards.
 * A band subscription is one 64-byte row ``rec[q] = (b_lo, b_hi, a_lo, a_hi, c_lo, c_hi, reg,
   snap)`` (``SubscriptionColumns.rec``), so a kernel touching subscription q misses the cache
   once, not once per column. ``own`` is the column of the local selection on ``x`` itself (A=2
@@ -37,7 +38,16 @@ from typing import NamedTuple
 import numpy as np
 
 from hotjoin.matcher.config import INLINE, NO_NRT, kernel
-from hotjoin.matcher.core import owed_rec, rows_of_event
+from hotjoin.matcher.core import (
+    diff_at,
+    diff_gallop,
+    diff_gallop_back,
+    diff_locate,
+    diff_lower_bound,
+    owed_rec,
+    rows_of_event,
+    slot_at,
+)
 from hotjoin.matcher.joins.protocol import (
     B_HI,
     B_LO,
@@ -45,8 +55,11 @@ from hotjoin.matcher.joins.protocol import (
     IDENTIFY,
     OVERFLOW,
     PAIRS,
+    At,
     EventArrays,
     KeyRun,
+    Probe,
+    RowBuffers,
     SubArrays,
     TableArrays,
 )
@@ -56,82 +69,26 @@ from hotjoin.matcher.structures.key_cells import may_hold
 
 
 @kernel(**INLINE)
-def _d(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
-    if dirn > 0:
-        return keys[pos] - b
-    return b - keys[n - 1 - pos]
-
-
-@kernel(**INLINE)
-def _pay(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
-    if dirn > 0:
-        return pays[pos]
-    return pays[n - 1 - pos]
-
-
-@kernel(**INLINE)
-def _flips(k: float, b: float, dirn: int, x: float) -> bool:
-    """Monotone predicate over key index i (false, then true as keys grow) for lower_bound."""
-    if dirn > 0:
-        return k - b >= x
-    return not (b - k >= x)
-
-
-@kernel(**INLINE)
-def lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int,
-                x: float) -> int:
-    """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
-
-    Searches in key-index space for the first ``i`` where ``_flips`` holds (dirn −1 maps it back
-    with ``pos = n − i``). ``samp`` holds every ``step``-th key (``sorted_runs.SAMPLE_EVERY``; or
-    is empty): it narrows the search to one block first, so only the last probes miss the cache.
-    Module constants of other files are passed as arguments: numba's cache would not notice
-    a change of them.
-    """
-    n = keys.shape[0]
-    lo, hi = 0, n
-    ns = samp.shape[0]
-    if ns > 1:
-        a, c = 0, ns
-        while a < c:
-            mid = (a + c) >> 1
-            if _flips(samp[mid], b, dirn, x):
-                c = mid
-            else:
-                a = mid + 1
-        # flips first in block a-1 (keys[(a-1)*step .. a*step]) or at the sample a*step itself
-        lo = max(0, (a - 1) * step)
-        hi = min(n, a * step)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if _flips(keys[mid], b, dirn, x):
-            hi = mid
-        else:
-            lo = mid + 1
-    if dirn > 0:
-        return lo
-    return n - lo
-
-
-@kernel(**INLINE)
 def walk(q: int, start: int, step: int, lo: float, hi: float, olo: float, ohi: float,
-         keys: np.ndarray, pays: np.ndarray, b: float, dirn: int,
-         alive: np.ndarray, dvals: np.ndarray, dseqs: np.ndarray, xseq: int, rec: np.ndarray,
-         mode: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int) -> tuple[int, int]:
+         keys: np.ndarray, pays: np.ndarray, b: float, dirn: int, tab: tuple, xseq: int,
+         rec: np.ndarray, mode: int, out_q: np.ndarray, out_s: np.ndarray,
+         n_out: int) -> tuple[int, int]:
     """Visit positions ``start, start+step, …`` while ``lo <= d <= hi``; count/emit q's pairs.
 
-    ``olo/ohi`` is q's selection on the partner's value. Returns ``(count, n_out)``; IDENTIFY
-    stops at the first pair; PAIRS returns count ``OVERFLOW`` when the buffers are full.
+    ``olo/ohi`` is q's selection on the partner's value, ``tab`` the other table's
+    ``TableArrays``. Returns ``(count, n_out)``; IDENTIFY stops at the first pair; PAIRS
+    returns count ``OVERFLOW`` when the buffers are full.
     """
+    alive, dvals, dseqs = TableArrays(*tab)
     n = keys.shape[0]
     cap = out_q.shape[0]
     pos = start
     cnt = 0
     while 0 <= pos < n:
-        dd = _d(keys, n, pos, b, dirn)
+        dd = diff_at(keys, n, pos, b, dirn)
         if dd < lo or dd > hi:
             break
-        s = _pay(pays, n, pos, dirn)
+        s = slot_at(pays, n, pos, dirn)
         if alive[s]:
             v = dvals[s]
             if olo <= v <= ohi:
@@ -166,12 +123,12 @@ def qouter(qids: np.ndarray, run: tuple, tab: tuple, sub: tuple, step: int, b: f
         if not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
         lo = rec[q, B_LO]
-        start = lower_bound(keys, samp, step, b, dirn, lo)
-        if start >= keys.shape[0] or _d(keys, keys.shape[0], start, b, dirn) > rec[q, B_HI]:
+        start = diff_lower_bound(keys, samp, step, b, dirn, lo)
+        if start >= keys.shape[0] or diff_at(keys, keys.shape[0], start, b, dirn) > rec[q, B_HI]:
             continue  # no partner in range: skip the call (a numba call costs ~18 ns)
         cnt, n_out = walk(q, start, 1, lo, rec[q, B_HI], rec[q, oth],
-                                        rec[q, oth + 1], keys, pays, b, dirn, alive, dvals,
-                                        dseqs, xseq, rec, mode, out_q, out_s, n_out)
+                                        rec[q, oth + 1], keys, pays, b, dirn, tab, xseq, rec,
+                                        mode, out_q, out_s, n_out)
         if cnt == OVERFLOW:
             return OVERFLOW
         if cnt > 0 and mode != PAIRS:  # emit, written out (see the module docstring)
@@ -215,18 +172,18 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ents: tuple, run: tuple, ta
         if not ent_alive[e]:
             continue
         lo = ikeys[t]
-        while j < n and _d(keys, n, j, b, dirn) < lo:
+        while j < n and diff_at(keys, n, j, b, dirn) < lo:
             j += 1
         if j >= n:
             break
         if not (ent_rec[e, own] <= v <= ent_rec[e, own + 1]):
             continue
-        if _d(keys, n, j, b, dirn) > ent_rec[e, B_HI]:
+        if diff_at(keys, n, j, b, dirn) > ent_rec[e, B_HI]:
             continue  # no partner in range: skip the call (a numba call costs ~18 ns)
         q = ent_q[e]
         cnt, n_out = walk(q, j, 1, lo, ent_rec[e, B_HI], ent_rec[e, oth],
-                                        ent_rec[e, oth + 1], keys, pays, b, dirn, alive, dvals,
-                                        dseqs, xseq, rec, mode, out_q, out_s, n_out)
+                                        ent_rec[e, oth + 1], keys, pays, b, dirn, tab, xseq,
+                                        rec, mode, out_q, out_s, n_out)
         if cnt == OVERFLOW:
             return OVERFLOW
         if cnt > 0 and mode != PAIRS:  # emit, written out (see the module docstring)
@@ -243,121 +200,6 @@ def merge_join(ikeys: np.ndarray, ipays: np.ndarray, ents: tuple, run: tuple, ta
             else:
                 acc[q] += cnt
     return n_out
-
-
-@kernel(**INLINE)
-def gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
-           start: int) -> int:
-    """:func:`lower_bound` started from ``start``: when ``d(start − 1) < x`` (the answer for a
-    smaller ``x``, as when stabbing points are visited in increasing order) an exponential
-    search forward from ``start``, O(log gap) over neighbouring, cached positions; otherwise the
-    full search. Same result as ``lower_bound(keys, samp, step, b, dirn, x)``."""
-    n = keys.shape[0]
-    if start <= 0 or start > n or _d(keys, n, start - 1, b, dirn) >= x:
-        return lower_bound(keys, samp, step, b, dirn, x)
-    lo = start - 1  # d(lo) < x: the answer is in (lo, hi]
-    hi = start
-    gap = 1
-    while hi < n and _d(keys, n, hi, b, dirn) < x:
-        lo = hi
-        gap <<= 1
-        hi = lo + gap
-    if hi > n:
-        hi = n
-    a = lo + 1
-    while a < hi:
-        mid = (a + hi) >> 1
-        if _d(keys, n, mid, b, dirn) >= x:
-            hi = mid
-        else:
-            a = mid + 1
-    return a
-
-
-@kernel(**INLINE)
-def sample_rank(samp: np.ndarray, b: float, dirn: int, x: float, h: int) -> int:
-    """First sample index ``a`` with ``_flips(samp[a])`` (``len(samp)`` if none), by an
-    exponential search from the hint ``h`` in whichever direction the answer lies: a few
-    probes of the sample array, which stays in cache, where a search of the run would miss."""
-    ns = samp.shape[0]
-    h = min(max(h, 0), ns)
-    if h < ns and not _flips(samp[h], b, dirn, x):  # the answer is above h
-        lo = h
-        gap = 1
-        hi = h + 1
-        while hi < ns and not _flips(samp[hi], b, dirn, x):
-            lo = hi
-            gap <<= 1
-            hi = lo + gap
-        if hi > ns:
-            hi = ns
-    else:  # the answer is h or below
-        hi = h
-        gap = 1
-        lo = h - 1
-        while lo >= 0 and _flips(samp[lo], b, dirn, x):
-            hi = lo
-            gap <<= 1
-            lo = hi - gap
-        if lo < -1:
-            lo = -1
-    a = lo + 1  # not flipped at lo (or lo = −1), flipped at hi (or hi = ns): answer in (lo, hi]
-    while a < hi:
-        mid = (a + hi) >> 1
-        if _flips(samp[mid], b, dirn, x):
-            hi = mid
-        else:
-            a = mid + 1
-    return a
-
-
-@kernel(**INLINE)
-def locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
-           h: int) -> tuple[int, int]:
-    """``(lower_bound(keys, samp, step, b, dirn, x), sample hint)`` for a run with a sample
-    (``samp[j] == keys[j * step]``): :func:`sample_rank` from the hint ``h``, then the one
-    block of ``step`` keys it leaves is counted without branches (``step`` compares, no
-    mispredicted jumps). Used where successive searches land near each other (BJ-SSI's
-    groups, and tuples taken in key order); in a throwaway prototype of the load test's
-    searches, 15.5 ns against :func:`gallop`'s 26.9 ns per search."""
-    n = keys.shape[0]
-    a = sample_rank(samp, b, dirn, x, h)
-    if a == 0:
-        i = 0  # the first key already flips
-    else:
-        base = (a - 1) * step + 1  # keys[(a − 1) · step] does not flip, keys[a · step] does
-        end = min(a * step, n)
-        c = 0
-        for k in range(base, end):
-            c += not _flips(keys[k], b, dirn, x)
-        i = base + c
-    if dirn > 0:
-        return i, a
-    return n - i, a
-
-
-@kernel(**INLINE)
-def gallop_back(keys: np.ndarray, b: float, dirn: int, x: float, start: int) -> int:
-    """First position ``j <= start`` with ``d(j) >= x``, given ``d(start) >= x``: an
-    exponential search backwards, O(log distance) — the mirror of :func:`gallop`."""
-    n = keys.shape[0]
-    hi = start  # d(hi) >= x
-    lo = start - 1
-    gap = 1
-    while lo >= 0 and _d(keys, n, lo, b, dirn) >= x:
-        hi = lo
-        gap <<= 1
-        lo = hi - gap
-    if lo < -1:
-        lo = -1
-    a = lo + 1  # d(lo) < x (or lo = −1): the answer is in (lo, hi]
-    while a < hi:
-        mid = (a + hi) >> 1
-        if _d(keys, n, mid, b, dirn) >= x:
-            hi = mid
-        else:
-            a = mid + 1
-    return a
 
 
 @kernel
@@ -391,10 +233,10 @@ def douter(tree: tuple, run: tuple, tab: tuple, sub: tuple, delta: int, b: float
     rec, mark, acc = s_.rec, s_.mark, s_.acc
     n = keys.shape[0]
     for pos in range(n):
-        s = _pay(pays, n, pos, dirn)
+        s = slot_at(pays, n, pos, dirn)
         if not alive[s]:
             continue
-        x = _d(keys, n, pos, b, dirn)
+        x = diff_at(keys, n, pos, b, dirn)
         sv = dvals[s]
         u = root
         while u >= 0:
@@ -486,12 +328,13 @@ class RangeArrays(NamedTuple):
 
 @kernel(**NO_NRT)
 def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, sub: tuple,
-             ev: tuple, order: np.ndarray, hints: np.ndarray, e0: int, dirn: int, own: int,
-             oth: int, mode: int, clean: bool, fast_count: bool, delta: int, step: int, stamp: int,
-             room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+             ev: tuple, order: np.ndarray, hints: np.ndarray, probe: tuple, opts: tuple,
+             out: tuple, at: tuple):
     """BJ-SSI (§3.1.2) for the incoming tuples ``ev[order[e0:]]`` (an ``EventArrays`` bundle),
     one after the other, each over both runs ``main`` and ``dlt`` (``KeyRun`` bundles; the
-    main run's occupancy bitmap is ``cells``, ``key_cells``' ``(words, params)``).
+    main run's occupancy bitmap is ``cells``, ``key_cells``' ``(words, params)``); ``probe``
+    a :class:`~matcher.joins.protocol.Probe`, ``opts`` ``(clean, fast_count, delta, step)``,
+    ``out``/``at`` the out-of-room protocol's bundles (``matcher.core``).
 
     Per stabbing group (``groups``, an :class:`SSIArrays` bundle; groups in increasing order
     of their point p), two neighbours of ``p + b`` decide who is affected: let s1/s2 be the
@@ -501,8 +344,8 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
     range met by both scans is handled in the first. Each affected range's pairs are the
     consecutive run entries around p. O(τ log m + k) per tuple and run.
 
-    * **Searches.** Each group's position is searched from a hint: :func:`locate` over the
-      main run's sample (hints are sample indexes), :func:`gallop` in the unsampled delta run
+    * **Searches.** Each group's position is searched from a hint: :func:`diff_locate` over the
+      main run's sample (hints are sample indexes), :func:`diff_gallop` in the unsampled delta run
       (hints are positions). With ``hints`` of shape ``(2, τ)`` every group keeps its result
       for the next tuple, and ``order`` visits the tuples by key (ascending for R, descending
       for S) so the next search is a short, cached step; with shape ``(2, 0)`` (one tuple)
@@ -537,6 +380,10 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
     result for the one-at-a-time caller (untagged rows).
     """
     n_ev = order.shape[0]
+    dirn, own, oth, mode = Probe(*probe)
+    clean, fast_count, delta, step = opts
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     (gids, gpoint, lstart, lsize, lcap, ldsize, lkeys, lids, laux, rstart, rsize, rcap, rdsize,
      rkeys, rids, raux, gsel, gminlo, gmaxhi) = groups
     mkeys, mpays, msamp = main
@@ -584,23 +431,23 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
                 if sampled:  # hints are sample indexes
                     if use_hint:
                         h = hint[g]
-                    i, h = locate(keys, samp, step, b, dirn, p, h)
+                    i, h = diff_locate(keys, samp, step, b, dirn, p, h)
                     if use_hint:
                         hint[g] = h
                 elif use_hint:  # hints are positions
-                    i = gallop(keys, samp, step, b, dirn, p, hint[g])
+                    i = diff_gallop(keys, samp, step, b, dirn, p, hint[g])
                     hint[g] = i
                 else:
-                    i = gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
+                    i = diff_gallop(keys, samp, step, b, dirn, p, i)  # groups come in increasing p
                 j1 = i - 1
                 j2 = i
                 if not clean:  # the run holds deleted entries: the neighbours must be live ones
-                    while j1 >= 0 and not alive[_pay(pays, n, j1, dirn)]:
+                    while j1 >= 0 and not alive[slot_at(pays, n, j1, dirn)]:
                         j1 -= 1
-                    while j2 < n and not alive[_pay(pays, n, j2, dirn)]:
+                    while j2 < n and not alive[slot_at(pays, n, j2, dirn)]:
                         j2 += 1
-                d1 = _d(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
-                d2 = _d(keys, n, j2, b, dirn) if j2 < n else np.inf
+                d1 = diff_at(keys, n, j1, b, dirn) if j1 >= 0 else -np.inf
+                d2 = diff_at(keys, n, j2, b, dirn) if j2 < n else np.inf
                 left = j1 >= 0 and gminlo[g] <= d1  # (a band may reach −inf / +inf)
                 right = j2 < n and gmaxhi[g] >= d2
                 if not (left or right):
@@ -659,26 +506,26 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
                             cnt = 1  # affected (the scan's test), no partner to check
                         elif mode == COUNT and fast_count and olo == -np.inf and ohi == np.inf:
                             # every position is live and every pair owed: q's pairs are the
-                            # positions [lower_bound(lo), j1] and [j2, first d > hi) — count
+                            # positions [diff_lower_bound(lo), j1] and [j2, first d > hi) — count
                             # them, don't walk (a few positions each for a narrow band:
                             # galloped from j1 / j2, not searched over the whole run)
                             if j1 >= 0 and qlo <= d1:
-                                cnt += j1 + 1 - gallop_back(keys, b, dirn, qlo, j1)
+                                cnt += j1 + 1 - diff_gallop_back(keys, b, dirn, qlo, j1)
                             if j2 < n and qhi >= d2:
-                                cnt += gallop(keys, samp, step, b, dirn,
+                                cnt += diff_gallop(keys, samp, step, b, dirn,
                                               np.nextafter(qhi, np.inf), j2 + 1) - j2
                         else:
                             if j1 >= 0:
                                 c1, n_out = walk(q, j1, -1, qlo, np.inf, olo, ohi, keys, pays,
-                                                 b, dirn, alive, dvals, dseqs, xseq, rec, mode,
-                                                 out_q, out_x, n_out)
+                                                 b, dirn, tab, xseq, rec, mode, out_q, out_x,
+                                                 n_out)
                                 if c1 == OVERFLOW:
                                     return oi, n0, stamp
                                 cnt += c1
                             if j2 < n and not (mode == IDENTIFY and cnt > 0):
                                 c2, n_out = walk(q, j2, 1, -np.inf, qhi, olo, ohi, keys, pays,
-                                                 b, dirn, alive, dvals, dseqs, xseq, rec, mode,
-                                                 out_q, out_x, n_out)
+                                                 b, dirn, tab, xseq, rec, mode, out_q, out_x,
+                                                 n_out)
                                 if c2 == OVERFLOW:
                                     return oi, n0, stamp
                                 cnt += c2
@@ -708,10 +555,11 @@ def ssi_many(groups: tuple, main: tuple, cells: tuple, dlt: tuple, tab: tuple, s
 
 @kernel
 def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
-                e0: int, dirn: int, own: int, oth: int, mode: int, step: int, stamp: int,
-                room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
-                n_out: int):
+                probe: tuple, step: int, out: tuple, at: tuple):
     """:func:`qouter` for the incoming tuples ``ev[e0:]``; conventions of :func:`ssi_many`."""
+    dirn, own, oth, mode = Probe(*probe)
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     evs = EventArrays(*ev)
     n_ev = evs.keys.shape[0]
     kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
@@ -735,13 +583,15 @@ def qouter_many(qids: np.ndarray, main: tuple, dlt: tuple, tab: tuple, sub: tupl
 
 
 @kernel
-def merge_join_many(ik1: np.ndarray, ip1: np.ndarray, ik2: np.ndarray, ip2: np.ndarray,
-                    ents: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
-                    e0: int, dirn: int, own: int, oth: int, mode: int, stamp: int, room: int,
-                    out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+def merge_join_many(ranges: tuple, ents: tuple, main: tuple, dlt: tuple, tab: tuple,
+                    sub: tuple, ev: tuple, probe: tuple, out: tuple, at: tuple):
     """:func:`merge_join` (BJ-MJ) for the incoming tuples ``ev[e0:]``, over both runs of the
-    range order (``ik1``/``ip1`` and ``ik2``/``ip2``) and both runs of the table, as one at a
-    time (``band.run_merge_join``); conventions of :func:`ssi_many`."""
+    range order (``ranges = (ik1, ip1, ik2, ip2)``: keys and ids of each) and both runs of the
+    table, as one at a time (``band.run_merge_join``); conventions of :func:`ssi_many`."""
+    ik1, ip1, ik2, ip2 = ranges
+    dirn, own, oth, mode = Probe(*probe)
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     evs = EventArrays(*ev)
     n_ev = evs.keys.shape[0]
     kmain, kdlt = KeyRun(*main), KeyRun(*dlt)
@@ -770,11 +620,12 @@ def merge_join_many(ik1: np.ndarray, ip1: np.ndarray, ik2: np.ndarray, ip2: np.n
 
 @kernel
 def douter_many(tree: tuple, main: tuple, dlt: tuple, tab: tuple, sub: tuple, ev: tuple,
-                e0: int, dirn: int, own: int, oth: int, mode: int, delta: int, stamp: int,
-                room: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
-                n_out: int):
+                probe: tuple, delta: int, out: tuple, at: tuple):
     """:func:`douter` (BJ-DOuter) for the incoming tuples ``ev[e0:]``, over both runs of the
     table; conventions of :func:`ssi_many`."""
+    dirn, own, oth, mode = Probe(*probe)
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     evs = EventArrays(*ev)
     n_ev = evs.keys.shape[0]
     kmain, kdlt = KeyRun(*main), KeyRun(*dlt)

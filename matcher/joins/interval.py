@@ -69,7 +69,7 @@ from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import interval_kernels as K
 from hotjoin.matcher.joins.band import key_runs
 from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Tables
-from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer
+from hotjoin.matcher.joins.protocol import PAIRS, BatchRows, MatchBuffer, run_kernel_many
 from hotjoin.matcher.partition.stabbing import canonical_partition
 from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
 from hotjoin.matcher.subscriptions import ENDPOINT_CLIP, SubscriptionColumns
@@ -114,15 +114,6 @@ def ends_of(run: EventRun) -> np.ndarray:
     return run.times if e is None else e
 
 
-class _Out:
-    """Scratch row arrays of the one-tuple path (kept between calls)."""
-
-    def __init__(self) -> None:
-        self.e = np.empty(256, dtype=np.int64)
-        self.q = np.empty(256, dtype=np.int64)
-        self.x = np.empty(256, dtype=np.int64)
-
-
 def _partners(table: BaseTable) -> tuple[Any, ...]:
     """The kernels' view of the other side (``K.Partners`` as a plain tuple): both runs of its
     key order, its columns and its latest start time and end."""
@@ -148,14 +139,12 @@ class IntervalStrategy(KindIndex):
                  tables: Tables) -> None:
         super().__init__(cols, options, tables)
         cols.enable_intervals()
-        self._out = _Out()
+        self._out = BatchRows()
 
-    def _rows(self, table: BaseTable, dirn: int, keys: np.ndarray, values: np.ndarray,
-              times: np.ndarray, ends: np.ndarray, seqs: np.ndarray, mode: int, stamp0: int,
-              e: np.ndarray, q: np.ndarray, x: np.ndarray,
-              n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """Append the rows ``(event, q, x)`` of the tuples against ``table``; returns the
-        (possibly grown) arrays and the new row count."""
+    def _rows(self, table: BaseTable, dirn: int, incoming: tuple[np.ndarray, ...], mode: int,
+              buf: MatchBuffer, rows: BatchRows) -> None:
+        """Append the rows ``(event, q, x)`` of the tuples ``incoming`` (``K.Incoming``)
+        against ``table`` to ``rows``, each event's together; one stamp of ``buf`` per event."""
         raise NotImplementedError
 
     def _one(self, ev: OneEvent, run_rows: Any) -> None:
@@ -164,11 +153,12 @@ class IntervalStrategy(KindIndex):
             return
         end = getattr(ev, "end", None)
         o = self._out
-        o.e, o.q, o.x, k = run_rows(
-            ev.table, ev.dirn, np.array([ev.key]), np.array([ev.value]),
-            np.array([ev.time], dtype=np.int64),
-            np.array([ev.time if end is None else end], dtype=np.int64),
-            np.array([ev.seq], dtype=np.int64), ev.mode, ev.buf.stamp, o.e, o.q, o.x, 0)
+        o.n = 0
+        run_rows(ev.table, ev.dirn,
+                 (np.array([ev.key]), np.array([ev.value]), np.array([ev.time], dtype=np.int64),
+                  np.array([ev.time if end is None else end], dtype=np.int64),
+                  np.array([ev.seq], dtype=np.int64)), ev.mode, ev.buf, o)
+        k = o.n
         if k:
             buf: MatchBuffer = ev.buf
             buf.reserve(k)
@@ -187,12 +177,10 @@ class IntervalStrategy(KindIndex):
         if n == 0 or not len(self) or len(run.table.order) == 0:
             return
         rows: BatchRows = run.rows
-        stamp0 = run.buf.stamp + 1
         start = rows.n
-        rows.e, rows.q, rows.x, rows.n = self._rows(
-            run.table, run.dirn, run.keys, run.values, run.times, ends_of(run), run.seqs,
-            run.mode, stamp0, rows.e, rows.q, rows.x, rows.n)
-        run.buf.stamp += n
+        self._rows(run.table, run.dirn,
+                   (run.keys, run.values, run.times, ends_of(run), run.seqs), run.mode, run.buf,
+                   rows)
         rows.sort_by_event(start)
 
     def snapshot(self, ev: OneEvent, qids: np.ndarray) -> None:
@@ -208,16 +196,18 @@ class IntervalStrategy(KindIndex):
 
 
 def nested_rows(qids: np.ndarray, cols: SubscriptionColumns, table: BaseTable, dirn: int,
-                keys: np.ndarray, values: np.ndarray, times: np.ndarray, ends: np.ndarray,
-                seqs: np.ndarray, mode: int, stamp0: int, e: np.ndarray, q: np.ndarray,
-                x: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                incoming: tuple[np.ndarray, ...], mode: int, buf: MatchBuffer,
+                rows: BatchRows) -> None:
     """IJ-NestedLoop's rows for the subscriptions ``qids`` (``K.nested_many``)."""
     if qids.shape[0] == 0:
-        return e, q, x, n
-    out: tuple[np.ndarray, np.ndarray, np.ndarray, int] = K.nested_many(
-        qids, _partners(table), _subs(cols), (keys, values, times, ends, seqs), dirn, mode,
-        stamp0, e, q, x, n)
-    return out
+        return
+    run_kernel_many(K.nested_many, (qids, _partners(table), _subs(cols), incoming, (dirn, mode)),
+                    incoming[0].shape[0], buf, rows, _room(mode, qids.shape[0]))
+
+
+def _room(mode: int, members: int) -> int:
+    """Rows an event may need in IDENTIFY/COUNT (one per subscription), 0 in PAIRS."""
+    return 0 if mode == PAIRS else members + 16
 
 
 class NestedLoop(IntervalStrategy):
@@ -471,21 +461,17 @@ class StabbingIndex(IntervalStrategy):
         return self._pending_arr
 
     # -- matching ----------------------------------------------------------------------------
-    def _rows(self, table: BaseTable, dirn: int, keys: np.ndarray, values: np.ndarray,
-              times: np.ndarray, ends: np.ndarray, seqs: np.ndarray, mode: int, stamp0: int,
-              e: np.ndarray, q: np.ndarray, x: np.ndarray,
-              n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def _rows(self, table: BaseTable, dirn: int, incoming: tuple[np.ndarray, ...], mode: int,
+              buf: MatchBuffer, rows: BatchRows) -> None:
         c = self.cols
         if self.points.shape[0]:
             groups = (self.points, self.gstart, self.gsize, self.gbound, self.hi_q,
                       self.hi_v, self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live)
-            e, q, x, n = K.ssi_many(groups, tuple(self.stage), _partners(table), _subs(c),
-                                    (keys, values, times, ends, seqs), dirn, mode, stamp0,
-                                    COUNT_RATIO, e, q, x, n)
+            run_kernel_many(K.ssi_many, (groups, tuple(self.stage), _partners(table), _subs(c),
+                                         incoming, (dirn, mode), COUNT_RATIO),
+                            incoming[0].shape[0], buf, rows, _room(mode, self.hi_q.shape[0]))
         if self._pending:
-            e, q, x, n = nested_rows(self.pending(), c, table, dirn, keys, values, times, ends,
-                                     seqs, mode, stamp0, e, q, x, n)
-        return e, q, x, n
+            nested_rows(self.pending(), c, table, dirn, incoming, mode, buf, rows)
 
     # -- introspection -----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -2,10 +2,12 @@
 
 Every kernel matches a run of incoming tuples (one tuple is a run of one) against the other
 side's key order (the main and the delta run of ``BaseTable.order``) and appends rows
-``(event, q, x)`` to growable output arrays it returns: ``x`` is the partner's slot in PAIRS, the
+``(event, q, x)`` to the caller's output columns by the out-of-room protocol (``matcher.core``:
+IDENTIFY/COUNT into room reserved per event, PAIRS stops at the event that overflows and is
+called again on grown columns): ``x`` is the partner's slot in PAIRS, the
 pair count in COUNT (IDENTIFY: one row per affected subscription). Conventions are the band
-kernels' (``band_kernels``' docstring), whose exact difference searches they reuse
-(:func:`~matcher.joins.band_kernels.lower_bound`): ``dirn = +1`` for an incoming R tuple,
+kernels' (``band_kernels``' docstring), with the exact searches on a key difference of ``matcher.core``
+(:func:`~matcher.core.diff_lower_bound`): ``dirn = +1`` for an incoming R tuple,
 ``d(j)`` the key difference ``s.key − r.key`` of run position ``j``, non-decreasing in ``j``.
 
 A subscription q is its record row ``rec[q] = (b_lo, b_hi, a_lo, a_hi, c_lo, c_hi, reg, snap)``
@@ -37,8 +39,8 @@ from typing import NamedTuple
 import numpy as np
 
 from hotjoin.matcher.config import kernel
-from hotjoin.matcher.joins.band_kernels import lower_bound
-from hotjoin.matcher.joins.protocol import COUNT, PAIRS
+from hotjoin.matcher.core import diff_lower_bound
+from hotjoin.matcher.joins.protocol import COUNT, PAIRS, At, RowBuffers
 
 
 class Partners(NamedTuple):
@@ -104,21 +106,6 @@ class SsiGroups(NamedTuple):
 
 
 @kernel
-def grown(out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n: int):
-    """The three row arrays with room for at least one more row (contents kept)."""
-    if n < out_e.shape[0]:
-        return out_e, out_q, out_x
-    cap = 2 * out_e.shape[0] + 64
-    e = np.empty(cap, dtype=np.int64)
-    q = np.empty(cap, dtype=np.int64)
-    x = np.empty(cap, dtype=np.int64)
-    e[:n] = out_e[:n]
-    q[:n] = out_q[:n]
-    x[:n] = out_x[:n]
-    return e, q, x
-
-
-@kernel
 def _wider_f(a: np.ndarray, n: int) -> np.ndarray:
     """``a`` with twice the room, its first ``n`` entries kept (scratch growth)."""
     b = np.empty(2 * a.shape[0] + 64, dtype=np.float64)
@@ -135,22 +122,27 @@ def _wider_i(a: np.ndarray, n: int) -> np.ndarray:
 
 
 @kernel
-def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple, dirn: int,
-                mode: int, stamp0: int, out_e: np.ndarray, out_q: np.ndarray,
-                out_x: np.ndarray, n_out: int):
+def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple, how: tuple,
+                out: tuple, at: tuple):
     """IJ-NestedLoop over the subscriptions ``qids`` for every incoming tuple (``incoming``,
     :class:`Incoming`; the other side ``partners``, :class:`Partners`; ``subs``,
     :class:`Subs`; each a plain tuple, named back here): per tuple, per subscription, per run,
     the partners whose key difference lies in q's range B are scanned and checked. Event i
-    dedupes with stamp ``stamp0 + i``. Returns ``(out_e, out_q, out_x, n_out)``.
+    takes the next stamp; ``how = (dirn, mode)``, ``out``/``at`` the out-of-room protocol's
+    bundles (``matcher.core``). Returns ``(next event, n_out, stamp)``.
     O(Σ (m log n + scanned))."""
     (mk, mp, msamp, dk, dp, dsamp, step, alive, values, times, ends, seqs, _,
      _) = Partners(*partners)
     rec, irec, mark, acc = Subs(*subs)
     ekeys, evals, etimes, eends, eseqs = Incoming(*incoming)
-    for i in range(ekeys.shape[0]):
+    dirn, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
+    for i in range(e0, ekeys.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return i, n_out, stamp
         b, xv, xt, xe, xseq = ekeys[i], evals[i], etimes[i], eends[i], eseqs[i]
-        stamp = stamp0 + i
+        stamp += 1
         n0 = n_out
         for r in range(2):
             keys = mk if r == 0 else dk
@@ -175,7 +167,7 @@ def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple,
                 i0, i1, i2, i3 = irec[q, 0], irec[q, 1], irec[q, 2], irec[q, 3]
                 i4, i5, i6, i7 = irec[q, 4], irec[q, 5], irec[q, 6], irec[q, 7]
                 snap, reg = rec[q, 7] != 0.0, rec[q, 6]
-                pos = lower_bound(keys, samp, step, b, dirn, rec[q, 0])
+                pos = diff_lower_bound(keys, samp, step, b, dirn, rec[q, 0])
                 while pos < n:
                     kp = pos if dirn > 0 else n - 1 - pos
                     if (keys[kp] - b if dirn > 0 else b - keys[kp]) > hi:
@@ -196,15 +188,13 @@ def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple,
                         continue  # not owed: registered after the pair formed
                     if mode == PAIRS:
                         if n_out == out_e.shape[0]:
-                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                            return i, n0, stamp  # PAIRS out of room: the event is redone
                         out_e[n_out] = i
                         out_q[n_out] = q
                         out_x[n_out] = slot
                         n_out += 1
                     else:
                         if mark[q] != stamp:
-                            if n_out == out_e.shape[0]:
-                                out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                             mark[q] = stamp
                             acc[q] = 0
                             out_e[n_out] = i
@@ -215,7 +205,7 @@ def nested_many(qids: np.ndarray, partners: tuple, subs: tuple, incoming: tuple,
         if mode == COUNT:
             for k in range(n0, n_out):
                 out_x[k] = acc[out_q[k]]
-    return out_e, out_q, out_x, n_out
+    return ekeys.shape[0], n_out, stamp
 
 
 class ValueStage(NamedTuple):
@@ -241,8 +231,7 @@ class ValueStage(NamedTuple):
 
 @kernel
 def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming: tuple,
-             dirn: int, mode: int, stamp0: int, count_ratio: int, out_e: np.ndarray,
-             out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+             how: tuple, count_ratio: int, out: tuple, at: tuple):
     """IJ-SSI over its key groups (``groups``, :class:`SsiGroups`) and value stage (``stage``,
     :class:`ValueStage`), for the tuples ``incoming`` against ``partners`` (bundles as
     :func:`nested_many`'s).
@@ -270,7 +259,7 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
       built): per value subgroup (point ``p'``), the members with ``hi >= v`` (``v >= p'``) or
       ``lo <= v`` (``v < p'``), a prefix of one order.
 
-    A visited (member, partner) is checked in full. Returns the rows as :func:`nested_many`.
+    A visited (member, partner) is checked in full. Arguments and result as :func:`nested_many`.
     O(τ log n + partners in the groups' B ranges + members met + visits) per tuple."""
     (points, gstart, gsize, gbound, hi_q, hi_v, lo_q, lo_v, hi_own, lo_own,
      live) = SsiGroups(*groups)
@@ -279,6 +268,9 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
      latest_end) = Partners(*partners)
     rec, irec, mark, acc = Subs(*subs)
     ekeys, evals, etimes, eends, eseqs = Incoming(*incoming)
+    dirn, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     which = 0 if dirn > 0 else 1
     o0 = 0 if dirn > 0 else 2  # the incoming tuple's own selection: A of an R, C of an S
     p0 = 4 if dirn > 0 else 2  # the partner's value range: C of an S partner, A of an R one
@@ -299,9 +291,11 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
     s_ss, s_se = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
     s_es, s_ee = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
     s_seq, s_slot = np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64)
-    for i in range(ekeys.shape[0]):
+    for i in range(e0, ekeys.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return i, n_out, stamp
         b, xv, xt, xe, xseq = ekeys[i], evals[i], etimes[i], eends[i], eseqs[i]
-        stamp = stamp0 + i
+        stamp += 1
         n0 = n_out
         for g in range(points.shape[0]):
             a0 = gstart[g]
@@ -326,7 +320,7 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                 n = keys.shape[0]
                 if n == 0:
                     continue
-                start = lower_bound(keys, samp, step, b, dirn, points[g])
+                start = diff_lower_bound(keys, samp, step, b, dirn, points[g])
                 r0 = npp
                 for side in range(1, -1, -1):  # left of the point first (descending d)
                     s0 = npp
@@ -459,8 +453,6 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                     if cnt == 0:
                         continue
                     if mark[q] != stamp:
-                        if n_out == out_e.shape[0]:
-                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                         mark[q] = stamp
                         acc[q] = 0
                         out_e[n_out] = i
@@ -534,15 +526,13 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
                         continue  # not owed: registered after the pair formed
                     if mode == PAIRS:
                         if n_out == out_e.shape[0]:
-                            out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
+                            return i, n0, stamp  # PAIRS out of room: the event is redone
                         out_e[n_out] = i
                         out_q[n_out] = q
                         out_x[n_out] = slot
                         n_out += 1
                     else:
                         if mark[q] != stamp:
-                            if n_out == out_e.shape[0]:
-                                out_e, out_q, out_x = grown(out_e, out_q, out_x, n_out)
                             mark[q] = stamp
                             acc[q] = 0
                             out_e[n_out] = i
@@ -553,4 +543,4 @@ def ssi_many(groups: tuple, stage: tuple, partners: tuple, subs: tuple, incoming
         if mode == COUNT:
             for k in range(n0, n_out):
                 out_x[k] = acc[out_q[k]]
-    return out_e, out_q, out_x, n_out
+    return ekeys.shape[0], n_out, stamp

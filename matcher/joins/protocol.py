@@ -58,9 +58,9 @@ from hotjoin.matcher.base_table import TableArrays
 from hotjoin.matcher.subscriptions import SubArrays
 
 __all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
-           "PAIRS", "REG", "SNAP", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
-           "KeyedEvents", "MatchBuffer", "PartnerRun", "Partners", "SubArrays", "TableArrays",
-           "each_event", "run_kernel_many"]
+           "PAIRS", "REG", "SNAP", "At", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
+           "KeyedEvents", "MatchBuffer", "PartnerRun", "Partners", "Probe", "RowBuffers",
+           "SubArrays", "TableArrays", "each_event", "run_kernel_many"]
 
 IDENTIFY = 0
 COUNT = 1
@@ -101,6 +101,18 @@ class EventArrays(NamedTuple):
     seqs: np.ndarray
 
 
+class Probe(NamedTuple):
+    """How a run of incoming tuples meets the subscriptions: its direction ``dirn`` (+1 an R
+    tuple, −1 an S tuple), the record row's column of the selection on the tuple itself
+    (``own``: A for R, C for S) and of the one on its partner (``oth``), and the output
+    ``mode``."""
+
+    dirn: int
+    own: int
+    oth: int
+    mode: int
+
+
 class KeyedEvents(NamedTuple):
     """Incoming tuples of one side that have partners of their key (the select and window
     joins' batch path, ``EventRun.keyed``): each one's position in the run (its rows' event
@@ -108,7 +120,8 @@ class KeyedEvents(NamedTuple):
     runs of the key by value (``base``/``size`` in ``KeyIndex.by_value``) and by time
     (``tbase``/``tsize`` in ``by_time``; the by-value run while no window join keeps that
     order), its value, time, sequence number and the watermark it is matched under. A member's
-    ``*_many`` kernel walks them in order (:meth:`select_tuple`, :meth:`window_tuple`)."""
+    ``*_many`` kernel walks them in order (:meth:`select_tuple`; the window kernels take the
+    whole bundle as a plain tuple)."""
 
     pos: np.ndarray
     g: np.ndarray
@@ -129,12 +142,6 @@ class KeyedEvents(NamedTuple):
     def select_tuple(self) -> tuple[np.ndarray, ...]:
         """The select kernels' ``ev``: ``(pos, base, size, values, seqs)``."""
         return (self.pos, self.base, self.size, self.values, self.seqs)
-
-    def window_tuple(self) -> tuple[np.ndarray, ...]:
-        """The window kernels' ``ev``: ``(pos, base, size, tbase, tsize, values, times,
-        seqs)``."""
-        return (self.pos, self.base, self.size, self.tbase, self.tsize, self.values,
-                self.times, self.seqs)
 
 
 class Partners:
@@ -188,6 +195,23 @@ class MatchBuffer:
             if n != OVERFLOW:
                 self.n = n
                 return
+            self.reserve(self.out_q.shape[0])
+
+    def run_fresh(self, kernel: Callable[..., tuple[Any, ...]], args: tuple[Any, ...],
+                  scratch: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+        """Call ``kernel(*args, stamp, out_q, out_s, n, *scratch)``, which returns ``(n,
+        *scratch)`` (scratch it may have grown, e.g. a query's hit buffer); on ``OVERFLOW``
+        grow, take a fresh stamp and run it again. For a kernel that dedupes by ``mark`` in
+        PAIRS too: the marks of the overflowed run must not hide anyone from the rerun (PAIRS
+        rows need no dedupe across kernels, so a new stamp loses nothing). Returns the
+        scratch."""
+        while True:
+            n, *grown = kernel(*args, self.stamp, self.out_q, self.out_s, self.n, *scratch)
+            scratch = tuple(grown)
+            if n != OVERFLOW:
+                self.n = n
+                return scratch
+            self.stamp += 1
             self.reserve(self.out_q.shape[0])
 
     def reserve(self, extra: int) -> None:
@@ -329,19 +353,42 @@ def each_event(match_one: Callable[[int], None], n: int, buf: MatchBuffer, rows:
                         buf.out_s[:k] if mode == PAIRS else acc[q])
 
 
-def run_kernel_many(kernel: Callable[..., tuple[int, int, int]], head: tuple[Any, ...],
-                    tail: tuple[Any, ...], n_events: int, buf: MatchBuffer, rows: BatchRows,
-                    room: int) -> None:
-    """Call a ``*_many`` kernel (``kernel(*head, e0, *tail, stamp, room, e, q, x, n)``) until
-    every event is done, growing ``rows`` whenever it stops for room; ``buf.stamp`` advances by
-    one per event."""
+class RowBuffers(NamedTuple):
+    """A batch kernel's output columns (``BatchRows``' arrays): event position, subscription,
+    and the partner slot (PAIRS) or pair count (COUNT)."""
+
+    e: np.ndarray
+    q: np.ndarray
+    x: np.ndarray
+
+
+class At(NamedTuple):
+    """Where a batch kernel starts (``matcher.core``'s out-of-room protocol): the first event
+    to do, the rows already written, the last dedupe stamp taken, and the free rows an event
+    needs in IDENTIFY/COUNT (0 in PAIRS)."""
+
+    e0: int
+    n_out: int
+    stamp: int
+    room: int
+
+
+def run_kernel_many(kernel: Callable[..., tuple[Any, ...]], head: tuple[Any, ...],
+                    n_events: int, buf: MatchBuffer, rows: BatchRows, room: int,
+                    scratch: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """Call a ``*_many`` kernel, ``kernel(*head, out, at, *scratch)`` with ``out`` a
+    :class:`RowBuffers` and ``at`` an :class:`At` (plain tuples), until every event is done,
+    growing ``rows`` whenever it stops for room. It returns ``(next event, n_out, stamp,
+    *scratch)``: the scratch it may have grown (a query's hit buffer, a store's pool) goes
+    into the next call and is returned. ``buf.stamp`` advances by one per event."""
     e = 0
     rows.reserve(room + 16)
     while True:
-        e, rows.n, buf.stamp = kernel(*head, e, *tail, buf.stamp, room, rows.e, rows.q, rows.x,
-                                      rows.n)
+        e, rows.n, buf.stamp, *grown = kernel(*head, (rows.e, rows.q, rows.x),
+                                              (e, rows.n, buf.stamp, room), *scratch)
+        scratch = tuple(grown)
         if e >= n_events:
-            return
+            return scratch
         rows.grow()
 
 

@@ -357,8 +357,8 @@ def run_many(kernel: Any, head: tuple[Any, ...], ev: KeyedEvents, dirn: int, mod
     (one per subscription the member may output)."""
     n = ev.pos.shape[0]
     if n:
-        run_kernel_many(kernel, (*head, ev.select_tuple()), (own_col(dirn), mode), n, buf, rows,
-                        0 if mode == PAIRS else room + 16)
+        run_kernel_many(kernel, (*head, ev.select_tuple(), (own_col(dirn), mode)), n, buf,
+                        rows, 0 if mode == PAIRS else room + 16)
 
 
 def run_ssi_many(groups: ScanGroups, cols: SubscriptionColumns, buf: MatchBuffer,
@@ -510,18 +510,21 @@ class JoinFirst(SelectStrategy):
 
     def _match(self, ev: OneEvent, pool: Any, base: int, size: int) -> None:
         c, f, buf = self.cols, self.forest, ev.buf
-        buf.out_q, buf.out_s, buf.n, f.hits = K.sj_join_first(
-            forest_arrays(f), partner_run(pool, base, size), ev.table.arrays(), c.arrays(), c.reg,
-            c.snap, ev.value, ev.dirn, ev.seq, ev.mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
-            f.stack, f.hits)
+        if ev.mode != PAIRS:
+            buf.reserve(len(self))  # a row per subscription at most (the out-of-room protocol)
+        (f.hits,) = buf.run_fresh(
+            K.sj_join_first, (forest_arrays(f), partner_run(pool, base, size), ev.table.arrays(),
+                              c.arrays(), c.reg, c.snap, ev.value, ev.dirn, ev.seq, ev.mode,
+                              f.stack), (f.hits,))
 
     def _match_keyed(self, run: EventRun, ev: KeyedEvents, pool: Any) -> None:
         """Every event of ``ev`` in one compiled call (``K.sj_join_first_many``)."""
-        c, f, buf, rows = self.cols, self.forest, run.buf, run.rows
-        rows.e, rows.q, rows.x, rows.n, buf.stamp, f.hits = K.sj_join_first_many(
-            forest_arrays(f), pool.keys, pool.ids, run.table.arrays(), c.arrays(), c.reg, c.snap,
-            ev.select_tuple(), run.dirn, run.mode, buf.stamp, rows.e, rows.q, rows.x, rows.n,
-            f.stack, f.hits)
+        c, f = self.cols, self.forest
+        (f.hits,) = run_kernel_many(
+            K.sj_join_first_many, (forest_arrays(f), pool.keys, pool.ids, run.table.arrays(),
+                                   c.arrays(), c.reg, c.snap, ev.select_tuple(), run.dirn,
+                                   run.mode, f.stack), ev.pos.shape[0], run.buf, run.rows,
+            0 if run.mode == PAIRS else len(self) + 16, (f.hits,))
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.forest.memory_bytes()

@@ -9,7 +9,7 @@ whose value lies in q's *other* range.
 
 Conventions are those of :mod:`matcher.joins.band_kernels`, with the shared helpers of
 :mod:`matcher.core` (``lower_bound``/``upper_bound``, ``owed``, ``owed_rec``, ``record``,
-``push``, ``rows_of_event``, ``OVERFLOW``):
+``put``, ``rows_of_event``, ``OVERFLOW``):
 
 * A subscription is its 64-byte row ``rec[q]`` (``SubscriptionColumns.rec``: ``A_LO, A_HI,
   C_LO, C_HI, REG, SNAP`` columns), so touching q misses the cache once. ``own`` is the column
@@ -22,7 +22,11 @@ Conventions are those of :mod:`matcher.joins.band_kernels`, with the shared help
   the caller reserves room for every subscription of the index (IDENTIFY/COUNT), and PAIRS
   returns ``OVERFLOW`` when full (``MatchBuffer.run`` grows and reruns: PAIRS has no side
   effects). They return ``n_out`` only — no array crosses a call (no reference counting per
-  call), and the hot loops read flat arrays sequentially.
+  call), and the hot loops read flat arrays sequentially. SJ-JoinFirst meets a subscription
+  once per partner and dedupes by ``mark``; it follows the same protocol (``core.record``
+  into reserved room, ``core.put`` in PAIRS).
+* The batch kernels (``*_many``) take ``how = (own, mode)`` and the out-of-room protocol's
+  ``out``/``at`` bundles (``matcher.core``), and return ``(next event, n_out, stamp)``.
 * SJ-JoinFirst's R-tree is a :class:`~matcher.structures.rect_index.BoxForest` passed as its
   flat arrays ``F`` (:func:`~matcher.structures.rect_index.forest_arrays`), boxes (A, C) for
   both directions.
@@ -37,9 +41,8 @@ from hotjoin.matcher.core import (
     lower_bound,
     owed,
     owed_rec,
-    push,
+    put,
     record,
-    rows_grown,
     rows_of_event,
     upper_bound,
 )
@@ -52,7 +55,9 @@ from hotjoin.matcher.joins.protocol import (
     PAIRS,
     REG,
     SNAP,
+    At,
     PartnerRun,
+    RowBuffers,
     SubArrays,
     TableArrays,
 )
@@ -203,17 +208,18 @@ def _selected(hits: np.ndarray, nh: int, run: tuple, tab: tuple, sub: tuple, own
 
 @kernel
 def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
-                  snap: np.ndarray, v: float, dirn: int, xseq: int, mode: int, stamp: int,
-                  out_q: np.ndarray, out_s: np.ndarray, n_out: int, stack: np.ndarray,
-                  hits: np.ndarray):
+                  snap: np.ndarray, v: float, dirn: int, xseq: int, mode: int,
+                  stack: np.ndarray, stamp: int, out_q: np.ndarray, out_s: np.ndarray,
+                  n_out: int, hits: np.ndarray):
     """SJ-JoinFirst (§3.2.1): each of the m' joining partners probes the R-tree on (A, C) with
     the join result point (r.A, s.C); each hit is one result pair. O(log m + m' g(n) + k).
 
     Bundles (plain tuples, named back here): ``F`` the forest's ``forest_arrays``, ``run``
     ``PartnerRun``, ``tab`` ``TableArrays``, ``sub`` ``SubArrays``. The owed test reads the
     compact ``reg``/``snap`` columns, not the record rows: a hit is a random q, and the rows
-    (8× larger) made COUNT 13 % and PAIRS 9 % slower on Table I. Returns ``(out_q, out_s,
-    n_out, hits)`` (the buffers grow).
+    (8× larger) made COUNT 13 % and PAIRS 9 % slower on Table I. Returns ``(n_out, hits)``
+    (the R-tree's hit buffer, grown by its query); ``n_out`` is ``OVERFLOW`` when PAIRS rows
+    do not fit (``MatchBuffer.run_fresh``).
     """
     pv, ps, base, size = PartnerRun(*run)
     dseqs = TableArrays(*tab).seqs
@@ -231,33 +237,38 @@ def sj_join_first(F: tuple, run: tuple, tab: tuple, sub: tuple, reg: np.ndarray,
             q = hits[j]
             if mode == IDENTIFY:
                 if mark[q] != stamp:
-                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+                    n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
             elif owed(q, s, xseq, dseqs, reg, snap):
                 if mode == PAIRS:
-                    out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+                    n_out = put(out_q, out_s, n_out, q, s)
+                    if n_out == OVERFLOW:
+                        return OVERFLOW, hits
                 else:
-                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out, hits
+                    n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return n_out, hits
 
 
 @kernel
 def sj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub: tuple,
                        reg: np.ndarray, snap: np.ndarray, ev: tuple, dirn: int, mode: int,
-                       stamp: int, out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray,
-                       n_out: int, stack: np.ndarray, hits: np.ndarray):
-    """:func:`sj_join_first` (SJ-JoinFirst) for every event of ``ev`` (``KeyedEvents``); the
-    row arrays grow here. Returns ``(out_e, out_q, out_x, n_out, stamp, hits)``."""
+                       stack: np.ndarray, out: tuple, at: tuple, hits: np.ndarray):
+    """:func:`sj_join_first` (SJ-JoinFirst) for every event of ``ev`` from ``e0``
+    (``KeyedEvents.select_tuple()``); returns ``(next event, n_out, stamp, hits)``."""
     pos, base, size, values, seqs = ev
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     acc = SubArrays(*sub).acc
-    for k in range(pos.shape[0]):
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp, hits
         stamp += 1
-        out_q, out_x, n1, hits = sj_join_first(F, (pv, ps, base[k], size[k]), tab, sub, reg,
-                                               snap, values[k], dirn, seqs[k], mode, stamp,
-                                               out_q, out_x, n_out, stack, hits)
-        out_e = rows_grown(out_e, out_q, n_out)
+        n1, hits = sj_join_first(F, (pv, ps, base[k], size[k]), tab, sub, reg, snap, values[k],
+                                 dirn, seqs[k], mode, stack, stamp, out_q, out_x, n_out, hits)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp, hits
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
         n_out = n1
-    return out_e, out_q, out_x, n_out, stamp, hits
+    return pos.shape[0], n_out, stamp, hits
 
 
 @kernel(**INLINE)
@@ -587,10 +598,12 @@ def sj_own_scan(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tupl
 @kernel
 def sj_own_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch: tuple,
                      side: tuple, buckets: tuple, reg_max: float, pv: np.ndarray,
-                     ps: np.ndarray, tab: tuple, sub: tuple, ev: tuple, e0: int, own: int,
-                     mode: int, stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,
-                     out_x: np.ndarray, n_out: int):
+                     ps: np.ndarray, tab: tuple, sub: tuple, ev: tuple, how: tuple,
+                     out: tuple, at: tuple):
     """:func:`sj_own_scan` (SJ-SelectFirst) for each event of ``ev`` from ``e0``."""
+    own, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     pos, base, size, values, seqs = ev
     acc = SubArrays(*sub).acc
     for k in range(e0, pos.shape[0]):
@@ -611,9 +624,11 @@ def sj_own_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, scratch:
 def sj_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.ndarray,
                  clo: np.ndarray, chi: np.ndarray, reg_max: float, pv: np.ndarray,
                  ps: np.ndarray, rec: np.ndarray, dseqs: np.ndarray, acc: np.ndarray,
-                 ev: tuple, e0: int, own: int, mode: int, stamp: int, room: int,
-                 out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+                 ev: tuple, how: tuple, out: tuple, at: tuple):
     """:func:`sj_scan` (SJ-SSI, SJ-Hotspot's groups) for each event of ``ev`` from ``e0``."""
+    own, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     pos, base, size, values, seqs = ev
     for k in range(e0, pos.shape[0]):
         if mode != PAIRS and n_out + room > out_q.shape[0]:
@@ -630,10 +645,12 @@ def sj_scan_many(gids: np.ndarray, gpoint: np.ndarray, runs: tuple, cand: np.nda
 
 @kernel
 def sj_select_first_many(tree: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple, sub: tuple,
-                         ev: tuple, e0: int, own: int, mode: int, stamp: int, room: int,
-                         out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
+                         ev: tuple, how: tuple, out: tuple, at: tuple):
     """:func:`sj_select_first` (SJ-Hotspot's scattered tree) for each event of ``ev`` from
     ``e0``."""
+    own, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     pos, base, size, values, seqs = ev
     acc = SubArrays(*sub).acc
     hits = np.empty(0, dtype=np.int64)  # the tree's answer, reused from event to event
@@ -657,10 +674,12 @@ def sj_select_first_many(tree: tuple, pv: np.ndarray, ps: np.ndarray, tab: tuple
 
 @kernel
 def sj_vanilla_many(qids: np.ndarray, pv: np.ndarray, ps: np.ndarray, rec: np.ndarray,
-                    dseqs: np.ndarray, acc: np.ndarray, ev: tuple, e0: int, own: int,
-                    mode: int, stamp: int, room: int, out_e: np.ndarray, out_q: np.ndarray,
-                    out_x: np.ndarray, n_out: int):
+                    dseqs: np.ndarray, acc: np.ndarray, ev: tuple, how: tuple,
+                    out: tuple, at: tuple):
     """:func:`sj_vanilla` for each event of ``ev`` from ``e0``."""
+    own, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     pos, base, size, values, seqs = ev
     for k in range(e0, pos.shape[0]):
         if mode != PAIRS and n_out + room > out_q.shape[0]:

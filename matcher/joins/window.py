@@ -40,11 +40,13 @@ from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Table
 from hotjoin.matcher.joins.protocol import (
     A_LO,
     C_LO,
+    PAIRS,
     REG,
     BatchRows,
     KeyedEvents,
     MatchBuffer,
     Partners,
+    run_kernel_many,
 )
 from hotjoin.matcher.joins.select import (
     OwnRangeIndex,
@@ -65,22 +67,25 @@ WINDOW_STRATEGIES = ("WJ-JoinFirst", "WJ-SelectFirst", "WJ-SSI", "WJ-Hotspot")
 _NONE = np.empty(0, dtype=np.int64)
 
 
-def run_window_many(kernel: Any, head: tuple[Any, ...], tail: tuple[Any, ...],
-                    buf: MatchBuffer, rows: BatchRows) -> tuple[Any, ...]:
-    """Call a ``window_kernels.*_many`` kernel (``kernel(*head, stamp, e, q, x, n, *tail)``),
-    which grows the row arrays itself; they, ``rows.n`` and ``buf.stamp`` take its answer.
-    Returns what it returns after them (WJ-JoinFirst's grown hit buffer)."""
-    rows.e, rows.q, rows.x, rows.n, buf.stamp, *rest = kernel(
-        *head, buf.stamp, rows.e, rows.q, rows.x, rows.n, *tail)
-    return tuple(rest)
-
-
 def partners_of(table: BaseTable, b: float) -> Partners | None:
     """The partners of key ``b`` in ``table`` (None when no stored tuple has the key)."""
     ix = table.key_index
     assert ix is not None, "the engine enables the key index before matching equi-joins"
     g = ix.lookup(b)
     return None if g < 0 else Partners(table, g)
+
+
+def index_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The window batch kernels' ``K`` bundle: the other side's key index by value (keys,
+    slots) and by time (keys, slots)."""
+    ix = table.key_index
+    assert ix is not None and ix.by_time is not None
+    return (ix.by_value.keys, ix.by_value.ids, ix.by_time.keys, ix.by_time.ids)
+
+
+def room_of(mode: int, members: int) -> int:
+    """Rows an event may need in IDENTIFY/COUNT (one per subscription), 0 in PAIRS."""
+    return 0 if mode == PAIRS else members + 16
 
 
 def table_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,10 +112,11 @@ def run_window_select_first(qids: np.ndarray, cols: SubscriptionColumns, buf: Ma
             return
     if tree is not None and tree.root < 0:
         return
-    buf.out_q, buf.out_s, buf.n = K.wj_select_first(
-        _NO_TREE if tree is None else tree.arrays(), qids, p.arrays(), table_arrays(table),
-        sub_arrays(cols, dirn), v, t, own_col(dirn), xseq, mode, buf.stamp, buf.out_q,
-        buf.out_s, buf.n)
+    if mode != PAIRS:
+        buf.reserve(qids.shape[0] if tree is None else len(tree))
+    buf.run(K.wj_select_first, _NO_TREE if tree is None else tree.arrays(), qids, p.arrays(),
+            table_arrays(table), sub_arrays(cols, dirn), v, t, own_col(dirn), xseq, mode,
+            buf.stamp)
 
 
 _NO_TREE = IntervalTree().arrays()
@@ -303,21 +309,20 @@ class JoinFirst(WindowStrategy):
 
     def _match(self, ev: OneEvent, p: Partners) -> None:
         c, d, buf, dirn = self.cols, self.d, ev.buf, ev.dirn
-        buf.out_q, buf.out_s, buf.n, d.hits = K.wj_join_first(
-            forest_arrays(d), p.arrays(), table_arrays(ev.table), sub_arrays(c, dirn), ev.value,
-            ev.time, self.wmax, dirn, ev.seq, ev.mode, buf.stamp, buf.out_q, buf.out_s, buf.n,
-            d.stack, d.hits)
+        if ev.mode != PAIRS:
+            buf.reserve(len(self))
+        (d.hits,) = buf.run_fresh(
+            K.wj_join_first, (forest_arrays(d), p.arrays(), table_arrays(ev.table),
+                              sub_arrays(c, dirn), ev.value, ev.time, self.wmax, dirn, ev.seq,
+                              ev.mode, d.stack), (d.hits,))
 
     def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
-        table, dirn = run.table, run.dirn
-        ix = table.key_index
-        assert ix is not None and ix.by_time is not None
-        d = self.d
-        (d.hits,) = run_window_many(
-            K.wj_join_first_many, (forest_arrays(d), ix.by_value.keys, ix.by_value.ids,
-                                   ix.by_time.keys, ix.by_time.ids, table_arrays(table),
-                                   sub_arrays(self.cols, dirn), self.wmax, ev.window_tuple(),
-                                   dirn, run.mode), (d.stack, d.hits), run.buf, run.rows)
+        table, dirn, d = run.table, run.dirn, self.d
+        (d.hits,) = run_kernel_many(
+            K.wj_join_first_many, (forest_arrays(d), index_arrays(table), table_arrays(table),
+                                   sub_arrays(self.cols, dirn), self.wmax, tuple(ev),
+                                   (dirn, own_col(dirn), run.mode), d.stack),
+            ev.pos.shape[0], run.buf, run.rows, room_of(run.mode, len(self)), (d.hits,))
 
     def memory_bytes(self) -> int:
         return super().memory_bytes() + self.d.memory_bytes()
@@ -346,29 +351,28 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
         r = groups.runs
         r.ensure_scratch()
         buf = ev.buf
-        buf.out_q, buf.out_s, buf.n = K.wj_own_scan(
-            (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
-             self.scratch.side_for(r.n_members), self.scratch.buckets),
-            p.arrays(), table_arrays(ev.table), sub_arrays(self.cols, dirn),
-            ev.value, ev.time, own_col(dirn), ev.seq, ev.mode, buf.stamp, buf.out_q, buf.out_s,
-            buf.n, (self.wmin, self.wmax, self.reg_max))
+        if ev.mode != PAIRS:
+            buf.reserve(r.n_members + 16)
+        buf.run(K.wj_own_scan, (groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
+                                self.scratch.side_for(r.n_members), self.scratch.buckets),
+                p.arrays(), table_arrays(ev.table), sub_arrays(self.cols, dirn),
+                (self.wmin, self.wmax, self.reg_max), ev.value, ev.time, own_col(dirn), ev.seq,
+                ev.mode, buf.stamp)
 
     def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
         dirn, table = run.dirn, run.table
         groups = self.own.of(dirn)
         if not groups.local:
             return
-        ix = table.key_index
-        assert ix is not None and ix.by_time is not None
         r = groups.runs
         r.ensure_scratch()
-        run_window_many(
+        run_kernel_many(
             K.wj_own_scan_many, ((groups.gids(), groups.point, r.arrays(), r.cand, r.clo, r.chi,
                                   self.scratch.side_for(r.n_members), self.scratch.buckets),
-                                 ix.by_value.keys, ix.by_value.ids, ix.by_time.keys,
-                                 ix.by_time.ids, table_arrays(table), sub_arrays(self.cols, dirn),
-                                 (self.wmin, self.wmax, self.reg_max), ev.window_tuple(),
-                                 own_col(dirn), run.mode), (), run.buf, run.rows)
+                                 index_arrays(table), table_arrays(table),
+                                 sub_arrays(self.cols, dirn), (self.wmin, self.wmax, self.reg_max),
+                                 tuple(ev), (dirn, own_col(dirn), run.mode)),
+            ev.pos.shape[0], run.buf, run.rows, room_of(run.mode, r.n_members))
 
     def tau(self, d: int) -> int:
         """Stabbing number of the own ranges an incoming tuple of direction ``d`` scans."""
@@ -385,9 +389,10 @@ class SelectFirst(SelectFirstHooks, WindowStrategy):
 def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
                    cols: SubscriptionColumns, buf: MatchBuffer, dirn: int, b: float, v: float,
                    t: int, xseq: int, table: BaseTable, mode: int, now: int,
-                   p: Partners) -> str:
-    """WJ-SSI for one tuple whose key has partners ``p``; returns which skylines were probed
-    (``stored`` / ``one-pass``, ``none`` without groups)."""
+                   p: Partners, members: int) -> str:
+    """WJ-SSI for one tuple whose key has partners ``p`` (``members``: the subscriptions in
+    ``d``); returns which skylines were probed (``stored`` / ``one-pass``, ``none`` without
+    groups)."""
     if not len(groups):
         return "none"
     sky.set_points(groups.points())
@@ -400,9 +405,11 @@ def run_window_ssi(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: i
         cand = skyline_pass(p.pv, p.ps, table.times, p.base, p.size, sky.points, 0, True, t,
                             wmax)[2]
         how = "one-pass"
-    buf.out_q, buf.out_s, buf.n, d.hits = K.wj_ssi(
-        cand, forest_arrays(d), p.arrays(), table_arrays(table), sub_arrays(cols, dirn), v, t,
-        wmax, dirn, xseq, mode, buf.stamp, buf.out_q, buf.out_s, buf.n, d.stack, d.hits)
+    if mode != PAIRS:
+        buf.reserve(members)
+    (d.hits,) = buf.run_fresh(
+        K.wj_ssi, (cand, forest_arrays(d), p.arrays(), table_arrays(table),
+                   sub_arrays(cols, dirn), v, t, wmax, dirn, xseq, mode, d.stack), (d.hits,))
     return how
 
 
@@ -412,24 +419,22 @@ _NO_POINTS = np.empty(0, dtype=np.float64)
 def run_window_ssi_many(sky: SkylineIndex, groups: PointGroups, d: BoxForest, wmax: int,
                         tree: IntervalTree, cols: SubscriptionColumns, buf: MatchBuffer,
                         rows: BatchRows, dirn: int, ev: KeyedEvents, table: BaseTable,
-                        mode: int) -> None:
+                        mode: int, members: int) -> None:
     """:func:`run_window_ssi` and then WJ-SelectFirst over ``tree`` (WJ-Hotspot's scattered
     ranges; empty for WJ-SSI) for every event of ``ev``, in one compiled call that also keeps
-    the skylines (``window_kernels.wj_ssi_many``)."""
-    ix = table.key_index
-    assert ix is not None and ix.by_time is not None
+    the skylines (``window_kernels.wj_ssi_many``); ``members``: the subscriptions of ``d``
+    and ``tree``."""
     points = _NO_POINTS
     sky.sync()
     if len(groups):
         sky.set_points(groups.points())
         points = sky.points
         sky.ready_for(int(ev.g.max()))  # any of the run's keys may be given skylines
-    d.hits, sky.pool = run_window_many(
-        K.wj_ssi_many, (sky.store(), sky.pool, points, forest_arrays(d), tree.arrays(),
-                        ix.by_value.keys, ix.by_value.ids, ix.by_time.keys, ix.by_time.ids,
-                        table_arrays(table), sub_arrays(cols, dirn), wmax, ev.window_tuple(),
-                        ev.g, ev.keys, ev.nows, dirn, own_col(dirn), mode),
-        (d.stack, d.hits), buf, rows)
+    d.hits, sky.pool = run_kernel_many(
+        K.wj_ssi_many, (sky.store(), points, forest_arrays(d), tree.arrays(),
+                        index_arrays(table), table_arrays(table), sub_arrays(cols, dirn), wmax,
+                        tuple(ev), (dirn, own_col(dirn), mode), d.stack),
+        ev.pos.shape[0], buf, rows, room_of(mode, members), (d.hits, sky.pool))
 
 
 class SSI(WindowStrategy):
@@ -476,13 +481,14 @@ class SSI(WindowStrategy):
         sky = self.skies[d]
         sky.count_probe(run_window_ssi(sky, self.groups[d], self.d, self.wmax, self.cols,
                                        ev.buf, dirn, ev.key, ev.value, ev.time, ev.seq, ev.table,
-                                       ev.mode, ev.now, p))
+                                       ev.mode, ev.now, p, len(self)))
 
     def _match_keyed(self, run: EventRun, ev: KeyedEvents) -> None:
         dirn = run.dirn
         d = 1 if dirn > 0 else -1
         run_window_ssi_many(self.skies[d], self.groups[d], self.d, self.wmax, _NO_SCATTERED,
-                            self.cols, run.buf, run.rows, dirn, ev, run.table, run.mode)
+                            self.cols, run.buf, run.rows, dirn, ev, run.table, run.mode,
+                            len(self))
 
     def probes(self) -> dict[str, int]:
         """Matches through the stored skylines, a one-pass skyline, or none (both directions)."""
@@ -553,7 +559,7 @@ class Hotspot(WindowStrategy):
         g = self.groups[d]
         sky = self.skies[d]
         sky.count_probe(run_window_ssi(sky, g, g.d, self.wmax, self.cols, buf, dirn, b, v, t,
-                                       xseq, table, mode, now, p))
+                                       xseq, table, mode, now, p, len(self)))
         run_window_select_first(_NONE, self.cols, buf, dirn, b, v, t, xseq, table, mode,
                                 g.scattered, p)
 
@@ -562,7 +568,7 @@ class Hotspot(WindowStrategy):
         d = 1 if dirn > 0 else -1
         g = self.groups[d]
         run_window_ssi_many(self.skies[d], g, g.d, self.wmax, g.scattered, self.cols, run.buf,
-                            run.rows, dirn, ev, run.table, run.mode)
+                            run.rows, dirn, ev, run.table, run.mode, len(self))
 
     def tau(self, d: int) -> int:
         """The number of direction ``d``'s hotspots (the cost model's input)."""

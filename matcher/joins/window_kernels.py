@@ -5,9 +5,11 @@ A window join q holds pair (r, s) iff the select-join condition holds and
 other side's :class:`~matcher.structures.key_index.KeyIndex` twice: sorted by value and sorted
 by time (float times, exact int64 times re-read from the table). Conventions (modes, ``owed``,
 ``mark``/``stamp``/``acc``, own/other ranges) are those of :mod:`matcher.joins.band_kernels`
-and :mod:`matcher.joins.select_kernels`, with the shared helpers of :mod:`matcher.core`. The window
-kernels grow their output buffers and return them (``core.push``/``core.record``), as their
-Python callers expect.
+and :mod:`matcher.joins.select_kernels`, with the shared helpers of :mod:`matcher.core`, and so is
+the out-of-room protocol (``matcher.core``): IDENTIFY/COUNT write into room the caller reserved
+(a row per subscription), PAIRS returns ``OVERFLOW`` when full and is rerun on grown buffers
+(with a fresh stamp where it dedupes by ``mark``: ``MatchBuffer.run_fresh``); the batch
+kernels stop before an event that might not fit.
 
 Bundles (``matcher.joins.protocol``): every window kernel takes the same three plain tuples,
 unpacked once at its top —
@@ -34,14 +36,12 @@ from hotjoin.matcher.core import (
     emit_marked,
     lower_bound,
     owed_rec,
-    push,
+    put,
     record,
-    rows_grown,
     rows_of_event,
     upper_bound,
-    with_room,
 )
-from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS
+from hotjoin.matcher.joins.protocol import B_HI, IDENTIFY, OVERFLOW, PAIRS, At, RowBuffers
 from hotjoin.matcher.joins.select_kernels import sj_own_scan
 from hotjoin.matcher.joins.skyline import NONE, ONE_PASS, STORED, sky_refresh, skyline_pass
 from hotjoin.matcher.structures.interval_tree import stab, stab_bound
@@ -53,7 +53,8 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
                 out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """q's owed pairs: partners with value in q's other range and |t − time| ≤ w_q (the
     two-level B → (C, T) lookup of WJ-SelectFirst). Walks the shorter of the value run and the
-    time run. Returns ``(cnt, out…)``; IDENTIFY stops at the first pair.
+    time run. Returns ``(cnt, n_out)``, ``n_out`` ``OVERFLOW`` when a PAIRS row does not fit;
+    IDENTIFY stops at the first pair.
 
     Everything q's test needs is read from its 64-byte record row ``rec[q]`` (other range,
     ``w`` in the ``B_HI`` column of a window join, registration, snapshot). PAIRS only: the
@@ -66,7 +67,7 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
     a = lower_bound(pv, base, base + size, lo)
     b = upper_bound(pv, base, base + size, hi)
     if a >= b:
-        return 0, out_q, out_s, n_out
+        return 0, n_out
     w = int(rec[q, B_HI])
     ta = lower_bound(tv, tbase, tbase + tsize, float(t - w))
     tb = upper_bound(tv, tbase, tbase + tsize, float(t + w))
@@ -82,12 +83,14 @@ def enum_window(q: int, P: tuple, T: tuple, Q: tuple, t: int, xseq: int, mode: i
             if x < lo or x > hi:
                 continue
         if mode == IDENTIFY:
-            return 1, out_q, out_s, n_out
+            return 1, n_out
         if owed_rec(rec, q, s, xseq, dseqs):
             cnt += 1
             if mode == PAIRS:
-                out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
-    return cnt, out_q, out_s, n_out
+                n_out = put(out_q, out_s, n_out, q, s)
+                if n_out == OVERFLOW:
+                    return cnt, OVERFLOW
+    return cnt, n_out
 
 
 @kernel(**INLINE)
@@ -138,7 +141,7 @@ def wj_select_first(tree: tuple, qfilter: np.ndarray, P: tuple, T: tuple, Q: tup
 
     ``tree``: ``TreeArrays`` over ``PoolArrays`` (``IntervalTree.arrays()``), stabbed by the
     tree's own query (``interval_tree.stab``); ``P``, ``T``, ``Q``: the module's bundles.
-    Returns ``(out_q, out_s, n_out)`` (the buffers grow).
+    Returns ``n_out`` or ``OVERFLOW``.
     """
     if tree[3] < 0:
         return _window_each(qfilter, qfilter.shape[0], True, P, T, Q, v, t, own, xseq, mode,
@@ -155,7 +158,7 @@ def _window_each(qs: np.ndarray, n: int, check_own: bool, P: tuple, T: tuple, Q:
                  out_q: np.ndarray, out_s: np.ndarray, n_out: int):
     """WJ-SelectFirst's second step for the subscriptions ``qs[:n]`` (with ``check_own``,
     only those whose own range holds ``v``): each one's two-level lookup, output as
-    :func:`~matcher.core.record` (buffers grow). Returns ``(out_q, out_s, n_out)``."""
+    :func:`~matcher.core.record`. Returns ``n_out`` or ``OVERFLOW`` (PAIRS)."""
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
     rec, mark, acc, oth = Q
@@ -164,13 +167,14 @@ def _window_each(qs: np.ndarray, n: int, check_own: bool, P: tuple, T: tuple, Q:
         if check_own and not (rec[q, own] <= v <= rec[q, own + 1]):
             continue
         if mode == PAIRS:
-            cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s,
-                                                   n_out)
+            cnt, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s, n_out)
+            if n_out == OVERFLOW:
+                return OVERFLOW
         else:
             cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
                                dseqs, rec, oth, t, xseq, mode == IDENTIFY)
-        out_q, out_s, n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out
+            n_out = record(q, cnt, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return n_out
 
 
 @kernel
@@ -208,9 +212,9 @@ def _sure_partners(P: tuple, T: tuple, t: int, wmin: int, wmax: int) -> tuple:
 
 
 @kernel
-def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: int, xseq: int,
-                mode: int, stamp: int, out_q: np.ndarray, out_s: np.ndarray, n_out: int,
-                W: tuple):
+def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, W: tuple, v: float, t: int, own: int,
+                xseq: int, mode: int, stamp: int, out_q: np.ndarray, out_s: np.ndarray,
+                n_out: int):
     """WJ-SelectFirst (§3.3.1) over SJ-SelectFirst's own-range groups: the scan of
     ``select_kernels.sj_own_scan`` (IDENTIFY) lists the subscriptions whose own range holds v
     and whose other range holds some partner value — every q with a window pair is among
@@ -225,7 +229,8 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     every subscription has the same w).
 
     ``G`` the groups ``(gids, gpoint, runs arrays, cand, clo, chi, side, bucket table)``;
-    ``P``, ``T``, ``Q``: the module's bundles.
+    ``P``, ``T``, ``Q``: the module's bundles. Returns ``n_out`` or ``OVERFLOW`` (PAIRS); the
+    caller reserved a row per member (IDENTIFY/COUNT).
     """
     gids, gpoint, S, cand, clo, chi, side, bk = G
     pv, ps, base, size = P[0], P[1], P[2], P[3]
@@ -235,30 +240,23 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
     sure, uniform = _sure_partners(P, T, t, wmin, wmax)
     if uniform:
         if sure[3] == 0:
-            return out_q, out_s, n_out
-        if mode != PAIRS and out_q.shape[0] < n_out + cand.shape[0] + 16:
-            out_q, out_s = with_room(out_q, out_s, n_out + cand.shape[0] + 16)
-        while True:
-            k = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, reg_max, sure,
-                            (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, mode, out_q,
-                            out_s, n_out)
-            if k != OVERFLOW:
-                return out_q, out_s, k
-            out_q, out_s = with_room(out_q, out_s, 2 * out_q.shape[0])
+            return n_out
+        return sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, reg_max, sure,
+                           (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, mode, out_q,
+                           out_s, n_out)
     n = sj_own_scan(gids, gpoint, S, (cand, clo, chi), side, bk, -np.inf, (pv, ps, base, size),
                     (T[0], T[1], dseqs), (rec, mark, acc), v, own, xseq, IDENTIFY, cand, out_s,
                     0)
     if mode == PAIRS:
         for i in range(n):
-            cnt, out_q, out_s, n_out = enum_window(cand[i], P, T, Q, t, xseq, mode, out_q,
-                                                   out_s, n_out)
-        return out_q, out_s, n_out
-    # COUNT/IDENTIFY: each q once (no ``mark`` dedupe), room made once for all candidates
+            cnt, n_out = enum_window(cand[i], P, T, Q, t, xseq, mode, out_q, out_s, n_out)
+            if n_out == OVERFLOW:
+                return OVERFLOW
+        return n_out
+    # COUNT/IDENTIFY: each q once (no ``mark`` dedupe), into the room reserved per member
     tv, ts, tbase, tsize = P[4], P[5], P[6], P[7]
     dtimes, dvals = T[0], T[1]
     ident = mode == IDENTIFY
-    if out_q.shape[0] < n_out + n:
-        out_q, out_s = with_room(out_q, out_s, n_out + n)
     for i in range(n):
         q = cand[i]
         cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals, dseqs,
@@ -267,17 +265,18 @@ def wj_own_scan(G: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, own: i
             acc[q] = cnt
             out_q[n_out] = q
             n_out += 1
-    return out_q, out_s, n_out
+    return n_out
 
 
 @kernel
 def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax: int,
-                  dirn: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
-                  out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
+                  dirn: int, xseq: int, mode: int, stack: np.ndarray, stamp: int,
+                  out_q: np.ndarray, out_s: np.ndarray, n_out: int, hits: np.ndarray):
     """WJ-JoinFirst (§3.3.1): the partners with |t − time| ≤ w_max (B-tree on (B, T)) each probe
     𝒟 with (a, c, |Δt|); each hit is one result pair. O(log m + m_b g₃(n) + k).
 
-    ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles.
+    ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles. Returns ``(n_out,
+    hits)`` (𝒟's hit buffer, grown by its query); ``n_out`` ``OVERFLOW`` in PAIRS when full.
     """
     tv, ts, tbase, tsize = P[4], P[5], P[6], P[7]
     dtimes, dvals, dseqs = T
@@ -300,24 +299,27 @@ def wj_join_first(F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int, wmax
             q = hits[j]
             if mode == IDENTIFY:
                 if mark[q] != stamp:
-                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+                    n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
             elif owed_rec(rec, q, s, xseq, dseqs):
                 if mode == PAIRS:
-                    out_q, out_s, n_out = push(out_q, out_s, n_out, q, s)
+                    n_out = put(out_q, out_s, n_out, q, s)
+                    if n_out == OVERFLOW:
+                        return OVERFLOW, hits
                 else:
-                    out_q, out_s, n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out, hits
+                    n_out = record(q, 1, mode, mark, stamp, acc, out_q, out_s, n_out)
+    return n_out, hits
 
 
 @kernel
 def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t: int,
-           wmax: int, dirn: int, xseq: int, mode: int, stamp: int, out_q: np.ndarray,
-           out_s: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
+           wmax: int, dirn: int, xseq: int, mode: int, stack: np.ndarray, stamp: int,
+           out_q: np.ndarray, out_s: np.ndarray, n_out: int, hits: np.ndarray):
     """WJ-SSI (§3.3.2): probe 𝒟 with the skyline points ``cand`` (slots) only; every box hit is
     an affected subscription (its pairs: the two-level lookup). O(m̄_b g₃(n) + k) after the
     skylines are current.
 
-    ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles.
+    ``F``: 𝒟's ``forest_arrays``; ``P``, ``T``, ``Q``: the module's bundles. Returns as
+    :func:`wj_join_first`; it marks every hit, so a PAIRS rerun takes a fresh stamp.
     """
     pv, ps, base, size, tv, ts, tbase, tsize = P
     dtimes, dvals, dseqs = T
@@ -340,16 +342,19 @@ def wj_ssi(cand: np.ndarray, F: tuple, P: tuple, T: tuple, Q: tuple, v: float, t
                 continue
             mark[q] = stamp
             if mode == IDENTIFY:
-                out_q, out_s, n_out = push(out_q, out_s, n_out, q, 0)
+                out_q[n_out] = q
+                out_s[n_out] = 0
+                n_out += 1
                 continue
             if mode == PAIRS:
-                cnt, out_q, out_s, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q,
-                                                       out_s, n_out)
+                cnt, n_out = enum_window(q, P, T, Q, t, xseq, mode, out_q, out_s, n_out)
+                if n_out == OVERFLOW:
+                    return OVERFLOW, hits
             else:
                 cnt = window_count(q, pv, ps, base, size, tv, ts, tbase, tsize, dtimes, dvals,
                                    dseqs, rec, oth, t, xseq, False)
-                out_q, out_s, n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
-    return out_q, out_s, n_out, hits
+                n_out = emit_marked(q, cnt, mode, acc, out_q, out_s, n_out)
+    return n_out, hits
 
 
 @kernel
@@ -361,78 +366,93 @@ def count_within(tv: np.ndarray, base: int, size: int, lo: float, hi: float) -> 
 
 # -- the batch path: one call per member and run of events ----------------------------------------
 #
-# As ``select_kernels``' ``*_many`` kernels, for the window kernels, which grow their output
-# buffers themselves: each event's rows are tagged with its position (``rows_of_event``), the
-# event column grown to match, and the three row arrays returned with ``n_out`` and ``stamp``
-# (each event takes the next stamp: WJ-JoinFirst dedupes by ``mark``). ``ev`` is the plain
-# tuple ``(pos, base, size, tbase, tsize, values, times, seqs)`` of ``window.WindowEvents``.
+# As ``select_kernels``' ``*_many`` kernels: ``ev`` is ``KeyedEvents`` as a plain tuple, ``K``
+# the other side's key index by value and by time ``(pv, ps, tv, ts)``, ``how`` ``(dirn, own,
+# mode)``; each event's rows are tagged with its position (``rows_of_event``), each event takes
+# the next stamp, and the kernel stops before an event that might not fit (IDENTIFY/COUNT:
+# ``room`` rows) or at the event whose PAIRS rows overflowed (dropped; it is redone with a
+# fresh stamp). Returns ``(next event, n_out, stamp)``, then the scratch it grew.
 
 
 @kernel
-def wj_own_scan_many(G: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray,
-                     T: tuple, Q: tuple, W: tuple, ev: tuple, own: int, mode: int, stamp: int,
-                     out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int):
-    """:func:`wj_own_scan` (WJ-SelectFirst) for every event of ``ev``."""
-    pos, base, size, tbase, tsize, values, times, seqs = ev
+def wj_own_scan_many(G: tuple, K: tuple, T: tuple, Q: tuple, W: tuple, ev: tuple, how: tuple,
+                     out: tuple, at: tuple):
+    """:func:`wj_own_scan` (WJ-SelectFirst) for every event of ``ev`` from ``e0``."""
+    pv, ps, tv, ts = K
+    pos, _, _, base, size, tbase, tsize, values, times, seqs, _ = ev
+    _, own, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     acc = Q[2]
-    for k in range(pos.shape[0]):
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp
         stamp += 1
-        out_q, out_x, n1 = wj_own_scan(G, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]),
-                                       T, Q, values[k], times[k], own, seqs[k], mode, stamp,
-                                       out_q, out_x, n_out, W)
-        out_e = rows_grown(out_e, out_q, n_out)
+        n1 = wj_own_scan(G, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]), T, Q, W,
+                         values[k], times[k], own, seqs[k], mode, stamp, out_q, out_x, n_out)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
         n_out = n1
-    return out_e, out_q, out_x, n_out, stamp
+    return pos.shape[0], n_out, stamp
 
 
 @kernel
-def wj_join_first_many(F: tuple, pv: np.ndarray, ps: np.ndarray, tv: np.ndarray,
-                       ts: np.ndarray, T: tuple, Q: tuple, wmax: int, ev: tuple, dirn: int,
-                       mode: int, stamp: int, out_e: np.ndarray, out_q: np.ndarray,
-                       out_x: np.ndarray, n_out: int, stack: np.ndarray, hits: np.ndarray):
-    """:func:`wj_join_first` (WJ-JoinFirst) for every event of ``ev``."""
-    pos, base, size, tbase, tsize, values, times, seqs = ev
+def wj_join_first_many(F: tuple, K: tuple, T: tuple, Q: tuple, wmax: int, ev: tuple,
+                       how: tuple, stack: np.ndarray, out: tuple, at: tuple, hits: np.ndarray):
+    """:func:`wj_join_first` (WJ-JoinFirst) for every event of ``ev`` from ``e0``; returns
+    ``(next event, n_out, stamp, hits)``."""
+    pv, ps, tv, ts = K
+    pos, _, _, base, size, tbase, tsize, values, times, seqs, _ = ev
+    dirn, _, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     acc = Q[2]
-    for k in range(pos.shape[0]):
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp, hits
         stamp += 1
-        out_q, out_x, n1, hits = wj_join_first(
-            F, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]), T, Q, values[k],
-            times[k], wmax, dirn, seqs[k], mode, stamp, out_q, out_x, n_out, stack, hits)
-        out_e = rows_grown(out_e, out_q, n_out)
+        n1, hits = wj_join_first(F, (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k]), T,
+                                 Q, values[k], times[k], wmax, dirn, seqs[k], mode, stack, stamp,
+                                 out_q, out_x, n_out, hits)
+        if n1 == OVERFLOW:
+            return k, n_out, stamp, hits
         rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
         n_out = n1
-    return out_e, out_q, out_x, n_out, stamp, hits
-
+    return pos.shape[0], n_out, stamp, hits
 
 
 @kernel
-def wj_ssi_many(S: tuple, pool: tuple, points: np.ndarray, F: tuple, tree: tuple,
-                pv: np.ndarray, ps: np.ndarray, tv: np.ndarray, ts: np.ndarray, T: tuple,
-                Q: tuple, wmax: int, ev: tuple, gs: np.ndarray, keys: np.ndarray,
-                nows: np.ndarray, dirn: int, own: int, mode: int, stamp: int,
-                out_e: np.ndarray, out_q: np.ndarray, out_x: np.ndarray, n_out: int,
-                stack: np.ndarray, hits: np.ndarray):
-    """WJ-SSI (§3.3.2) for every event of ``ev`` (``gs``, ``keys``, ``nows``: each one's
-    group in the key index, key and watermark), then WJ-SelectFirst over ``tree``: WJ-Hotspot
-    (§3.3.3) with the scattered ranges' tree, WJ-SSI with an empty one. As the one-tuple path
-    (``window.run_window_ssi``): a tuple no partner is newer than, with the watermark not past
-    it, probes its key's stored skylines, refreshed in place in the store ``S``/``pool``
-    (``skyline.sky_refresh``); any other tuple the skylines by ``|Δt|`` from one pass.
-    Returns the row arrays, ``n_out``, ``stamp``, the hit buffer and the pool."""
-    pos, base, size, tbase, tsize, values, times, seqs = ev
+def wj_ssi_many(S: tuple, points: np.ndarray, F: tuple, tree: tuple, K: tuple, T: tuple,
+                Q: tuple, wmax: int, ev: tuple, how: tuple, stack: np.ndarray, out: tuple,
+                at: tuple, hits: np.ndarray, pool: tuple):
+    """WJ-SSI (§3.3.2) for every event of ``ev`` from ``e0`` (each one's group in the key
+    index ``g``, key and watermark ``now`` are ``KeyedEvents``' fields), then WJ-SelectFirst
+    over ``tree``: WJ-Hotspot (§3.3.3) with the scattered ranges' tree, WJ-SSI with an empty
+    one. As the one-tuple path (``window.run_window_ssi``): a tuple no partner is newer than,
+    with the watermark not past it, probes its key's stored skylines, refreshed in place in
+    the store ``S``/``pool`` (``skyline.sky_refresh``); any other tuple the skylines by
+    ``|Δt|`` from one pass. Returns ``(next event, n_out, stamp, hits, pool)``: the hit
+    buffer and the skyline pool may have grown (a refresh is kept when an event is redone:
+    redoing it refreshes nothing more)."""
+    pv, ps, tv, ts = K
+    pos, gs, keys, base, size, tbase, tsize, values, times, seqs, nows = ev
+    dirn, own, mode = how
+    out_e, out_q, out_x = RowBuffers(*out)
+    e0, n_out, stamp, room = At(*at)
     dtimes = T[0]
     acc = Q[2]
     start, n, meta = S[3], S[5], S[6]
     thits = np.empty(0, dtype=np.int64)  # the tree's answer, reused from event to event
-    for k in range(pos.shape[0]):
+    for k in range(e0, pos.shape[0]):
+        if mode != PAIRS and n_out + room > out_q.shape[0]:
+            return k, n_out, stamp, hits, pool
         stamp += 1
         t = times[k]
-        n0 = n_out
+        n1 = n_out
         P = (pv, ps, base[k], size[k], tv, ts, tbase[k], tsize[k])
-        if points.shape[0] == 0:
-            meta[NONE] += 1
-        else:
+        how_probed = NONE
+        if points.shape[0] > 0:
             newest = dtimes[ts[tbase[k] + tsize[k] - 1]]
             now = nows[k]
             if newest <= t and now <= t:
@@ -440,22 +460,26 @@ def wj_ssi_many(S: tuple, pool: tuple, points: np.ndarray, F: tuple, tree: tuple
                 pool = sky_refresh(S, pool, g, keys[k], now - wmax, pv, ps, dtimes, base[k],
                                    size[k], points)
                 cand = pool[2][start[g]:start[g] + n[g]]
-                meta[STORED] += 1
+                how_probed = STORED
             else:
                 cand = skyline_pass(pv, ps, dtimes, base[k], size[k], points, 0, True, t,
                                     wmax)[2]
-                meta[ONE_PASS] += 1
-            out_q, out_x, n_out, hits = wj_ssi(cand, F, P, T, Q, values[k], t, wmax, dirn,
-                                               seqs[k], mode, stamp, out_q, out_x, n_out,
-                                               stack, hits)
+                how_probed = ONE_PASS
+            n1, hits = wj_ssi(cand, F, P, T, Q, values[k], t, wmax, dirn, seqs[k], mode, stack,
+                              stamp, out_q, out_x, n1, hits)
+            if n1 == OVERFLOW:
+                return k, n_out, stamp, hits, pool
         if tree[3] >= 0:  # WJ-SelectFirst over the scattered ranges (wj_select_first)
             v = values[k]
             nh = stab(tree, v, thits)
             if nh == OVERFLOW:  # the out-of-room protocol: grow to the bound and ask again
                 thits = np.empty(2 * stab_bound(tree, v) + 64, dtype=np.int64)
                 nh = stab(tree, v, thits)
-            out_q, out_x, n_out = _window_each(thits, nh, False, P, T, Q, v, t, own, seqs[k],
-                                               mode, stamp, out_q, out_x, n_out)
-        out_e = rows_grown(out_e, out_q, n0)
-        rows_of_event(pos[k], n0, n_out, mode, acc, out_e, out_q, out_x)
-    return out_e, out_q, out_x, n_out, stamp, hits, pool
+            n1 = _window_each(thits, nh, False, P, T, Q, v, t, own, seqs[k], mode, stamp, out_q,
+                              out_x, n1)
+            if n1 == OVERFLOW:
+                return k, n_out, stamp, hits, pool
+        meta[how_probed] += 1
+        rows_of_event(pos[k], n_out, n1, mode, acc, out_e, out_q, out_x)
+        n_out = n1
+    return pos.shape[0], n_out, stamp, hits, pool

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hotjoin.matcher import core
+from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
 
 KEYS = st.lists(st.sampled_from([-np.inf, -3.0, -1.0, 0.0, 0.5, 1.0, 2.0, 7.0, np.inf]),
                 max_size=40).map(sorted)
@@ -151,35 +152,34 @@ def test_rows_of_event_tags_only_its_rows_and_counts_only_in_count() -> None:
         assert out_x.tolist() == ([-1, 10, 20, -1] if mode == core.COUNT else [-1] * 4)
 
 
-def test_growing_appends_keep_every_row() -> None:
-    q = np.empty(0, dtype=np.int64)
-    s = np.empty(0, dtype=np.int64)
+def test_put_writes_pairs_rows_until_full_then_says_overflow() -> None:
+    q = np.full(3, -1, dtype=np.int64)
+    s = np.full(3, -1, dtype=np.int64)
     n = 0
-    for i in range(100):
-        q, s, n = core.push(q, s, n, i, -i)
-    assert n == 100 and q[:n].tolist() == list(range(100)) and s[:n].tolist() == [-i for i in
-                                                                                   range(100)]
-    q2, s2 = core.with_room(q, s, 1000)
-    assert q2.shape[0] >= 1000 and q2[:n].tolist() == q[:n].tolist()
-    assert s2[:n].tolist() == s[:n].tolist()
-    e = core.rows_grown(np.arange(3), q2, 3)
-    assert e.shape[0] == q2.shape[0] and e[:3].tolist() == [0, 1, 2]
-    same = np.arange(5)
-    assert core.rows_grown(same, np.arange(5), 2) is same
+    for i in range(3):
+        n = core.put(q, s, n, i, -i)
+    assert n == 3 and q.tolist() == [0, 1, 2] and s.tolist() == [0, -1, -2]
+    assert core.put(q, s, n, 9, 9) == core.OVERFLOW  # full: nothing written
+    assert q.tolist() == [0, 1, 2] and s.tolist() == [0, -1, -2]
+    assert core.put(np.empty(0, np.int64), np.empty(0, np.int64), 0, 1, 1) == core.OVERFLOW
 
 
 def test_record_outputs_once_per_stamp_and_sums_counts() -> None:
     mark = np.zeros(4, dtype=np.int64)
     acc = np.zeros(4, dtype=np.int64)
-    q, s, n = np.empty(1, dtype=np.int64), np.empty(1, dtype=np.int64), 0
+    q, s, n = np.full(4, -1, dtype=np.int64), np.full(4, -1, dtype=np.int64), 0
     for qq, cnt in [(2, 1), (3, 2), (2, 4), (1, 0)]:
-        q, s, n = core.record(qq, cnt, core.COUNT, mark, 7, acc, q, s, n)
+        n = core.record(qq, cnt, core.COUNT, mark, 7, acc, q, s, n)
     assert q[:n].tolist() == [2, 3] and acc.tolist() == [0, 0, 5, 2]
-    q, s, n = core.record(1, 3, core.PAIRS, mark, 7, acc, q, s, n)  # PAIRS: nothing
+    assert s[:n].tolist() == [0, 0]
+    n = core.record(1, 3, core.PAIRS, mark, 7, acc, q, s, n)  # PAIRS: nothing
     assert n == 2
-    q, s, n = core.emit_marked(0, 0, core.COUNT, acc, q, s, n)  # no pair: no row
-    q, s, n = core.emit_marked(0, 6, core.IDENTIFY, acc, q, s, n)
-    assert q[:n].tolist() == [2, 3, 0] and acc[0] == 6
+    n = core.record(2, 1, core.COUNT, mark, 8, acc, q, s, n)  # a new stamp: output again
+    assert q[:n].tolist() == [2, 3, 2] and acc[2] == 1
+    n = core.emit_marked(0, 0, core.COUNT, acc, q, s, n)  # no pair: no row
+    assert n == 3
+    n = core.emit_marked(0, 6, core.IDENTIFY, acc, q, s, n)
+    assert q[:n].tolist() == [2, 3, 2, 0] and acc[0] == 6
 
 
 def test_modes_and_record_columns_agree_with_the_join_protocol() -> None:
@@ -190,14 +190,97 @@ def test_modes_and_record_columns_agree_with_the_join_protocol() -> None:
         assert getattr(core, name) == getattr(protocol, name), name
 
 
+# -- searches on a key difference ------------------------------------------------------------------
+
+
+def _plain_diff_lower_bound(keys: np.ndarray, b: float, dirn: int, x: float) -> int:
+    n = keys.shape[0]
+    d = [(keys[j] - b) if dirn > 0 else (b - keys[n - 1 - j]) for j in range(n)]
+    return next((j for j in range(n) if d[j] >= x), n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-40, 40), min_size=0, max_size=300), st.integers(-50, 50),
+       st.sampled_from([-1, 1]), st.integers(-90, 90).map(lambda x: x / 2))
+def test_diff_lower_bound_with_and_without_sample_equals_a_linear_scan(
+        keys: list[int], b: int, dirn: int, x: float) -> None:
+    k = np.sort(np.array(keys, dtype=np.float64)) / 4
+    samp = np.ascontiguousarray(k[::SAMPLE_EVERY])
+    want = _plain_diff_lower_bound(k, float(b) / 3, dirn, x)
+    assert core.diff_lower_bound(k, samp, SAMPLE_EVERY, float(b) / 3, dirn, x) == want
+    assert core.diff_lower_bound(k, np.empty(0), SAMPLE_EVERY, float(b) / 3, dirn, x) == want
+    n = k.shape[0]
+    for j in range(n):  # the difference and slot of position j, read backwards for S tuples
+        kj = k[j] if dirn > 0 else k[n - 1 - j]
+        assert core.diff_at(k, n, j, float(b), dirn) == (kj - b if dirn > 0 else b - kj)
+        assert core.slot_at(np.arange(n), n, j, dirn) == (j if dirn > 0 else n - 1 - j)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-20, 20), max_size=60), st.integers(-25, 25),
+       st.sampled_from([1, -1]), st.floats(-30, 30), st.integers(-2, 70))
+def test_diff_gallop_equals_diff_lower_bound(keys: list[int], b: int, dirn: int, x: float,
+                                   start: int) -> None:
+    k = np.sort(np.array(keys, dtype=np.float64))
+    samp = np.empty(0)
+    want = core.diff_lower_bound(k, samp, 16, float(b), dirn, x)
+    assert core.diff_gallop(k, samp, 16, float(b), dirn, x, start) == want
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(-20, 20), max_size=90), st.integers(-25, 25),
+       st.sampled_from([1, -1]), st.floats(-50, 50), st.integers(-1, 12),
+       st.sampled_from([1, 2, 4, 16]))
+def test_diff_locate_equals_diff_lower_bound_from_any_hint(keys: list[int], b: int, dirn: int, x: float,
+                                                 hint: int, step: int) -> None:
+    """The sampled search (BJ-SSI's per-group search) lands where the plain search does, from
+    a hint below, at or above the answer, and past the sample's end."""
+    k = np.sort(np.array(keys, dtype=np.float64))
+    samp = np.ascontiguousarray(k[::step])
+    want = core.diff_lower_bound(k, np.empty(0), step, float(b), dirn, x)
+    if samp.shape[0] > 1:
+        pos, h = core.diff_locate(k, samp, step, float(b), dirn, x, hint)
+        assert pos == want
+        # the returned hint is the exact sample rank: searching from it again costs no step
+        assert core.diff_locate(k, samp, step, float(b), dirn, x, h) == (want, h)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-20, 20), min_size=1, max_size=60), st.integers(-25, 25),
+       st.sampled_from([1, -1]), st.floats(-30, 30), st.data())
+def test_diff_gallop_back_equals_diff_lower_bound(keys: list[int], b: int, dirn: int, x: float,
+                                        data: st.DataObject) -> None:
+    """The backward search (BJ-SSI's fast COUNT of a band's lower end) from any position whose
+    ``d`` reaches ``x``."""
+    k = np.sort(np.array(keys, dtype=np.float64))
+    want = core.diff_lower_bound(k, np.empty(0), 16, float(b), dirn, x)
+    if want < k.shape[0]:
+        start = data.draw(st.integers(want, k.shape[0] - 1))
+        assert core.diff_gallop_back(k, float(b), dirn, x, start) == want
+
+
 # -- the one numba configuration -------------------------------------------------------------------
 
 def test_helpers_live_in_core_only() -> None:
-    """The shared helpers are core's own objects wherever a kind's kernels use them."""
-    from hotjoin.matcher.joins import band_kernels, select_kernels, window_kernels
+    """The shared helpers are core's own objects wherever a kind's kernels use them, and no
+    kind's kernel module defines a search or an output append of its own under core's name."""
+    from hotjoin.matcher.joins import (
+        band_kernels,
+        interval_kernels,
+        select_kernels,
+        window_kernels,
+    )
 
-    for mod in (band_kernels, select_kernels, window_kernels):
-        for name in ("owed", "owed_rec", "push", "rows_of_event", "record", "lower_bound",
-                     "upper_bound", "rows_grown"):
-            if hasattr(mod, name) and not (mod is band_kernels and name == "lower_bound"):
+    names = ("owed", "owed_rec", "put", "rows_of_event", "record", "emit_marked",
+             "lower_bound", "upper_bound", "diff_at", "slot_at", "diff_lower_bound",
+             "diff_gallop", "diff_gallop_back", "diff_locate", "sample_rank")
+    used = 0
+    for mod in (band_kernels, interval_kernels, select_kernels, window_kernels):
+        for name in names:
+            if hasattr(mod, name):
+                used += 1
                 assert getattr(mod, name) is getattr(core, name), (mod.__name__, name)
+        for gone in ("gallop", "locate", "gallop_back", "_d", "_pay", "push", "with_room",
+                     "rows_grown", "grown"):
+            assert not hasattr(mod, gone), (mod.__name__, gone)
+    assert used >= 10

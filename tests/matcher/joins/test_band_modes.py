@@ -6,30 +6,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from hotjoin.matcher import BandJoin, Engine, Event, Range
 from hotjoin.matcher.joins.band import BAND_STRATEGIES
-from hotjoin.matcher.joins.band_kernels import lower_bound
-from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
-
-
-def _plain_lower_bound(keys: np.ndarray, b: float, dirn: int, x: float) -> int:
-    n = keys.shape[0]
-    d = [(keys[j] - b) if dirn > 0 else (b - keys[n - 1 - j]) for j in range(n)]
-    return next((j for j in range(n) if d[j] >= x), n)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(-40, 40), min_size=0, max_size=300), st.integers(-50, 50),
-       st.sampled_from([-1, 1]), st.integers(-90, 90).map(lambda x: x / 2))
-def test_sampled_lower_bound_equals_linear_scan(keys, b, dirn, x) -> None:
-    k = np.sort(np.array(keys, dtype=np.float64)) / 4
-    samp = np.ascontiguousarray(k[::SAMPLE_EVERY])
-    want = _plain_lower_bound(k, float(b) / 3, dirn, x)
-    assert lower_bound(k, samp, SAMPLE_EVERY, float(b) / 3, dirn, x) == want
-    assert lower_bound(k, np.empty(0), SAMPLE_EVERY, float(b) / 3, dirn, x) == want
 
 
 def _engine(name: str, seed: int, selections: bool,

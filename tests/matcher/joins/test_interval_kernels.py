@@ -1,7 +1,8 @@
 """The interval-join kernels (``matcher/joins/interval_kernels.py``) called directly on their
 bundles: IJ-NestedLoop's and IJ-SSI's rows, in PAIRS and COUNT mode and through each of IJ-SSI's
 three ways (counted per member, visited by key, visited by value), equal a brute force written
-from the record rows' meaning; the growth helpers keep what they hold; the bundles have the
+from the record rows' meaning, on output columns too small for them (the out-of-room protocol);
+the scratch growth keeps what it holds; the bundles have the
 fields the strategies pass."""
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ from hypothesis import strategies as st
 from hotjoin.matcher.engine import Engine
 from hotjoin.matcher.joins import interval as I
 from hotjoin.matcher.joins import interval_kernels as K
-from hotjoin.matcher.joins.protocol import COUNT, PAIRS
+from hotjoin.matcher.joins.protocol import COUNT, PAIRS, BatchRows, MatchBuffer, run_kernel_many
 from hotjoin.matcher.model import Event, IntervalJoin, Range
 
 BIG = 1 << 62
 
 
-def test_growth_keeps_contents() -> None:
-    e, q, x = (np.arange(4, dtype=np.int64) for _ in range(3))
-    assert K.grown(e, q, x, 2)[0] is e  # room left: the same arrays
-    e2, q2, x2 = K.grown(e, q, x, 4)
-    assert e2.shape[0] > 4 and e2[:4].tolist() == q2[:4].tolist() == x2[:4].tolist() == [0, 1, 2, 3]
+def test_scratch_growth_keeps_contents() -> None:
     f = K._wider_f(np.array([1.5, 2.5, 3.5]), 2)
     i = K._wider_i(np.array([7, 8, 9]), 3)
     assert f.shape[0] > 3 and f[:2].tolist() == [1.5, 2.5]
@@ -120,16 +117,22 @@ def test_kernels_equal_brute_force(setup: Any, ratio: int, stage: bool) -> None:
     want = [_brute(subs, stored, p) for p in probes]
     for mode in (PAIRS, COUNT):
         for name in ("nested", "ssi"):
-            out = (np.empty(4, dtype=np.int64), np.empty(4, dtype=np.int64),
-                   np.empty(4, dtype=np.int64))
-            stamp0 = int(ix.cols.mark.max()) + 1
+            rows, buf = BatchRows(), MatchBuffer()
+            rows.e, rows.q, rows.x = (np.empty(4, dtype=np.int64) for _ in range(3))  # tight
+            buf.stamp = stamp0 = int(ix.cols.mark.max())
+            room = 0 if mode == PAIRS else qids.shape[0] + 16
             if name == "nested":
-                oe, oq, ox, n = K.nested_many(qids, I._partners(table), I._subs(ix.cols),
-                                              incoming, 1, mode, stamp0, *out, 0)
+                head = (qids, I._partners(table), I._subs(ix.cols), incoming, (1, mode))
+                kernel = K.nested_many
             else:
-                oe, oq, ox, n = K.ssi_many(groups, tuple(ix.stage), I._partners(table),
-                                           I._subs(ix.cols), incoming, 1, mode, stamp0, ratio,
-                                           *out, 0)
+                head = (groups, tuple(ix.stage), I._partners(table), I._subs(ix.cols), incoming,
+                        (1, mode), ratio)
+                kernel = K.ssi_many
+            run_kernel_many(kernel, head, len(probes), buf, rows, room)
+            # one stamp per event; a PAIRS event redone on grown rows takes another
+            assert (buf.stamp == stamp0 + len(probes) if mode == COUNT
+                    else buf.stamp >= stamp0 + len(probes))
+            oe, oq, ox, n = rows.e, rows.q, rows.x, rows.n
             for i in range(len(probes)):
                 at = oe[:n] == i
                 if mode == PAIRS:

@@ -19,9 +19,11 @@ from hotjoin.matcher.joins.protocol import (
     OVERFLOW,
     PAIRS,
     TAKE_FRESH,
+    At,
     BatchRows,
     DenseIds,
     MatchBuffer,
+    RowBuffers,
     each_event,
     order_by_event,
     run_kernel_many,
@@ -194,9 +196,10 @@ def test_run_kernel_many_grows_the_rows_until_every_event_is_done(per_event: lis
     """A ``*_many`` kernel that writes ``per_event[e]`` (at most ``room``) rows for event e,
     stopping before an event when fewer than ``room`` rows are free, as the IDENTIFY/COUNT
     kernels do (``band_kernels``); the stamp advances once per event."""
-    def kernel(tag: int, e0: int, n_events: int, stamp: int, room_: int, e: np.ndarray,
-               q: np.ndarray, x: np.ndarray, n: int) -> tuple[int, int, int]:
-        ev = e0
+    def kernel(tag: int, n_events: int, out: tuple[np.ndarray, ...],
+               at: tuple[int, int, int, int]) -> tuple[int, int, int]:
+        e, q, x = RowBuffers(*out)
+        ev, n, stamp, room_ = At(*at)
         while ev < n_events:
             k = per_event[ev]
             if n + room_ > e.shape[0]:
@@ -211,7 +214,7 @@ def test_run_kernel_many_grows_the_rows_until_every_event_is_done(per_event: lis
 
     buf, rows = MatchBuffer(), BatchRows()
     rows.e, rows.q, rows.x = (np.empty(room + 16, dtype=np.int64) for _ in range(3))  # tight
-    run_kernel_many(kernel, (7,), (len(per_event),), len(per_event), buf, rows, room)
+    assert run_kernel_many(kernel, (7, len(per_event)), len(per_event), buf, rows, room) == ()
     want_e = [ev for ev, k in enumerate(per_event) for _ in range(k)]
     assert rows.e[: rows.n].tolist() == want_e
     assert rows.q[: rows.n].tolist() == [i for k in per_event for i in range(k)]
