@@ -218,6 +218,12 @@ def gallop_upper(a: np.ndarray, lo: int, hi: int, x: float, hint: int) -> int:
 
 @kernel(**INLINE)
 def diff_at(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
+    """``d(pos)`` of the run ``keys[:n]`` for an incoming key ``b`` of direction ``dirn``.
+
+    >>> keys = np.array([1.0, 4.0, 9.0])
+    >>> diff_at(keys, 3, 0, 5.0, 1), diff_at(keys, 3, 0, 5.0, -1)
+    (-4.0, -4.0)
+    """
     if dirn > 0:
         return keys[pos] - b
     return b - keys[n - 1 - pos]
@@ -225,6 +231,11 @@ def diff_at(keys: np.ndarray, n: int, pos: int, b: float, dirn: int) -> float:
 
 @kernel(**INLINE)
 def slot_at(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
+    """The slot (payload) at ``d``-order position ``pos`` of the run ``pays[:n]``.
+
+    >>> slot_at(np.array([7, 8, 9]), 3, 0, 1), slot_at(np.array([7, 8, 9]), 3, 0, -1)
+    (7, 9)
+    """
     if dirn > 0:
         return pays[pos]
     return pays[n - 1 - pos]
@@ -232,7 +243,8 @@ def slot_at(pays: np.ndarray, n: int, pos: int, dirn: int) -> int:
 
 @kernel(**INLINE)
 def _flips(k: float, b: float, dirn: int, x: float) -> bool:
-    """Monotone predicate over key index i (false, then true as keys grow) for lower_bound."""
+    """Monotone predicate over key index i (false, then true as keys grow) for
+    :func:`diff_lower_bound`."""
     if dirn > 0:
         return k - b >= x
     return not (b - k >= x)
@@ -240,7 +252,7 @@ def _flips(k: float, b: float, dirn: int, x: float) -> bool:
 
 @kernel(**INLINE)
 def diff_lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int,
-                x: float) -> int:
+                     x: float) -> int:
     """First position ``j`` with ``d(j) >= x`` (``n`` if none); O(log n).
 
     Searches in key-index space for the first ``i`` where ``_flips`` holds (dirn −1 maps it back
@@ -275,8 +287,22 @@ def diff_lower_bound(keys: np.ndarray, samp: np.ndarray, step: int, b: float, di
 
 
 @kernel(**INLINE)
+def _diff_bisect(keys: np.ndarray, n: int, b: float, dirn: int, x: float, a: int,
+                 hi: int) -> int:
+    """The first position ``j`` in ``[a, hi]`` with ``d(j) >= x``, given that none below
+    ``a`` has it and ``hi`` has it (or is ``n``): the binary search that ends both gallops."""
+    while a < hi:
+        mid = (a + hi) >> 1
+        if diff_at(keys, n, mid, b, dirn) >= x:
+            hi = mid
+        else:
+            a = mid + 1
+    return a
+
+
+@kernel(**INLINE)
 def diff_gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
-           start: int) -> int:
+                start: int) -> int:
     """:func:`diff_lower_bound` started from ``start``: when ``d(start − 1) < x`` (the answer for a
     smaller ``x``, as when stabbing points are visited in increasing order) an exponential
     search forward from ``start``, O(log gap) over neighbouring, cached positions; otherwise the
@@ -291,16 +317,7 @@ def diff_gallop(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: i
         lo = hi
         gap <<= 1
         hi = lo + gap
-    if hi > n:
-        hi = n
-    a = lo + 1
-    while a < hi:
-        mid = (a + hi) >> 1
-        if diff_at(keys, n, mid, b, dirn) >= x:
-            hi = mid
-        else:
-            a = mid + 1
-    return a
+    return _diff_bisect(keys, n, b, dirn, x, lo + 1, min(hi, n))
 
 
 @kernel(**INLINE)
@@ -342,7 +359,7 @@ def sample_rank(samp: np.ndarray, b: float, dirn: int, x: float, h: int) -> int:
 
 @kernel(**INLINE)
 def diff_locate(keys: np.ndarray, samp: np.ndarray, step: int, b: float, dirn: int, x: float,
-           h: int) -> tuple[int, int]:
+                h: int) -> tuple[int, int]:
     """``(diff_lower_bound(keys, samp, step, b, dirn, x), sample hint)`` for a run with a sample
     (``samp[j] == keys[j * step]``): :func:`sample_rank` from the hint ``h``, then the one
     block of ``step`` keys it leaves is counted without branches (``step`` compares, no
@@ -377,16 +394,7 @@ def diff_gallop_back(keys: np.ndarray, b: float, dirn: int, x: float, start: int
         hi = lo
         gap <<= 1
         lo = hi - gap
-    if lo < -1:
-        lo = -1
-    a = lo + 1  # d(lo) < x (or lo = −1): the answer is in (lo, hi]
-    while a < hi:
-        mid = (a + hi) >> 1
-        if diff_at(keys, n, mid, b, dirn) >= x:
-            hi = mid
-        else:
-            a = mid + 1
-    return a
+    return _diff_bisect(keys, n, b, dirn, x, max(lo, -1) + 1, hi)  # the answer is in (lo, hi]
 
 
 # -- sorted inserts and removes in place ----------------------------------------------------------
