@@ -500,10 +500,7 @@ class JoinFirst(SelectStrategy):
         self.forest.add(0, q, self.coords)
 
     def _add_many(self, qs: np.ndarray) -> None:
-        if len(self.ids) == qs.shape[0]:
-            self.forest.reset_groups({0: qs.astype(np.int64)}, self.coords)
-        else:
-            self.forest.add_many(0, qs, self.coords)
+        self.forest.add_many(0, qs, self.coords, whole=len(self.ids) == qs.shape[0])
 
     def _remove(self, q: int) -> None:
         self.forest.remove(0, q)

@@ -299,10 +299,7 @@ class JoinFirst(WindowStrategy):
         self.d.add(0, q, self.coords)
 
     def _add_many(self, qs: np.ndarray) -> None:
-        if len(self.ids) == qs.shape[0]:
-            self.d.reset_groups({0: qs.astype(np.int64)}, self.coords)
-        else:
-            self.d.add_many(0, qs, self.coords)
+        self.d.add_many(0, qs, self.coords, whole=len(self.ids) == qs.shape[0])
 
     def _remove(self, q: int) -> None:
         self.d.remove(0, q)
@@ -462,10 +459,7 @@ class SSI(WindowStrategy):
             part.insert(q, float(lo[q]), float(hi[q]))
 
     def _add_many(self, qs: np.ndarray) -> None:
-        if len(self.ids) == qs.shape[0]:
-            self.d.reset_groups({0: qs.astype(np.int64)}, self.coords)
-        else:
-            self.d.add_many(0, qs, self.coords)
+        self.d.add_many(0, qs, self.coords, whole=len(self.ids) == qs.shape[0])
         for d, part in self.parts.items():
             lo, hi = own_other(self.cols, d)[2:]
             part.insert_many(qs, lo[qs], hi[qs])

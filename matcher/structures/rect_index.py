@@ -438,7 +438,13 @@ class BoxForest:
         self.delta.insert(g, float(e), e)
         self._maybe_repack(g)
 
-    def add_many(self, g: int, qs: np.ndarray, coords: CoordFn) -> None:
+    def add_many(self, g: int, qs: np.ndarray, coords: CoordFn, whole: bool = False) -> None:
+        """Members ``qs`` join group ``g``; ``whole``: they are all its members (a bulk load),
+        so the group is packed from them at once (:meth:`reset_groups`) instead of growing a
+        delta list member by member."""
+        if whole:
+            self.reset_groups({g: qs.astype(np.int64)}, coords)
+            return
         ents = self._new_entries(qs.astype(np.int64), coords, g)
         for e in ents.tolist():
             self.delta.insert(g, float(e), e)
