@@ -209,7 +209,81 @@ BatchingPublisher = Publisher
 """The former name of ``Publisher``."""
 
 
-class MatchStream:
+class _ListenCall:
+    """What ``MatchStream`` and ``ColumnStream`` share: one Listen call after another, each
+    resuming after the subscriptions' ``cursors`` (a subclass keeps them), until the iteration
+    ends or a status is not worth a reconnect; the parts of a split PAIRS message joined."""
+
+    cursors: Any  # {subscription id: last seq yielded}: the subclass's
+
+    def __init__(self, client: Client, request: pb.ListenRequest, reconnect: bool,
+                 retry_delay: float) -> None:
+        self.client = client
+        self.request = request
+        self.reconnect = reconnect
+        self.retry_delay = retry_delay
+        self.reconnects = 0
+        self.duplicates = 0  # messages at or below a cursor that were dropped (should stay 0)
+        self.caught_up: int | None = None  # the seq of the first CaughtUp yielded
+        self._call: Any = None
+        self._cancelled = False
+        self._start_seq: int | None = None
+
+    def cancel(self) -> None:
+        """End the iteration (from any thread): the current call is cancelled, no reconnect."""
+        self._cancelled = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def _next_request(self) -> pb.ListenRequest:
+        req = pb.ListenRequest()
+        req.CopyFrom(self.request)
+        if self._start_seq is not None and req.from_latest:
+            req.from_latest = False
+            req.default_after_seq = self._start_seq
+        del req.cursors[:]
+        req.cursors.extend(pb.Cursor(subscription_id=s, after_seq=q) for s, q in self.cursors.items())
+        return req
+
+    def _responses(self) -> Iterator[pb.ListenResponse]:
+        """The server's responses across reconnects: a split PAIRS ``Match`` comes as one
+        response once its last part arrived; a reconnect asks again after the cursors as they
+        stand (so what was not yet yielded is sent again, what was is not), and a ``from
+        latest`` stream resumes after the seq its first ``CaughtUp`` gave."""
+        while not self._cancelled:
+            partial: pb.Match | None = None
+            self._call = self.client.listening.Listen(self._next_request())
+            try:
+                for resp in self._call:
+                    kind = resp.WhichOneof("message")
+                    if kind == "match" and (resp.match.more or partial is not None):
+                        if partial is None:
+                            partial = pb.Match()
+                            partial.CopyFrom(resp.match)
+                        else:
+                            partial.pairs.extend(resp.match.pairs)
+                        if resp.match.more:
+                            continue
+                        partial.more = False
+                        resp, partial = pb.ListenResponse(match=partial), None
+                    elif kind == "caught_up":
+                        if self._start_seq is None:
+                            self._start_seq = resp.caught_up.seq
+                        if self.caught_up is None:
+                            self.caught_up = resp.caught_up.seq
+                    yield resp
+                return
+            except HotjoinError as e:
+                code = getattr(e, "code", "")
+                if self._cancelled or not self.reconnect or code not in RETRYABLE:
+                    if self._cancelled:
+                        return
+                    raise
+                self.reconnects += 1
+                time.sleep(self.retry_delay)
+
+
+class MatchStream(_ListenCall):
     """Iterate over a Listen stream as typed items; reconnects and resumes from the last seq per
     subscription (module docstring: delivery guarantee).
 
@@ -224,19 +298,10 @@ class MatchStream:
 
     def __init__(self, client: Client, request: pb.ListenRequest, cursors: dict[int, int],
                  reconnect: bool, retry_delay: float, auto_commit: float | None = None) -> None:
-        self.client = client
-        self.request = request
+        super().__init__(client, request, reconnect, retry_delay)
         self.cursors = cursors
         self.processed: dict[int, int] = {}
-        self.reconnect = reconnect
-        self.retry_delay = retry_delay
         self.auto_commit = auto_commit
-        self.reconnects = 0
-        self.duplicates = 0  # messages at or below a cursor that were dropped (should stay 0)
-        self.caught_up: int | None = None  # the seq of the first CaughtUp yielded
-        self._call: Any = None
-        self._cancelled = False
-        self._start_seq: int | None = None
         self._committed_at = time.monotonic()
         self._committed: dict[int, int] = {}
         # no cursor is above this, so a batch whose seqs all exceed it holds no duplicate
@@ -262,22 +327,6 @@ class MatchStream:
             except HotjoinError:  # retried at the next interval; never fails the iteration
                 self._committed_at = time.monotonic()
 
-    def cancel(self) -> None:
-        """End the iteration (from any thread): the current call is cancelled, no reconnect."""
-        self._cancelled = True
-        if self._call is not None:
-            self._call.cancel()
-
-    def _next_request(self) -> pb.ListenRequest:
-        req = pb.ListenRequest()
-        req.CopyFrom(self.request)
-        if self._start_seq is not None and req.from_latest:
-            req.from_latest = False
-            req.default_after_seq = self._start_seq
-        del req.cursors[:]
-        req.cursors.extend(pb.Cursor(subscription_id=s, after_seq=q) for s, q in self.cursors.items())
-        return req
-
     def __iter__(self) -> Iterator[ListenItem]:
         try:
             for resp in self._iterate():
@@ -288,76 +337,46 @@ class MatchStream:
                     self.commit()
 
     def _iterate(self) -> Iterator[pb.ListenResponse]:
-        partial: pb.Match | None = None
         cursors, processed = self.cursors, self.processed
-        while not self._cancelled:
-            self._call = self.client.listening.Listen(self._next_request())
-            try:
-                for resp in self._call:
-                    kind = resp.WhichOneof("message")
-                    done: Iterable[tuple[int, int]] = ()
-                    if kind == "match":
-                        m = resp.match
-                        if m.more or partial is not None:
-                            if partial is None:
-                                partial = pb.Match()
-                                partial.CopyFrom(m)
-                            else:
-                                partial.pairs.extend(m.pairs)
-                            if m.more:
-                                continue
-                            partial.more = False
-                            resp = pb.ListenResponse(match=partial)
-                            m, partial = partial, None
-                        if m.seq <= cursors.get(m.subscription_id, -1):
-                            self.duplicates += 1  # exactly once by seq within the stream
+        for resp in self._responses():
+            kind = resp.WhichOneof("message")
+            done: Iterable[tuple[int, int]] = ()
+            if kind == "match":
+                m = resp.match
+                if m.seq <= cursors.get(m.subscription_id, -1):
+                    self.duplicates += 1  # exactly once by seq within the stream
+                    continue
+                cursors[m.subscription_id] = m.seq
+                self._top = max(self._top, m.seq)
+                done = ((m.subscription_id, m.seq),)
+            elif kind == "matches":
+                mb = resp.matches
+                seqs = mb.seqs
+                if not seqs:
+                    continue
+                if not self._fresh(mb.subscription_ids, seqs):  # may repeat one
+                    rows = list(zip(mb.subscription_ids, seqs, strict=True))
+                    if any(q <= cursors.get(s, -1) for s, q in rows):
+                        resp, rows = self._dedupe(mb, rows)
+                        if not rows:
                             continue
-                        cursors[m.subscription_id] = m.seq
-                        self._top = max(self._top, m.seq)
-                        done = ((m.subscription_id, m.seq),)
-                    elif kind == "matches":
-                        mb = resp.matches
-                        seqs = mb.seqs
-                        if not seqs:
-                            continue
-                        if not self._fresh(mb.subscription_ids, seqs):  # may repeat one
-                            rows = list(zip(mb.subscription_ids, seqs, strict=True))
-                            if any(q <= cursors.get(s, -1) for s, q in rows):
-                                resp, rows = self._dedupe(mb, rows)
-                                if not rows:
-                                    continue
-                            cursors.update(rows)
-                            done = rows
-                        else:  # the common case: no per-row Python, C-level dict updates
-                            cursors.update(zip(mb.subscription_ids, seqs, strict=True))
-                            done = zip(mb.subscription_ids, seqs, strict=True)
-                        self._top = max(self._top, max(seqs))
-                    elif kind == "gap":
-                        g = resp.gap
-                        cursors[g.subscription_id] = max(cursors.get(g.subscription_id, 0), g.to_seq)
-                        self._top = max(self._top, g.to_seq)
-                        done = ((g.subscription_id, cursors[g.subscription_id]),)
-                    elif kind == "unsubscribed":
-                        cursors.pop(resp.unsubscribed.subscription_id, None)
-                        processed.pop(resp.unsubscribed.subscription_id, None)
-                    elif kind == "caught_up":
-                        if self._start_seq is None:
-                            self._start_seq = resp.caught_up.seq
-                        if self.caught_up is None:
-                            self.caught_up = resp.caught_up.seq
-                    yield resp
-                    processed.update(done)  # the application asked for the next message
-                    self._maybe_commit()
-                return
-            except HotjoinError as e:
-                partial = None
-                code = getattr(e, "code", "")
-                if self._cancelled or not self.reconnect or code not in RETRYABLE:
-                    if self._cancelled:
-                        return
-                    raise
-                self.reconnects += 1
-                time.sleep(self.retry_delay)
+                    cursors.update(rows)
+                    done = rows
+                else:  # the common case: no per-row Python, C-level dict updates
+                    cursors.update(zip(mb.subscription_ids, seqs, strict=True))
+                    done = zip(mb.subscription_ids, seqs, strict=True)
+                self._top = max(self._top, max(seqs))
+            elif kind == "gap":
+                g = resp.gap
+                cursors[g.subscription_id] = max(cursors.get(g.subscription_id, 0), g.to_seq)
+                self._top = max(self._top, g.to_seq)
+                done = ((g.subscription_id, cursors[g.subscription_id]),)
+            elif kind == "unsubscribed":
+                cursors.pop(resp.unsubscribed.subscription_id, None)
+                processed.pop(resp.unsubscribed.subscription_id, None)
+            yield resp
+            processed.update(done)  # the application asked for the next message
+            self._maybe_commit()
 
     def _fresh(self, sids: Any, seqs: Any) -> bool:
         """Whether no row of a batch can be at or below its subscription's cursor, decided
@@ -400,7 +419,7 @@ class MatchStream:
         return pb.ListenResponse(matches=out), [rows[i] for i in keep]
 
 
-class ColumnStream:
+class ColumnStream(_ListenCall):
     """Iterate over a columnar Listen stream: ``MatchColumns`` for matches, and ``Gap``,
     ``CaughtUp``, ``Unsubscribed`` as they come; reconnects and resumes after the last seq
     yielded per subscription, exactly as ``MatchStream`` (module docstring: delivery guarantee).
@@ -414,21 +433,12 @@ class ColumnStream:
 
     def __init__(self, client: Client, request: pb.ListenRequest, cursors: dict[int, int],
                  reconnect: bool, retry_delay: float) -> None:
-        self.client = client
-        self.request = request
+        super().__init__(client, request, reconnect, retry_delay)
         request.columnar = True
         top = max(cursors, default=-1) + 1
         self._cur = np.full(max(top, 1024), -1, dtype=np.int64)
         for sid, seq in cursors.items():
             self._cur[sid] = seq
-        self.reconnect = reconnect
-        self.retry_delay = retry_delay
-        self.reconnects = 0
-        self.duplicates = 0
-        self.caught_up: int | None = None
-        self._call: Any = None
-        self._cancelled = False
-        self._start_seq: int | None = None
         self._items: Iterator[Any] | None = None
 
     @property
@@ -436,22 +446,6 @@ class ColumnStream:
         """The last seq yielded per subscription (``{id: seq}``)."""
         at = np.flatnonzero(self._cur >= 0)
         return dict(zip(at.tolist(), self._cur[at].tolist(), strict=True))
-
-    def cancel(self) -> None:
-        """End the iteration (from any thread): the current call is cancelled, no reconnect."""
-        self._cancelled = True
-        if self._call is not None:
-            self._call.cancel()
-
-    def _next_request(self) -> pb.ListenRequest:
-        req = pb.ListenRequest()
-        req.CopyFrom(self.request)
-        if self._start_seq is not None and req.from_latest:
-            req.from_latest = False
-            req.default_after_seq = self._start_seq
-        del req.cursors[:]
-        req.cursors.extend(pb.Cursor(subscription_id=s, after_seq=q) for s, q in self.cursors.items())
-        return req
 
     def _grow(self, top: int) -> None:
         if top >= self._cur.shape[0]:
@@ -486,57 +480,23 @@ class ColumnStream:
     def _run(self) -> Iterator[Any]:
         from hotjoin.clients.convert import columns_item
 
-        partial: pb.Match | None = None
-        while not self._cancelled:
-            self._call = self.client.listening.Listen(self._next_request())
-            try:
-                for resp in self._call:
-                    kind = resp.WhichOneof("message")
-                    if kind == "matches":
-                        m = self._fresh(MatchColumns.of_batch(resp.matches))
-                        if m is not None:
-                            yield m
-                        continue
-                    if kind == "match":  # a large PAIRS message, in parts
-                        part = resp.match
-                        if partial is None:
-                            partial = pb.Match()
-                            partial.CopyFrom(part)
-                        else:
-                            partial.pairs.extend(part.pairs)
-                        if part.more:
-                            continue
-                        partial.more = False
-                        m = self._fresh(MatchColumns.of_match(partial))
-                        partial = None
-                        if m is not None:
-                            yield m
-                        continue
-                    item = listen_item_of(resp)
-                    if kind == "gap":
-                        g = resp.gap
-                        self._grow(g.subscription_id)
-                        self._cur[g.subscription_id] = max(int(self._cur[g.subscription_id]), g.to_seq)
-                    elif kind == "unsubscribed":
-                        sid = resp.unsubscribed.subscription_id
-                        if sid < self._cur.shape[0]:
-                            self._cur[sid] = -1
-                    elif kind == "caught_up":
-                        if self._start_seq is None:
-                            self._start_seq = resp.caught_up.seq
-                        if self.caught_up is None:
-                            self.caught_up = resp.caught_up.seq
-                    yield columns_item(item)
-                return
-            except HotjoinError as e:
-                partial = None
-                code = getattr(e, "code", "")
-                if self._cancelled or not self.reconnect or code not in RETRYABLE:
-                    if self._cancelled:
-                        return
-                    raise
-                self.reconnects += 1
-                time.sleep(self.retry_delay)
+        for resp in self._responses():
+            kind = resp.WhichOneof("message")
+            if kind == "matches" or kind == "match":
+                m = self._fresh(MatchColumns.of_batch(resp.matches) if kind == "matches"
+                                else MatchColumns.of_match(resp.match))
+                if m is not None:
+                    yield m
+                continue
+            if kind == "gap":
+                g = resp.gap
+                self._grow(g.subscription_id)
+                self._cur[g.subscription_id] = max(int(self._cur[g.subscription_id]), g.to_seq)
+            elif kind == "unsubscribed":
+                sid = resp.unsubscribed.subscription_id
+                if sid < self._cur.shape[0]:
+                    self._cur[sid] = -1
+            yield columns_item(listen_item_of(resp))
 
 
 __all__ = ["BatchingPublisher", "ColumnStream", "MatchStream", "Publisher"]

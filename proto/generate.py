@@ -4,7 +4,7 @@ Compiles ``proto/hotjoin/v1/hotjoin.proto`` with grpcio-tools into ``proto/`` it
 ``hotjoin.proto`` (messages, type stubs and service stubs): the one wire module that server and
 clients import. The proto directory is mapped to the virtual path ``hotjoin/proto`` so the
 generated modules import each other as ``hotjoin.proto.*`` without any post-editing.
-``tests/server/test_server_codegen.py`` fails when the checked-in code differs from a fresh run.
+``tests/proto/test_generate.py`` fails when the checked-in code differs from a fresh run.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ operations it does not see with ``Engine.advance_clock``). A pair (r, s) for sub
 found exactly by q's shard, by the unchanged engine, at the same sequence number as in a single
 engine; the facade maps the shard-local subscription ids of the output to the topic's ids and
 merges the shards' output of one operation. Results are identical, as a multiset per subscription
-with sequence numbers, to a single ``Engine`` (tests/server/scaleout/test_scaleout.py checks it differentially).
+with sequence numbers, to a single ``Engine`` (tests/server/scaleout/test_engine.py checks it differentially).
 
 Batches. ``apply_many`` sends a whole batch of operations to each actor in one RPC, all actors at
 once, and waits for all; the one-at-a-time calls of ``Engine`` are batches of one.

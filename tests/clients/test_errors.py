@@ -1,6 +1,6 @@
 """Typed errors: every status maps to its class of one hierarchy, and no raw ``grpc.RpcError``
-reaches the caller of either client — unary calls, client streams, server streams, iterators and
-the raw stubs alike."""
+reaches the caller of either client — unary calls, client streams, server streams and iterators
+alike (the raw stubs of the blocking client: ``tests/clients/test_channel.py``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from hotjoin.clients import (
 )
 from hotjoin.clients import errors as E
 from hotjoin.matcher.errors import HotjoinError as EngineRoot
-from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.quotas import Limits
 
@@ -127,20 +126,6 @@ def test_publisher_and_publish_stream_errors_are_typed(api: Api) -> None:
             pass
 
     _raises(NotFound, lambda: api._run(go()))
-
-
-def test_raw_stubs_of_the_blocking_client_raise_typed_errors(server: HotjoinServer) -> None:
-    with Client(server.target, timeout=10) as c:
-        _raises(NotFound, lambda: c.topics.GetTopic(pb.GetTopicRequest(name="nope")))
-        _raises(NotFound, lambda: next(iter(c.listening.Listen(pb.ListenRequest(topic="nope",
-                                                                                 subscriber="x")))))
-        _raises(InvalidArgument, lambda: c.subscriptions.SubscribeStream(
-            iter([pb.SubscribeManyRequest(topic="")])))
-        _raises(NotFound, lambda: list(c.publishing.PublishStream(
-            iter([pb.PublishRequest(topic="nope")]))))
-        future = c.topics.GetTopic.future(pb.GetTopicRequest(name="nope"))
-        assert isinstance(future.exception(), NotFound)
-        _raises(NotFound, future.result)
 
 
 def test_quota_and_connection_errors(tmp_path, topic: str) -> None:  # type: ignore[no-untyped-def]

@@ -1,10 +1,9 @@
-"""Columnar clients: the asyncio client, ``hotjoin publish`` through pyarrow, Arrow in and out."""
+"""Columnar clients: ``hotjoin publish`` through pyarrow, Arrow in and out (the asyncio client's
+columns: ``tests/clients/test_aio.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -13,46 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from hotjoin.cli.main import main
-from hotjoin.clients import PublishResult
-from hotjoin.clients.aio import AsyncHotjoinClient
 from hotjoin.clients.client import (
     HotjoinClient,
     MatchColumns,
     band,
-    columns,
     columns_from_arrow,
-    event,
 )
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.app import HotjoinServer
-
-
-def test_asyncio_client_publishes_and_listens(server: HotjoinServer) -> None:
-    async def go() -> tuple[list[PublishResult], list[tuple[int, int, int]], int]:
-        async with AsyncHotjoinClient(server.target, timeout=30) as hj:
-            await hj.wait_ready(10)
-            await hj.create_topic("a", lateness=0)
-            await hj.subscribe("a", band((-1, 1), subscriber="me", delivery="affected"))
-            one = await hj.publish_columns("a", ["S", "S"], ["s1", "s2"], [1.0, 5.0], [0.0, 0.0], [1, 1])
-
-            async def batches() -> AsyncIterator[pb.EventColumns | list[pb.Event]]:
-                yield columns(["R", "R"], ["r1", "r2"], [1.5, 9.0], [0.0, 0.0], [2, 2])
-                yield [event("R", "r3", 5.5, 0.0, time=3), event("R", "r3", 5.5, 0.0, time=3)]
-
-            acks = [one] + [r async for r in hj.publish_stream("a", batches())]
-            rows: list[tuple[int, int, int]] = []
-            async for m in hj.listen_columns("a", subscriber="me"):
-                if not isinstance(m, MatchColumns):
-                    assert m.kind == "caught_up"
-                    break
-                rows += list(zip(m.subscription_id.tolist(), m.seq.tolist(), m.count.tolist(), strict=True))
-            return acks, rows, int((await hj.stats("a")).seq)
-
-    acks, rows, seq = asyncio.run(go())
-    assert [(a.accepted, a.rejected) for a in acks] == [(2, 0), (2, 0), (1, 1)]
-    assert (acks[0].first_seq, acks[0].last_seq, acks[1].first_seq, acks[1].last_seq) == (2, 3, 4, 5)
-    assert [s.code for s in acks[2].statuses] == ["OK", "DUPLICATE"]  # the per-event form's answer
-    assert rows == [(0, 4, 1), (0, 6, 1)] and seq == 6
 
 
 def test_arrow_in_and_out(client: HotjoinClient) -> None:

@@ -1,12 +1,11 @@
 """Interval histograms together (paper 004 §4.1, App. B): ``histogram`` re-exports each
 module's objects, both histograms agree on closed ends, points and unbounded ends, refuse
-invalid intervals, stay non-negative under removals, and compare on the Fig. 25 workload; the
-``hotjoin bench histogram`` command. Each module's own tests are in ``test_hist_*.py`` and
-``test_exact_counter.py``."""
+invalid intervals, stay non-negative under removals, and compare on the Fig. 25 workload. Each
+module's own tests are in ``test_hist_*.py`` and ``test_exact_counter.py``; the ``hotjoin bench
+histogram`` command's in ``tests/ops/bench/test_histogram.py``."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -15,7 +14,6 @@ from histogram_oracle import INF, brute, grid, int_intervals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hotjoin.cli.main import main
 from hotjoin.matcher.partition import (
     exact_counter,
     hist_chooser,
@@ -107,21 +105,3 @@ def test_ssi_beats_eqw_on_the_fig25_workload_at_20_buckets() -> None:
     assert e_ssi < 0.95 * e_eqw                   # measured: 0.088 vs 0.101
     assert e_ssi <= 1.1 * e_opt                   # near the DP optimum (0.085)
     assert e_opt < e_eqw
-
-
-def test_bench_histogram_quick_produces_real_numbers(tmp_path) -> None:
-    js, md, plots = tmp_path / "h.json", tmp_path / "h.md", tmp_path / "plots"
-    assert main(["bench", "histogram", "--quick", "--json", str(js), "--plots", str(plots),
-                 "--markdown", str(md)]) == 0
-    res = json.loads(js.read_text())
-    recs = {(r["buckets"], r["histogram"]): r for r in res["records"]}
-    names = (hist_bench.EQW, hist_bench.SSI, hist_bench.EQW_MEM, hist_bench.OPT)
-    assert set(recs) == {(k, n) for k in (20, 40) for n in names}
-    for r in recs.values():
-        assert 0.0 < r["mean_relative_error"] < 1.0
-    assert recs[(20, hist_bench.SSI)]["pieces"] <= 20
-    assert recs[(20, hist_bench.SSI)]["tau"] > 1
-    assert recs[(20, hist_bench.EQW)]["estimate_ns"] > 0
-    assert isinstance(res["ratios"]["target HIST-SSI <= 0.5 x HIST-EQW met"], bool)
-    assert [p.name for p in plots.iterdir()] == ["histogram_fig25.png"]
-    assert md.read_text().startswith("| buckets | HIST-EQW | HIST-SSI")

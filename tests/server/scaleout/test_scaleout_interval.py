@@ -16,7 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from test_scaleout import Twin, _canon  # noqa: E402
+from test_engine import Twin, _canon  # noqa: E402
 
 from hotjoin.matcher.engine import Engine  # noqa: E402
 from hotjoin.matcher.errors import HotjoinError  # noqa: E402
