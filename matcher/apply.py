@@ -39,8 +39,7 @@ from hotjoin.matcher.batch import (
     rejection_reasons,
     side_codes,
 )
-from hotjoin.matcher.joins.interface import KindIndex
-from hotjoin.matcher.joins.interval import SpanRun
+from hotjoin.matcher.joins.interface import EventRun, KindIndex
 from hotjoin.matcher.joins.protocol import COUNT, PAIRS, BatchRows, MatchBuffer
 from hotjoin.matcher.kinds import KINDS
 from hotjoin.matcher.model import Side
@@ -210,7 +209,7 @@ class BatchApply:
             self._max_time = int(run_max[todo[b - 1]])
             if len(other):
                 idx = todo[a:b]
-                events = SpanRun(dirn, keys[idx], values[idx], times[idx], run_seqs[idx],
+                events = EventRun(dirn, keys[idx], values[idx], times[idx], run_seqs[idx],
                                  run_max[idx] - lateness, other, mode, buf, rows,
                                  None if groups is None else groups[a:b],
                                  ends=None if ends is None else ends[idx])
@@ -334,7 +333,7 @@ class BatchApply:
             return counts
         rows = self._rows_buf
         w = None if self._max_time is None else self._max_time - self.lateness
-        run = SpanRun(1 if side == "R" else -1, ks, vs, ts,
+        run = EventRun(1 if side == "R" else -1, ks, vs, ts,
                       np.full(n, self._seq + 1, dtype=np.int64),
                       ts if w is None else np.full(n, w, dtype=np.int64), other, mode,
                       self._buf, rows, ends=es)

@@ -47,8 +47,7 @@ from hotjoin.matcher.errors import (
     UnknownEventError,
     UnknownSubscriptionError,
 )
-from hotjoin.matcher.joins.interface import KindIndex
-from hotjoin.matcher.joins.interval import SpanEvent
+from hotjoin.matcher.joins.interface import KindIndex, OneEvent
 from hotjoin.matcher.joins.protocol import COUNT, IDENTIFY, PAIRS, BatchRows, MatchBuffer
 from hotjoin.matcher.kinds import KINDS, KindSpec, kind_of
 from hotjoin.matcher.model import (
@@ -152,7 +151,7 @@ class Engine(BatchApply, EngineState):
         self._matching: list[KindIndex] = []
         self._buf = MatchBuffer()
         self._rows_buf = BatchRows()
-        self._one = SpanEvent(self._buf)
+        self._one = OneEvent(self._buf)
         self._seq = 0
         self._max_time: int | None = None
 
@@ -289,7 +288,7 @@ class Engine(BatchApply, EngineState):
     # -- matching core ----------------------------------------------------------------------
     def _match(self, side: Side, key: float, value: float, xseq: int, mode: int,
                time: int = 0, end: int | None = None) -> None:
-        """Run every kind with subscriptions on one tuple of ``side`` (one ``SpanEvent``, filled
+        """Run every kind with subscriptions on one tuple of ``side`` (one ``OneEvent``, filled
         once, shared by the kinds; ``end`` None: a point); output left in ``self._buf``."""
         buf = self._buf
         buf.start()

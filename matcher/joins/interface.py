@@ -77,7 +77,8 @@ class OneEvent:
     """One incoming tuple matched against the other side's stored tuples (the one-tuple bundle).
 
     ``dirn`` +1 for an R tuple (its partners are S tuples), −1 for an S tuple; ``key``,
-    ``value``, ``time``; ``seq`` the sequence number the tuple's pairs form at (the owed test:
+    ``value``, ``time`` and ``end`` (the closed interval ``[time, end]``; ``end == time`` for a
+    point, what every kind but the interval joins reads); ``seq`` the sequence number the tuple's pairs form at (the owed test:
     ``matcher/oracle.py``); ``now`` the watermark it is matched under (window joins); ``table``
     the other side's :class:`~matcher.base_table.BaseTable`; ``mode`` IDENTIFY, COUNT or PAIRS;
     ``buf`` the :class:`~matcher.joins.protocol.MatchBuffer` every kind appends to.
@@ -86,21 +87,23 @@ class OneEvent:
     bundle, so the kinds and a router share one lookup. O(1) per field.
     """
 
-    __slots__ = ("_group", "_partners", "_run", "buf", "dirn", "key", "mode", "now", "seq",
-                 "table", "time", "value")
+    __slots__ = ("_group", "_partners", "_run", "buf", "dirn", "end", "key", "mode", "now",
+                 "seq", "table", "time", "value")
 
     def __init__(self, buf: MatchBuffer | None = None) -> None:
         self.buf = MatchBuffer() if buf is None else buf
         self.set(1, 0.0, 0.0, 0, 0, 0, None, 0)
 
     def set(self, dirn: int, key: float, value: float, time: int, seq: int, now: int,
-            table: Any, mode: int, group: int = _UNKNOWN) -> OneEvent:
+            table: Any, mode: int, group: int = _UNKNOWN, end: int | None = None) -> OneEvent:
         """Refill the bundle for another tuple (``group``: its key's group in ``table``'s key
-        index when the caller knows it, which saves the lookup); returns it."""
+        index when the caller knows it, which saves the lookup; ``end`` None: a point);
+        returns it."""
         self.dirn = dirn
         self.key = key
         self.value = value
         self.time = time
+        self.end = time if end is None else end
         self.seq = seq
         self.now = now
         self.table = table
@@ -148,8 +151,8 @@ class OneEvent:
 
 class EventRun:
     """A run of incoming tuples of one side matched against the same stored tuples (the run
-    bundle): arrays ``keys``, ``values`` (float64), ``times``, ``seqs`` (the sequence number each
-    tuple's pairs form at) and ``nows`` (the watermark each is matched under; int64), one entry
+    bundle): arrays ``keys``, ``values`` (float64), ``times``, ``ends`` (``== times`` for
+    points), ``seqs`` (the sequence number each tuple's pairs form at) and ``nows`` (the watermark each is matched under; int64), one entry
     per tuple; ``dirn``, ``table``, ``mode`` as :class:`OneEvent`; the output goes to ``rows``
     (:class:`~matcher.joins.protocol.BatchRows`, tagged with each tuple's position in the run),
     ``buf`` lends its dedupe stamp.
@@ -158,17 +161,18 @@ class EventRun:
     looked them up against the table as it stands (it then need not be looked up again).
     """
 
-    __slots__ = ("_groups", "_keyed", "buf", "dirn", "keys", "mode", "nows", "rows", "seqs",
-                 "table", "times", "values")
+    __slots__ = ("_groups", "_keyed", "buf", "dirn", "ends", "keys", "mode", "nows", "rows",
+                 "seqs", "table", "times", "values")
 
     def __init__(self, dirn: int, keys: np.ndarray, values: np.ndarray, times: np.ndarray,
                  seqs: np.ndarray, nows: np.ndarray, table: BaseTable, mode: int,
                  buf: MatchBuffer, rows: BatchRows, groups: np.ndarray | None = None,
-                 keyed: KeyedEvents | None = None) -> None:
+                 keyed: KeyedEvents | None = None, ends: np.ndarray | None = None) -> None:
         self.dirn = dirn
         self.keys = keys
         self.values = values
         self.times = times
+        self.ends = times if ends is None else ends
         self.seqs = seqs
         self.nows = nows
         self.table = table
@@ -208,7 +212,7 @@ class EventRun:
         :meth:`keyed` is ``ev``, whose rows keep their positions in the whole run. For the
         equi-join kinds, which read only :meth:`keyed`."""
         return EventRun(self.dirn, self.keys, self.values, self.times, self.seqs, self.nows,
-                        self.table, self.mode, self.buf, self.rows, None, ev)
+                        self.table, self.mode, self.buf, self.rows, None, ev, self.ends)
 
 
 class KindIndex:

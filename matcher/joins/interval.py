@@ -41,10 +41,9 @@ strategy. Both match a whole run of tuples in one compiled call
 matched by the nested loop and rebuilds its partition once the list (or the removed members)
 outgrows a fraction of the index: amortised O(log m) per change.
 
-**Ends on the matching path.** The kind interface's bundles carry times, not ends;
-:class:`SpanEvent` and :class:`SpanRun` are those bundles with the incoming tuples' ends
-(``end``/``ends``), and the engine always hands them to every kind. A bundle without ends
-(a caller outside the engine) is read as points.
+**Ends on the matching path.** The kind interface's bundles carry the incoming tuples' ends
+(``OneEvent.end``, ``EventRun.ends``; a point's end is its time), which only this kind
+reads.
 
 **Memory.** Measured with ``engine.memory_bytes()`` over 100,000 subscriptions of each kind on
 an otherwise empty engine (B ranges 0–20 wide, lower ends uniform in [−10, 10]; ``overlaps``
@@ -75,43 +74,12 @@ from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
 from hotjoin.matcher.subscriptions import ENDPOINT_CLIP, SubscriptionColumns
 
 __all__ = ["INTERVAL_CLASSES", "INTERVAL_STRATEGIES", "IntervalStrategy", "NestedLoop",
-           "SpanEvent", "SpanRun", "StabbingIndex"]
+           "StabbingIndex"]
 
 INTERVAL_STRATEGIES = ("IJ-NestedLoop", "IJ-SSI")
 _NO_FILTER_SEQ = np.iinfo(np.int64).max
 _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I = np.empty(0, dtype=np.int64)
-
-
-class SpanEvent(OneEvent):
-    """:class:`~matcher.joins.interface.OneEvent` with the incoming tuple's end (``end``,
-    ``== time`` for a point), what interval joins need beyond the other kinds."""
-
-    __slots__ = ("end",)
-
-    def set(self, dirn: int, key: float, value: float, time: int, seq: int, now: int,
-            table: Any, mode: int, group: int = -2, end: int | None = None) -> SpanEvent:
-        """Refill the bundle (``OneEvent.set``) and the end (None: a point)."""
-        OneEvent.set(self, dirn, key, value, time, seq, now, table, mode, group)
-        self.end = time if end is None else end
-        return self
-
-
-class SpanRun(EventRun):
-    """:class:`~matcher.joins.interface.EventRun` with the incoming tuples' ends (``ends``,
-    int64, ``== times`` for points)."""
-
-    __slots__ = ("ends",)
-
-    def __init__(self, *args: Any, ends: np.ndarray | None = None, **kw: Any) -> None:
-        EventRun.__init__(self, *args, **kw)
-        self.ends = self.times if ends is None else ends
-
-
-def ends_of(run: EventRun) -> np.ndarray:
-    """The ends of a run's tuples (its times for a bundle that carries none)."""
-    e = getattr(run, "ends", None)
-    return run.times if e is None else e
 
 
 def _partners(table: BaseTable) -> tuple[Any, ...]:
@@ -151,12 +119,11 @@ class IntervalStrategy(KindIndex):
         """Match one tuple into ``ev.buf`` through ``run_rows`` (a ``_rows``-like call)."""
         if len(ev.table.order) == 0:
             return
-        end = getattr(ev, "end", None)
         o = self._out
         o.n = 0
         run_rows(ev.table, ev.dirn,
                  (np.array([ev.key]), np.array([ev.value]), np.array([ev.time], dtype=np.int64),
-                  np.array([ev.time if end is None else end], dtype=np.int64),
+                  np.array([ev.end], dtype=np.int64),
                   np.array([ev.seq], dtype=np.int64)), ev.mode, ev.buf, o)
         k = o.n
         if k:
@@ -179,7 +146,7 @@ class IntervalStrategy(KindIndex):
         rows: BatchRows = run.rows
         start = rows.n
         self._rows(run.table, run.dirn,
-                   (run.keys, run.values, run.times, ends_of(run), run.seqs), run.mode, run.buf,
+                   (run.keys, run.values, run.times, run.ends, run.seqs), run.mode, run.buf,
                    rows)
         rows.sort_by_event(start)
 
