@@ -1,7 +1,7 @@
 """The protocol every join kernel of paper 004 §3 shares: modes, record rows, bundles, outputs.
 
 A strategy (one of §3.1–§3.3's; its interface to the engine is ``joins/interface.py``) keeps an
-index over the subscriptions of one kind and, for an incoming tuple, runs ``@njit`` kernels over
+index over the subscriptions of one kind and, for an incoming tuple, runs compiled kernels (``config.kernel``) over
 flat arrays that append to one output buffer:
 
 * **modes**: ``IDENTIFY`` appends each affected subscription once; ``COUNT`` appends it once
@@ -52,9 +52,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from hotjoin.matcher.base_table import TableArrays
+from hotjoin.matcher.config import kernel
 from hotjoin.matcher.subscriptions import SubArrays
 
 __all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
@@ -319,7 +319,7 @@ MERGE_RUNS = 8
 counting sort)."""
 
 
-@njit(cache=True)
+@kernel
 def event_runs(e: np.ndarray, start: int, n: int, most: int) -> np.ndarray:
     """The starts of the maximal runs of ``e[start:n]`` in ascending order, then ``n``; when
     there are more than ``most`` runs, the first ``most`` starts and then ``-1``. O(n), no
@@ -344,7 +344,7 @@ def event_runs(e: np.ndarray, start: int, n: int, most: int) -> np.ndarray:
     return out[: k + 1]
 
 
-@njit(cache=True)
+@kernel
 def merge_event_runs(e: np.ndarray, q: np.ndarray, x: np.ndarray, starts: np.ndarray,
                      e2: np.ndarray, q2: np.ndarray, x2: np.ndarray) -> None:
     """Merge the runs ``[starts[r], starts[r + 1])`` of rows ``(e, q, x)``, each in ascending
@@ -382,7 +382,7 @@ def merge_event_runs(e: np.ndarray, q: np.ndarray, x: np.ndarray, starts: np.nda
             heads[r] = h
 
 
-@njit(cache=True)
+@kernel
 def order_by_event(e: np.ndarray, q: np.ndarray, x: np.ndarray) -> None:
     """Reorder the rows ``(e[i], q[i], x[i])`` by event ``e`` (non-negative), stably, in place:
     a counting sort, O(rows + events). A stable ``argsort`` and three gathers took ~4 ms per

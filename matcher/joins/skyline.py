@@ -47,31 +47,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from hotjoin.matcher.config import INLINE, kernel
+from hotjoin.matcher.core import upper_bound
 
 R_FLAG = 1
 L_FLAG = 2
 _TMIN = np.iinfo(np.int64).min
 
 
-@njit(cache=True, inline="always")
-def _ub(keys: np.ndarray, x: float) -> int:
-    lo, hi = 0, keys.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _score(t: int, rel: bool, now: int) -> int:
     return -abs(now - t) if rel else t
 
 
-@njit(cache=True)
+@kernel
 def skyline_pass(vals: np.ndarray, slots: np.ndarray, times: np.ndarray, base: int, size: int,
                  points: np.ndarray, omega: int, rel: bool, now: int, wmax: int):
     """All slab skylines of one key in one pass over its partners sorted by value.
@@ -86,7 +76,7 @@ def skyline_pass(vals: np.ndarray, slots: np.ndarray, times: np.ndarray, base: i
     flag = np.zeros(size, dtype=np.int8)
     pos = base
     while pos < end:
-        j = _ub(points, vals[pos]) - 1
+        j = upper_bound(points, 0, points.shape[0], vals[pos]) - 1
         e = pos
         while e < end and (j + 1 >= tau or vals[e] < points[j + 1]):
             e += 1
@@ -142,7 +132,7 @@ def skyline_pass(vals: np.ndarray, slots: np.ndarray, times: np.ndarray, base: i
     return oc, ot, os_, of
 
 
-@njit(cache=True)
+@kernel
 def sky_insert(c: np.ndarray, t: np.ndarray, s: np.ndarray, f: np.ndarray, n: int,
                points: np.ndarray, x: float, xt: int, xs: int) -> int:
     """Insert partner (x, xt) at slot xs into one key's skylines (arrays with room for n + 1).
@@ -153,7 +143,7 @@ def sky_insert(c: np.ndarray, t: np.ndarray, s: np.ndarray, f: np.ndarray, n: in
     tau = points.shape[0]
     if tau == 0:
         return n
-    j = _ub(points, x) - 1
+    j = upper_bound(points, 0, points.shape[0], x) - 1
     lo = points[j] if j >= 0 else -np.inf
     hi = points[j + 1] if j + 1 < tau else np.inf
     newf = 0
@@ -211,7 +201,7 @@ skyline, with no stabbing point)."""
 _PROBE_SLOT = {"stored": STORED, "one-pass": ONE_PASS, "none": NONE}
 
 
-@njit(cache=True, inline="always")
+@kernel(**INLINE)
 def _copy(src: tuple, a: int, dst: tuple, b: int, m: int) -> None:
     """Points ``a … a + m`` of pool ``src`` to ``b …`` of pool ``dst`` (they may be one pool,
     copied to a higher index)."""
@@ -221,7 +211,7 @@ def _copy(src: tuple, a: int, dst: tuple, b: int, m: int) -> None:
         dc[b + i], dt[b + i], ds[b + i], df[b + i] = c[a + i], t[a + i], s[a + i], f[a + i]
 
 
-@njit(cache=True)
+@kernel
 def _room(S: tuple, pool: tuple, g: int, need: int) -> tuple:
     """``pool`` with room for ``need`` points in entry ``g`` (its first ``n[g]`` kept): a full
     entry moves to the pool's top with about twice the room; a full pool is rebuilt with only
@@ -259,7 +249,7 @@ def _room(S: tuple, pool: tuple, g: int, need: int) -> tuple:
     return new
 
 
-@njit(cache=True)
+@kernel
 def sky_refresh(S: tuple, pool: tuple, g: int, b: float, om: int, pv: np.ndarray,
                 ps: np.ndarray, times: np.ndarray, base: int, size: int,
                 points: np.ndarray) -> tuple:
@@ -292,7 +282,7 @@ def sky_refresh(S: tuple, pool: tuple, g: int, b: float, om: int, pv: np.ndarray
     return pool
 
 
-@njit(cache=True)
+@kernel
 def sky_insert_many(S: tuple, pool: tuple, gs: np.ndarray, keys: np.ndarray,
                     values: np.ndarray, times: np.ndarray, slots: np.ndarray,
                     points: np.ndarray) -> tuple:
@@ -314,7 +304,7 @@ def sky_insert_many(S: tuple, pool: tuple, gs: np.ndarray, keys: np.ndarray,
     return pool
 
 
-@njit(cache=True)
+@kernel
 def stored_sizes(gs: np.ndarray, keys: np.ndarray, n: np.ndarray, at: np.ndarray,
                  key_of: np.ndarray, version: int, out: np.ndarray, j: int) -> None:
     """``out[k, j]``: the size of key ``keys[k]``'s skyline when it is current, else −1, read

@@ -75,3 +75,18 @@ def test_error_model_python_raises_on_division_by_zero() -> None:
     assert compiled(1.0, 4.0) == 0.25
     with pytest.raises(ZeroDivisionError):
         compiled(np.float64(1.0), np.float64(0.0))
+
+
+def test_no_engine_module_restates_numba_flags() -> None:
+    """The engine's and the server's modules compile through ``config.kernel`` only: none
+    calls numba's ``njit``/``jit`` itself (the benchmarks' baselines, written as a user would,
+    may)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = [str(p.relative_to(root)) for folder in ("matcher", "server")
+                 for p in sorted((root / folder).rglob("*.py"))
+                 if p.name != "config.py" and ("@njit" in p.read_text()
+                                               or "@jit" in p.read_text()
+                                               or "from numba import njit" in p.read_text())]
+    assert not offenders, offenders
