@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -131,9 +132,17 @@ def warm_up_kernels() -> float:
         return time.perf_counter() - t0
 
 
+EXIT_WAIT = 300.0
+"""Seconds a process that exits waits, at most, for a warm-up still compiling."""
+
+
 def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread:
     """:func:`warm_up_kernels` in a daemon thread (a server starts serving meanwhile; an event
-    that needs a kernel still loading waits for numba's lock, as it would without a warm-up)."""
+    that needs a kernel still loading waits for numba's lock, as it would without a warm-up).
+
+    A process that exits first waits for it (at most :data:`EXIT_WAIT` seconds, from an
+    ``atexit`` hook): LLVM compiles with the GIL released, and a compile still running while
+    the interpreter tears down can abort the process with an LLVM assertion."""
 
     def run() -> None:
         s = warm_up_kernels()
@@ -142,4 +151,5 @@ def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread
 
     th = threading.Thread(target=run, name="hotjoin-warmup", daemon=True)
     th.start()
+    atexit.register(th.join, EXIT_WAIT)
     return th

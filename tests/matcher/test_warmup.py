@@ -82,3 +82,22 @@ def test_after_the_warm_up_a_workload_loads_no_kernel() -> None:
     assert _new_overloads(warm=True) == {}
     cold = _new_overloads(warm=False)  # the control: without it the workload loads many
     assert len(cold) > 10, cold
+
+
+def test_a_process_that_exits_during_the_background_warm_up_waits_for_it() -> None:
+    """The interpreter does not tear down under a compile: the warm-up's exit hook joins its
+    thread, so an exit hook registered before it (they run last in, first out) finds every
+    kernel loaded, and the process exits cleanly."""
+    import subprocess
+    import sys
+
+    code = (
+        "import atexit\n"
+        "from hotjoin.matcher import warmup\n"
+        "atexit.register(lambda: print('done' if warmup._done else 'still compiling'))\n"
+        "warmup.warm_up_in_background()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "done"
