@@ -45,6 +45,7 @@ from hotjoin.matcher.partition.exact_counter import count_stabbed
 
 _done = False
 _lock = threading.Lock()
+_stop = threading.Event()  # set by an exiting process: finish the current engine, then stop
 
 
 def _subscriptions(kind: str, n: int = 120) -> list[object]:
@@ -109,6 +110,8 @@ def warm_up_kernels() -> float:
         t0 = time.perf_counter()
         for kind, names in STRATEGIES.items():
             for name in names:
+                if _stop.is_set():
+                    return time.perf_counter() - t0  # not done: the next caller goes on
                 _drive(kind, name)
         _drive("select", "auto")  # every kind's router together on one engine
         # kernels that only some runs reach, called directly with their arrays' types: the
@@ -132,17 +135,18 @@ def warm_up_kernels() -> float:
         return time.perf_counter() - t0
 
 
-EXIT_WAIT = 300.0
-"""Seconds a process that exits waits, at most, for a warm-up still compiling."""
+EXIT_WAIT = 120.0
+"""Seconds a process that exits waits, at most, for a warm-up to stop."""
 
 
 def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread:
     """:func:`warm_up_kernels` in a daemon thread (a server starts serving meanwhile; an event
     that needs a kernel still loading waits for numba's lock, as it would without a warm-up).
 
-    A process that exits first waits for it (at most :data:`EXIT_WAIT` seconds, from an
-    ``atexit`` hook): LLVM compiles with the GIL released, and a compile still running while
-    the interpreter tears down can abort the process with an LLVM assertion."""
+    A process that exits first stops it after the engine it is driving and waits for that (at
+    most :data:`EXIT_WAIT` seconds, from an ``atexit`` hook; from the on-disk cache one engine
+    loads in well under a second): LLVM compiles with the GIL released, and a compile still
+    running while the interpreter tears down can abort the process with an LLVM assertion."""
 
     def run() -> None:
         s = warm_up_kernels()
@@ -151,5 +155,11 @@ def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread
 
     th = threading.Thread(target=run, name="hotjoin-warmup", daemon=True)
     th.start()
-    atexit.register(th.join, EXIT_WAIT)
+    atexit.register(_stop_and_join, th)
     return th
+
+
+def _stop_and_join(th: threading.Thread) -> None:
+    """The exit hook of :func:`warm_up_in_background`."""
+    _stop.set()
+    th.join(EXIT_WAIT)
