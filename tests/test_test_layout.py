@@ -3,12 +3,8 @@
 A source module ``<folder>/<path>/<name>.py`` (outside ``tests/``; not generated ``_pb2`` code, an
 ``__init__`` or a ``__main__``) that defines at least one function or class is tested by
 ``tests/<folder>/<path>/test_<name>.py``, which holds at least one test. A new module without
-one fails here. The exceptions are written down below, each with a one-line reason:
-
-- ``ALLOWED``: modules tested on purpose somewhere else (say where);
-- ``PENDING_OTHER_OWNERS``: modules whose tests still live under other names while their owners
-  change them; the list only shrinks (an entry whose mirrored test exists, or whose module is
-  gone, fails here, so it is removed as soon as it can be).
+one fails here. The exceptions are written down in ``ALLOWED``, each with a one-line reason
+saying where the module is tested on purpose instead (none today).
 
 Test modules also get distinct import names: ``tests/`` is not a package, so pytest imports two
 files named ``test_x.py`` in two folders both as ``test_x`` and stops with "import file
@@ -26,28 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("proto", "matcher", "server", "clients", "cli", "ops")
 
 # module (path from the repository root) -> why it has no mirrored test module of its own.
-# Empty: every module outside PENDING_OTHER_OWNERS has one.
+# Empty: every module has one.
 ALLOWED: dict[str, str] = {
 }
-
-# Modules other engineers are changing now: their tests exist under other names (e.g.
-# tests/server/test_server_*.py drive server/topic.py) and move to the mirrored name when the
-# owners are done. Shrink this set; a module added from now on comes with its test module.
-PENDING_OTHER_OWNERS: frozenset[str] = frozenset({
-    "server/audit.py",
-    "server/checkpoint.py",
-    "server/convert.py",
-    "server/delivery.py",
-    "server/errors.py",
-    "server/match_log.py",
-    "server/registry.py",
-    "server/scaleout/factory.py",
-    "server/scaleout/worker.py",
-    "server/service.py",
-    "server/settings.py",
-    "server/snapshot.py",
-    "server/topic.py",
-})
 
 
 def _has_code(path: Path) -> bool:
@@ -108,8 +85,7 @@ def import_name(test_file: Path) -> str:
 
 
 def test_every_module_with_code_has_a_mirrored_test_module() -> None:
-    missing = [m for m in source_modules()
-               if m not in ALLOWED and m not in PENDING_OTHER_OWNERS and not mirrored(m).exists()]
+    missing = [m for m in source_modules() if m not in ALLOWED and not mirrored(m).exists()]
     assert not missing, (
         "modules without their test module (tests/<folder>/test_<module>.py; or list one in "
         "ALLOWED with the reason it is tested elsewhere):\n"
@@ -124,12 +100,9 @@ def test_each_mirrored_test_module_holds_tests() -> None:
 
 def test_the_exceptions_are_current_and_explained() -> None:
     modules = set(source_modules())
-    assert not set(ALLOWED) & PENDING_OTHER_OWNERS
     for name, reason in ALLOWED.items():
         assert name in modules, f"ALLOWED lists {name}, which is no module with code"
         assert reason.strip() and "\n" not in reason, f"ALLOWED[{name!r}]: give a one-line reason"
-    stale = sorted(m for m in PENDING_OTHER_OWNERS if m not in modules or mirrored(m).exists())
-    assert not stale, f"remove from PENDING_OTHER_OWNERS (tested now, or gone): {stale}"
 
 
 def test_test_modules_have_distinct_import_names() -> None:

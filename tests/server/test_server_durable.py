@@ -1,7 +1,8 @@
 """Durable delivery, delivery retention, committed cursors and byte bounds (docs/reference/persistence.md).
 
-The kill -9 fault runs are in ``test_server_durable_faults.py``; these cover each mechanism on
-its own: the match log's recovery and retention, the cursor store, the delivery hub's byte
+The kill -9 fault runs are in ``test_server_durable_faults.py`` and the match log's own recovery
+and retention in ``test_match_log.py``; these cover each mechanism on its own: the cursor store,
+the delivery hub's byte
 bounds (memory-only and with the match log behind it), and through the real server the Gap at
 the retention bound, committed cursors across a restart, their stats, metrics and CLI.
 """
@@ -47,50 +48,6 @@ def _cols(seq: int, sid: int = 0, n_pairs: int = 0) -> tuple:
 def _chunk(seq: int, sid: int = 0, n_pairs: int = 0) -> Chunk:
     c = _cols(seq, sid, n_pairs)
     return Chunk.build([OpMatches(seq, 1, "publish", "S", f"s{seq}", 0, c[0], c[3], c[6])])
-
-
-# ---- match log ----------------------------------------------------------------------------------
-
-
-def test_match_log_recovery_drops_torn_tail_and_unlogged_batches(tmp_path: Path) -> None:
-    ml = MatchLog(tmp_path, log_seq=0, sync=False)
-    for seq in range(1, 11):
-        ml.append(seq, seq, encode(_cols(seq, n_pairs=2)))
-    ml.close()
-    seg = sorted(tmp_path.glob("*.seg"))[-1]
-    with open(seg, "ab") as f:
-        f.write(b"\x10\x00\x00\x00torn")  # kill -9 in the middle of a record
-    ml = MatchLog(tmp_path, log_seq=10, sync=False)
-    got = ml.read(0, 10)
-    assert [r[0] for r in got] == list(range(1, 11))
-    assert [tuple(r[2][6].as_dict()[0][0]) for r in got][3] == ("r4.0", "r4.1")
-    ml.close()
-    # the event log ends at seq 7: the batches 8..10 never made it, their messages must go
-    ml = MatchLog(tmp_path, log_seq=7, sync=False)
-    assert [r[1] for r in ml.read(0, 100)] == list(range(1, 8))
-    ml.append(8, 8, encode(_cols(8, sid=3)))
-    assert [(r[0], r[2][0].tolist()) for r in ml.read(7, 100)] == [(8, [3])]
-    ml.close()
-
-
-def test_match_log_retention_by_bytes_and_time(tmp_path: Path) -> None:
-    ml = MatchLog(tmp_path, log_seq=0, retention_bytes=4096, segment_bytes=1024, sync=False)
-    drops: list[int] = []
-    ml.on_drop = lambda upto, sids: drops.append(upto)
-    for seq in range(1, 201):
-        ml.append(seq, seq, encode(_cols(seq)))
-    assert ml.bytes <= 4096 + 1024 + 512  # whole segments go; the active one always stays
-    first = ml.retained_from
-    assert first > 1 and drops and drops[-1] == first - 1
-    got = ml.read(0, 200)
-    assert got[0][0] == first and [r[0] for r in got] == list(range(first, 201))
-    ml.retention_ms = 1000
-    assert ml.enforce_retention(now_ns=2**62) > 0  # all but the active one
-    assert len(ml.segments) == 1 and ml.retained_from == ml.segments[0].start
-    ml.close()
-    reopened = MatchLog(tmp_path, log_seq=200, retention_bytes=4096, segment_bytes=1024, sync=False)
-    assert reopened.retained_from == ml.segments[0].start
-    reopened.close()
 
 
 def test_cursor_store_survives_a_torn_commit(tmp_path: Path) -> None:

@@ -246,16 +246,6 @@ def test_replay_calls_rebuild_the_same_state(local_ray: Any) -> None:
     b.close()
 
 
-def test_factory_validates_like_the_engine_and_starts_no_actor() -> None:
-    f = ShardedEngineFactory(2)
-    with pytest.raises(ValueError, match="lateness"):
-        f(lateness=-1)
-    with pytest.raises(ValueError, match="workers"):
-        ShardedEngineFactory(0)
-    eng = f(lateness=0, retention=None, strategy="auto")
-    assert eng.seq == 0 and eng.watermark is None and not eng.workers_info()
-
-
 def test_single_process_server_imports_no_ray() -> None:
     code = ("import sys, hotjoin.server.app, hotjoin.server.topic, hotjoin.cli.main, "
             "hotjoin.cli.commands.serve, hotjoin.server.scaleout.engine; "
