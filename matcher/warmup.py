@@ -25,12 +25,7 @@ import numpy as np
 
 from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.engine import STRATEGIES, Engine
-from hotjoin.matcher.joins.protocol import (
-    MERGE_RUNS,
-    event_runs,
-    merge_event_runs,
-    order_by_event,
-)
+from hotjoin.matcher.joins.protocol import order_by_event
 from hotjoin.matcher.joins.skyline import SkylineIndex, sky_insert_many, stored_sizes
 from hotjoin.matcher.model import (
     ALLEN_RELATIONS,
@@ -129,8 +124,6 @@ def warm_up_kernels() -> float:
         # the batch path's row ordering runs only when a run's rows come out of event order
         # (two members of a router, or SJ-Hotspot's two parts, each with rows)
         order_by_event(i64.copy(), i64.copy(), i64.copy())
-        merge_event_runs(i64, i64, i64, event_runs(i64, 0, 1, MERGE_RUNS), i64.copy(),
-                         i64.copy(), i64.copy())
         _done = True
         return time.perf_counter() - t0
 

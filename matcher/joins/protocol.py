@@ -265,26 +265,14 @@ class BatchRows:
         self.n = n + k
 
     def sort_by_event(self, start: int = 0) -> None:
-        """Order rows ``start …`` by event, stably (members of a router, or a kernel that
-        visited the events out of order, wrote them). Rows usually come as a few runs already
-        in event order (one per member): up to ``MERGE_RUNS`` of them are merged event by event
-        into fresh columns, which replace the buffer's (:func:`merge_event_runs`: one read and
-        one write per row); more runs take a counting sort in place (:func:`order_by_event`)."""
-        n = self.n
-        if n - start < 2:
-            return
-        starts = event_runs(self.e, start, n, MERGE_RUNS)
-        if starts.shape[0] <= 2:  # one run: in order already
-            return
-        if starts[-1] != n:  # more than MERGE_RUNS runs
-            order_by_event(self.e[start:n], self.q[start:n], self.x[start:n])
-            return
-        cap = self.e.shape[0]
-        e2, q2, x2 = (np.empty(cap, dtype=np.int64) for _ in range(3))
-        if start:
-            e2[:start], q2[:start], x2[:start] = self.e[:start], self.q[:start], self.x[:start]
-        merge_event_runs(self.e, self.q, self.x, starts, e2, q2, x2)
-        self.e, self.q, self.x = e2, q2, x2
+        """Order rows ``start …`` by event, stably (a kernel visited the events out of order):
+        a counting sort in one compiled call (:func:`order_by_event`). Merging the few runs a
+        router's members write, into fresh columns, measured slower on output-heavy batches
+        (``hotjoin bench batch --kinds select --affected 5000``: the fresh columns' page
+        faults cost more than the counting sort's extra passes)."""
+        e = self.e[start: self.n]
+        if e.shape[0] > 1 and (e[1:] < e[:-1]).any():
+            order_by_event(e, self.q[start: self.n], self.x[start: self.n])
 
     def count_by_event(self, n_events: int) -> np.ndarray:
         """The number of rows of each event ``0 … n_events − 1``; empties the buffer without
@@ -312,74 +300,6 @@ class BatchRows:
         self.q = np.empty(cap, dtype=np.int64)
         self.x = np.empty(cap, dtype=np.int64)
         return out
-
-
-MERGE_RUNS = 8
-"""The most runs of rows in event order that ``BatchRows.sort_by_event`` merges (more take the
-counting sort)."""
-
-
-@kernel
-def event_runs(e: np.ndarray, start: int, n: int, most: int) -> np.ndarray:
-    """The starts of the maximal runs of ``e[start:n]`` in ascending order, then ``n``; when
-    there are more than ``most`` runs, the first ``most`` starts and then ``-1``. O(n), no
-    allocation but the answer.
-
-    >>> event_runs(np.array([0, 1, 1, 0, 2, 1]), 0, 6, 8).tolist()
-    [0, 3, 5, 6]
-    >>> event_runs(np.array([3, 2, 1, 0]), 0, 4, 2).tolist()
-    [0, 1, -1]
-    """
-    out = np.empty(most + 1, dtype=np.int64)
-    out[0] = start
-    k = 1
-    for i in range(start + 1, n):
-        if e[i] < e[i - 1]:
-            if k == most:
-                out[k] = -1
-                return out[: k + 1]
-            out[k] = i
-            k += 1
-    out[k] = n
-    return out[: k + 1]
-
-
-@kernel
-def merge_event_runs(e: np.ndarray, q: np.ndarray, x: np.ndarray, starts: np.ndarray,
-                     e2: np.ndarray, q2: np.ndarray, x2: np.ndarray) -> None:
-    """Merge the runs ``[starts[r], starts[r + 1])`` of rows ``(e, q, x)``, each in ascending
-    event order, into ``e2/q2/x2`` from position ``starts[0]``, stably: per event, the earliest
-    event any run has next, its rows from each run in run order (a block each: one read and
-    one write per row, O(rows + events × runs)).
-
-    >>> e, q = np.array([0, 2, 0, 1, 2]), np.arange(5)
-    >>> e2, q2, x2 = (np.zeros(5, np.int64) for _ in range(3))
-    >>> merge_event_runs(e, q, q * 10, np.array([0, 2, 5]), e2, q2, x2)
-    >>> e2.tolist(), q2.tolist(), x2.tolist()
-    ([0, 0, 1, 2, 2], [0, 2, 3, 1, 4], [0, 20, 30, 10, 40])
-    """
-    k = starts.shape[0] - 1
-    heads = starts[:k].copy()
-    ends = starts[1:]
-    w = starts[0]
-    while True:
-        m = -1
-        for r in range(k):
-            h = heads[r]
-            if h < ends[r] and (m < 0 or e[h] < m):
-                m = e[h]
-        if m < 0:
-            return
-        for r in range(k):
-            h = heads[r]
-            end = ends[r]
-            while h < end and e[h] == m:
-                e2[w] = m
-                q2[w] = q[h]
-                x2[w] = x[h]
-                w += 1
-                h += 1
-            heads[r] = h
 
 
 @kernel

@@ -25,7 +25,6 @@ from hotjoin.matcher.joins.protocol import (
     MatchBuffer,
     RowBuffers,
     each_event,
-    event_runs,
     order_by_event,
     run_kernel_many,
 )
@@ -44,29 +43,14 @@ def test_counting_sort_is_a_stable_argsort(rows: list[tuple[int, int, int]]) -> 
     assert (e.tolist(), q.tolist(), x.tolist()) == want
 
 
-@settings(max_examples=300, deadline=None)
-@given(e=st.lists(st.integers(0, 6), max_size=40), start=st.integers(0, 5),
-       most=st.integers(1, 10))
-def test_event_runs_are_the_maximal_ascending_runs(e: list[int], start: int, most: int) -> None:
-    arr = np.array(e, dtype=np.int64)
-    n = arr.shape[0]
-    start = min(start, n)
-    want = [start] + [i for i in range(start + 1, n) if e[i] < e[i - 1]]
-    got = event_runs(arr, start, n, most).tolist()
-    if len(want) <= most:
-        assert got == [*want, n]
-    else:
-        assert got == [*want[:most], -1]
-
-
 @settings(max_examples=200, deadline=None)
 @given(head=st.integers(0, 5), blocks=st.lists(st.lists(st.integers(0, 30), max_size=20),
                                                  max_size=12), shuffled=st.booleans())
-def test_sort_by_event_is_stable_with_few_runs_or_many(head: int, blocks: list[list[int]],
-                                                       shuffled: bool) -> None:
-    """Up to ``MERGE_RUNS`` runs in event order are merged, more (or rows in no order) take
-    the counting sort: either way the rows from ``start`` end in stable event order, the rows
-    before it and the buffer's capacity are kept."""
+def test_sort_by_event_is_stable_for_runs_in_order_or_not(head: int, blocks: list[list[int]],
+                                                          shuffled: bool) -> None:
+    """Rows written as runs in event order (one per router member) or in no order at all end,
+    from ``start``, in stable event order; the rows before it and the buffer's capacity are
+    kept."""
     rows = BatchRows()
     for i in range(head):
         rows.append(100 + i, np.array([i]), np.array([-i]))
