@@ -28,7 +28,14 @@ The same ``BandJoin``, ``Range`` and ``Event`` are what the client sends
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# numba highlights its error messages with colorama, which swaps sys.stdout and sys.stderr for
+# wrappers and back, from whichever thread builds a message, including the kernels' background
+# warm-up (matcher/warmup.py) while other threads print: output went to a stale stream. Set
+# before numba is first imported; its message colours are off by default anyway.
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 # name -> the module that defines it (imported on first access).
 _EXPORTS: dict[str, str] = {
