@@ -68,7 +68,7 @@ from hotjoin.matcher.base_table import BaseTable
 from hotjoin.matcher.joins import interval_kernels as K
 from hotjoin.matcher.joins.band import key_runs
 from hotjoin.matcher.joins.interface import EventRun, KindIndex, OneEvent, Tables
-from hotjoin.matcher.joins.protocol import PAIRS, BatchRows, MatchBuffer, run_kernel_many
+from hotjoin.matcher.joins.protocol import BatchRows, MatchBuffer, room_of, run_kernel_many
 from hotjoin.matcher.partition.stabbing import canonical_partition
 from hotjoin.matcher.structures.sorted_runs import SAMPLE_EVERY
 from hotjoin.matcher.subscriptions import ENDPOINT_CLIP, SubscriptionColumns
@@ -169,12 +169,7 @@ def nested_rows(qids: np.ndarray, cols: SubscriptionColumns, table: BaseTable, d
     if qids.shape[0] == 0:
         return
     run_kernel_many(K.nested_many, (qids, _partners(table), _subs(cols), incoming, (dirn, mode)),
-                    incoming[0].shape[0], buf, rows, _room(mode, qids.shape[0]))
-
-
-def _room(mode: int, members: int) -> int:
-    """Rows an event may need in IDENTIFY/COUNT (one per subscription), 0 in PAIRS."""
-    return 0 if mode == PAIRS else members + 16
+                    incoming[0].shape[0], buf, rows, room_of(mode, qids.shape[0]))
 
 
 class NestedLoop(IntervalStrategy):
@@ -436,7 +431,7 @@ class StabbingIndex(IntervalStrategy):
                       self.hi_v, self.lo_q, self.lo_v, self.hi_own, self.lo_own, self._live)
             run_kernel_many(K.ssi_many, (groups, tuple(self.stage), _partners(table), _subs(c),
                                          incoming, (dirn, mode), COUNT_RATIO),
-                            incoming[0].shape[0], buf, rows, _room(mode, self.hi_q.shape[0]))
+                            incoming[0].shape[0], buf, rows, room_of(mode, self.hi_q.shape[0]))
         if self._pending:
             nested_rows(self.pending(), c, table, dirn, incoming, mode, buf, rows)
 

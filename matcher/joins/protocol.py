@@ -60,7 +60,7 @@ from hotjoin.matcher.subscriptions import SubArrays
 __all__ = ["A_HI", "A_LO", "B_HI", "B_LO", "COUNT", "C_HI", "C_LO", "IDENTIFY", "OVERFLOW",
            "PAIRS", "REG", "SNAP", "At", "BatchRows", "DenseIds", "EventArrays", "KeyRun",
            "KeyedEvents", "MatchBuffer", "PartnerRun", "Partners", "Probe", "RowBuffers",
-           "SubArrays", "TableArrays", "each_event", "run_kernel_many"]
+           "SubArrays", "TableArrays", "each_event", "room_of", "run_kernel_many"]
 
 IDENTIFY = 0
 COUNT = 1
@@ -374,6 +374,13 @@ class At(NamedTuple):
     n_out: int
     stamp: int
     room: int
+
+
+def room_of(mode: int, members: int) -> int:
+    """The free rows a batch kernel needs per event (``At.room``): one per subscription in
+    IDENTIFY/COUNT (each is output at most once per event), none in PAIRS (no bound: the
+    kernel stops where it overflows)."""
+    return 0 if mode == PAIRS else members + 16
 
 
 def run_kernel_many(kernel: Callable[..., tuple[Any, ...]], head: tuple[Any, ...],

@@ -46,6 +46,7 @@ from hotjoin.matcher.joins.protocol import (
     KeyedEvents,
     MatchBuffer,
     Partners,
+    room_of,
     run_kernel_many,
 )
 from hotjoin.matcher.joins.select import (
@@ -81,11 +82,6 @@ def index_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     ix = table.key_index
     assert ix is not None and ix.by_time is not None
     return (ix.by_value.keys, ix.by_value.ids, ix.by_time.keys, ix.by_time.ids)
-
-
-def room_of(mode: int, members: int) -> int:
-    """Rows an event may need in IDENTIFY/COUNT (one per subscription), 0 in PAIRS."""
-    return 0 if mode == PAIRS else members + 16
 
 
 def table_arrays(table: BaseTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
