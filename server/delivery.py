@@ -781,26 +781,10 @@ class DeliveryHub:
             if self.store is None:
                 self._refresh(rs)
             return
-        np.maximum.at(self._newest, rs, rq)  # rows read back after a restart make it known again
-        old = self._sent[rs]
-        if disk:  # no ordinals: subtract the rows not counted as sent yet
-            new = rq > np.maximum(old, self._uncounted[rs])
-            if new.any():
-                q = rs[new]
-                np.subtract.at(self._pending, q, 1)
-                np.subtract.at(self._pbytes, q, sizes[new])
-                self._pending[q] = np.maximum(self._pending[q], 0)
-                self._pbytes[q] = np.maximum(self._pbytes[q], 0)
-        else:  # from the ring: every later message of q is there, so the count is exact
-            np.maximum.at(self._so, rs, ch.ords[rows] + 1)
-            np.maximum.at(self._bbso, rs, _bbefore(ch, rows) + sizes)
-            if self.store is None:
-                self._refresh(rs)
-            else:
-                top = rs[rq > old]  # q's newest sent message is this one
-                self._pending[top] = np.maximum(self._total[top] - self._so[top], 0)
-                self._pbytes[top] = np.maximum(self._btotal[top] - self._bbso[top], 0)
-        np.maximum.at(self._sent, rs, rq)
+        # read back from the match log: no ordinals, so the rows not counted as sent yet are
+        # subtracted (rows read back after a restart make their subscription's newest known)
+        _sent_disk_kernel(rs, rq, np.ascontiguousarray(sizes, dtype=np.int64), self._newest,
+                          self._sent, self._uncounted, self._pending, self._pbytes)
 
     def _recount(self, gap: dict[int, list[int]]) -> None:
         """With a match log: a listener is about to be told that q's messages up to
@@ -1172,7 +1156,6 @@ class DeliveryHub:
     def _drain_disk(self, lis: Listener) -> list[Item]:
         """Catch up from the match log: records after ``lis.dseq`` up to the last released seq;
         switches back to the ring once everything after ``lis.dseq`` is in it."""
-        assert self.store is not None
         gap: dict[int, list[int]] = {}
         blocks: list[Item] = []
         with self._lock:
@@ -1181,42 +1164,56 @@ class DeliveryHub:
                 return []
             lis.wake.clear()
             upto = self._released
-        reached = upto  # what this read covers: all of it, or up to an unreadable record
-        try:
-            recs = self.store.read(lis.dseq, upto, self.listener_bytes)
-        except Exception as e:  # an unreadable record: say so with a Gap rather than fail the stream
-            # a record that fails its checksum costs only its own seqs; anything else the rest
-            bad = min(e.last_seq, upto) if isinstance(e, DamagedRecordError) else upto
-            log.error("match log unreadable after seq %d (%s); reporting a gap up to %d",
-                      lis.dseq, e, bad)
-            recs, reached = [], bad
-            with self._lock:
-                att = np.flatnonzero(lis.cur[: self.size] >= 0)
-                hit = att[lis.cur[att] < bad]
-                self._lost[hit] = np.maximum(self._lost[hit], bad)
+        part, lis.part = lis.part, None
+        if part is not None and part[0].first_seq == lis.dseq + 1:
+            # the rest of a record a drain stopped inside: not read or decoded again, resumed at
+            # its row (an output-heavy batch's record holds several drains' worth of messages)
+            recs, reached = [part], part[0].last_seq
+        else:
+            recs, reached = self._read_disk(lis, upto)
         with self._lock:
             if lis.cur.shape[0] < self.size:
                 lis.cur = _grow(lis.cur, self.size, -1)
             self._gaps_of_lost(lis, gap)  # after the read: retention may have run meanwhile
             budget = [lis.max_batch, self.listener_bytes, 0]
-            for first, last, cols in recs:
+            for ch, row in recs:
                 if budget[0] <= 0 or budget[1] <= 0:
                     break
-                ch = Chunk.from_columns(cols, first, last)
-                stop = self._take_chunk(ch, 0, lis, budget, gap, blocks, False, disk=True)
-                lis.dseq = last if stop >= len(ch) else first - 1
+                stop = self._take_chunk(ch, row, lis, budget, gap, blocks, False, disk=True)
+                lis.dseq = ch.last_seq if stop >= len(ch) else ch.first_seq - 1
                 if stop < len(ch):
+                    lis.part = (ch, stop)
                     break
             else:
-                if not recs or recs[-1][1] >= reached:
+                if not recs or recs[-1][0].last_seq >= reached:
                     lis.dseq = max(lis.dseq, reached)
             if lis.dseq >= self._evicted_upto:  # everything after dseq is in the ring
                 lis.on_disk = False
+                lis.part = None
                 k = bisect.bisect_right([c.first_seq for c in self._ring], lis.dseq)
                 lis.pos = self._ring[k].start if k < len(self._ring) else self._end
             out, gaps = self._finish(lis, gap, blocks, False)
             lis.wake.set()
         return self._emit(lis, out, gaps, False)
+
+    def _read_disk(self, lis: Listener, upto: int) -> tuple[list[tuple[Chunk, int]], int]:
+        """The match log's records after ``lis.dseq`` up to ``upto``, about a drain's bytes of
+        them, as ``(chunk, 0)``, and the seq the read covers (``upto``, or the last seq of an
+        unreadable record: a record that fails its checksum costs only its own seqs, anything
+        else the rest; the listener gets a Gap rather than a failed stream)."""
+        assert self.store is not None
+        try:
+            recs = self.store.read(lis.dseq, upto, self.listener_bytes)
+        except Exception as e:
+            bad = min(e.last_seq, upto) if isinstance(e, DamagedRecordError) else upto
+            log.error("match log unreadable after seq %d (%s); reporting a gap up to %d",
+                      lis.dseq, e, bad)
+            with self._lock:
+                att = np.flatnonzero(lis.cur[: self.size] >= 0)
+                hit = att[lis.cur[att] < bad]
+                self._lost[hit] = np.maximum(self._lost[hit], bad)
+            return [], bad
+        return [(Chunk.from_columns(cols, first, last), 0) for first, last, cols in recs], upto
 
 
 @kernel
@@ -1266,6 +1263,24 @@ def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.nd
 
 
 @kernel
+def _sent_disk_kernel(rs: np.ndarray, rq: np.ndarray, sizes: np.ndarray, newest: np.ndarray,
+                      sent: np.ndarray, uncounted: np.ndarray, pending: np.ndarray,
+                      pbytes: np.ndarray) -> None:
+    """Rows read back from the match log handed to a listener (q's rows in seq order): raise
+    q's newest and sent seqs and take each row q had not sent yet (after ``sent`` and
+    ``uncounted``) off its pending counts, which stay ≥ 0. One pass, O(rows)."""
+    for i in range(rs.shape[0]):
+        q = rs[i]
+        if rq[i] > newest[q]:
+            newest[q] = rq[i]
+        if rq[i] > sent[q] and rq[i] > uncounted[q]:
+            pending[q] = max(pending[q] - 1, 0)
+            pbytes[q] = max(pbytes[q] - sizes[i], 0)
+        if rq[i] > sent[q]:
+            sent[q] = rq[i]
+
+
+@kernel
 def _advance_kernel(cur: np.ndarray, rs: np.ndarray, rq: np.ndarray) -> None:
     """A listener's cursors after rows ``rs``/``rq``: ``cur[q] = max(cur[q], seq)``."""
     for i in range(rs.shape[0]):
@@ -1310,6 +1325,7 @@ class Listener:
         self.on_disk = False  # reading the match log (behind the ring)
         self.dseq = 0  # every message with seq <= dseq that it wants was delivered
         self.by_name = False  # listens to its subscriber's subscriptions only (no explicit ids)
+        self.part: tuple[Chunk, int] | None = None  # a match-log record read in part, next row
 
     def _attached(self, sid: int) -> bool:
         return sid < self.cur.shape[0] and self.cur[sid] >= 0

@@ -332,6 +332,34 @@ def test_messages_from_before_a_restart_never_count(tmp_path: Path) -> None:
     ml.close()
 
 
+def test_a_record_larger_than_a_drain_is_read_from_the_match_log_once(tmp_path: Path) -> None:
+    """A listener catching up from the match log through a record that holds many drains'
+    worth of messages reads and decodes it once and resumes at its row: every message once,
+    in seq order, and the backlog counts every message it was handed."""
+    ml = MatchLog(tmp_path, log_seq=0, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=1)  # nothing stays in the ring
+    hub.add_subscriptions([(s, "a", 1) for s in range(N_SUBS)])
+    seq = 1
+    for _ in range(3):  # three records of 40 operations, every subscription each
+        ops = [(seq + i, {s: 0 for s in range(N_SUBS)}) for i in range(1, 41)]
+        seq += 40
+        ch = _chunk(ops)
+        ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+        hub.push(ch)
+    reads: list[int] = []
+    read = ml.read
+    ml.read = lambda after, upto, nbytes=8 << 20: (reads.append(after), read(after, upto, nbytes))[1]  # type: ignore[method-assign]
+    lis = hub.listen("a", [], {}, 0, False, current_seq=seq, max_batch=7)
+    gaps, got = _drain_all(lis)
+    assert gaps == []
+    assert got == [(s, q) for q in range(2, seq + 1) for s in range(N_SUBS)]
+    # one read per record left the ring (the newest stays in it), not one per drain
+    assert reads == [0, 41], reads
+    assert hub.backlog(list(range(N_SUBS)))[0].tolist() == [0] * N_SUBS
+    lis.close()
+    ml.close()
+
+
 # ---- per subscriber ---------------------------------------------------------------------------
 
 
