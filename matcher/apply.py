@@ -236,7 +236,10 @@ class BatchApply:
             e = e[order]
             q = np.concatenate([g[1] for g in got])[order]
             x = np.concatenate([g[2] for g in got])[order]
-        ev = events[e]
+        # batch positions, written over the run positions (``e`` is this call's own column:
+        # no fresh column of millions of rows on output-heavy batches; every index is valid,
+        # so ``clip`` only spares numpy the buffered copy of its ``raise`` mode)
+        ev = np.take(events, e, out=e, mode="clip")
         if mode == PAIRS:
             partner = other.ids_of(x)
             mine = np.empty(ev.shape[0], dtype=object)

@@ -428,20 +428,27 @@ class Routing(KindIndex):
                 run(member, None if k == n else np.flatnonzero(choice == i))
         return ran
 
-    def _dispatch_keyed(self, run: EventRun, ev: KeyedEvents, choice: np.ndarray) -> bool:
+    def _dispatch_keyed(self, run: EventRun, ev: KeyedEvents, choice: np.ndarray
+                        ) -> list[int]:
         """Each member's share of the keyed tuples ``ev`` of ``run`` (``choice``, −1 for the
         timed ones, already run) through its ``match_many``: the whole run when one member has
-        every tuple, else ``run.restricted`` to its tuples. Returns whether the rows may be out
-        of event order (more than one member or a timed tuple wrote them), so the caller sorts
-        only then (each member's own rows come in event order)."""
-        ran = self._dispatch(choice, lambda m, sel: m.match_many(
-            run if sel is None else run.restricted(ev.subset(sel))))
-        return ran > 1 or (ran == 1 and bool((choice < 0).any()))
+        every tuple, else ``run.restricted`` to its tuples. Returns the row where each member's
+        rows begin: the rows are runs in event order (the timed tuples', then each member's),
+        which the caller merges."""
+        rows = run.rows
+        starts: list[int] = []
+
+        def member_run(m: Any, sel: np.ndarray | None) -> None:
+            starts.append(rows.n)
+            m.match_many(run if sel is None else run.restricted(ev.subset(sel)))
+
+        self._dispatch(choice, member_run)
+        return starts
 
     def match_many(self, run: EventRun) -> None:
         """The tuples of ``run`` with partners (``run.keyed()``), routed inside the batch by
-        ``_route_keyed`` (SJ- and WJ-Dynamic); rows ordered by event when more than one
-        member wrote them."""
+        ``_route_keyed`` (SJ- and WJ-Dynamic); the runs of rows the timed tuples and the
+        members wrote, each in event order, merged into event order."""
         ev = run.keyed()
         if ev is None:
             return
@@ -450,11 +457,11 @@ class Routing(KindIndex):
         if self.forced is not None:
             self.last = self.forced
             self.members[self.forced].match_many(run)
-        elif self._route_keyed(run, ev):
-            rows.sort_by_event(n0)
+        else:
+            rows.merge_runs(n0, self._route_keyed(run, ev))
 
-    def _route_keyed(self, run: EventRun, ev: KeyedEvents) -> bool:
-        """Route and match the keyed tuples ``ev`` of ``run``; whether the rows need sorting
+    def _route_keyed(self, run: EventRun, ev: KeyedEvents) -> list[int]:
+        """Route and match the keyed tuples ``ev`` of ``run``; where each member's rows begin
         (:meth:`_dispatch_keyed`). SJ- and WJ-Dynamic write it; BJ-Dynamic overrides
         :meth:`match_many` instead."""
         raise NotImplementedError

@@ -302,7 +302,7 @@ class SelectDynamic(Routing, SelectStrategy):
         self.members[i].match(ev)
         self._learn(d, i, best, self.clock() - t0, i != chosen)
 
-    def _route_keyed(self, run: EventRun, ev: KeyedEvents) -> bool:
+    def _route_keyed(self, run: EventRun, ev: KeyedEvents) -> list[int]:
         """The decision inside the batch: one ``select_run`` call decides a stretch of tuples
         up to the next one to time, which runs alone as in :meth:`_match` and learns; the plan
         is refreshed on the one-at-a-time countdown. Then each member matches all the tuples

@@ -194,7 +194,7 @@ class WindowDynamic(Routing, WindowStrategy):
         self._lookup[d] = self.own.lookup(d)
         self._runs[d] = {}
 
-    def _route_keyed(self, run: EventRun, ev: KeyedEvents) -> bool:
+    def _route_keyed(self, run: EventRun, ev: KeyedEvents) -> list[int]:
         """The decision inside the batch, as ``SelectDynamic._route_keyed``: one
         ``window_run`` call decides a stretch of tuples up to the next one to time; the
         skyline states the WJ-SSI-like members' costs read are looked up once per distinct

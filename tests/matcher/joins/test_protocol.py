@@ -93,6 +93,46 @@ def test_rows_after_start_are_ordered_and_rows_before_kept(head: int,
     assert got == sorted(written, key=lambda r: r[0])  # sorted() is stable
 
 
+@settings(max_examples=300, deadline=None)
+@given(head=st.integers(0, 5), blocks=st.lists(st.lists(st.integers(0, 30), max_size=20),
+                                                 max_size=6), again=st.booleans())
+def test_merge_runs_is_a_stable_sort_of_runs_in_event_order(head: int, blocks: list[list[int]],
+                                                             again: bool) -> None:
+    """Runs in event order (a router's timed tuples, then each member, empty ones too) merged
+    at their cuts equal a stable sort by event; rows before ``start`` stay; a second buffer
+    reuses the first run's buffer once it has grown (``again``: two batches)."""
+    rows = BatchRows()
+    for _ in range(2 if again else 1):
+        rows.n = 0
+        for i in range(head):
+            rows.append(100 + i, np.array([i]), np.array([-i]))
+        start = rows.n
+        written, cuts = [], []
+        for b, events in enumerate(blocks):
+            cuts.append(rows.n)
+            for k, ev in enumerate(sorted(events)):
+                rows.append(ev, np.array([b * 1000 + k]), np.array([b]))
+                written.append((ev, b * 1000 + k, b))
+        rows.merge_runs(start, cuts)
+        assert rows.e[:start].tolist() == [100 + i for i in range(head)]
+        assert rows.q[:start].tolist() == list(range(head))
+        got = list(zip(rows.e[start:rows.n].tolist(), rows.q[start:rows.n].tolist(),
+                       rows.x[start:rows.n].tolist(), strict=True))
+        assert got == sorted(written, key=lambda r: r[0])
+
+
+@pytest.mark.parametrize(("e", "cut"), [([0], 1), ([0, 0], 1), ([1, 0], 1), ([2, 2, 1, 1], 2),
+                                        ([5], 0), ([3, 4], 0)])
+def test_merge_two_runs_at_the_boundaries(e: list[int], cut: int) -> None:
+    """One row, equal events across the cut (the first run's rows first), a run of nothing."""
+    ea = np.array(e, dtype=np.int64)
+    q = np.arange(len(e), dtype=np.int64)
+    o = np.argsort(ea, kind="stable")
+    want = (ea[o].tolist(), q[o].tolist())
+    P.merge_two_runs(ea, q, q * 10, cut, np.empty((3, max(cut, 1)), dtype=np.int64))
+    assert (ea.tolist(), q.tolist()) == want
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 99), max_size=300), max_size=8), st.integers(0, 12))
 def test_rows_grow_and_take_hands_back_what_was_appended(blocks: list[list[int]],
