@@ -20,6 +20,7 @@ import atexit
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -134,9 +135,11 @@ EXIT_WAIT = 120.0
 """Seconds a process that exits waits, at most, for a warm-up to stop."""
 
 
-def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread:
+def warm_up_in_background(log: logging.Logger | None = None,
+                          then: Callable[[], None] | None = None) -> threading.Thread:
     """:func:`warm_up_kernels` in a daemon thread (a server starts serving meanwhile; an event
-    that needs a kernel still loading waits for numba's lock, as it would without a warm-up).
+    that needs a kernel still loading waits for numba's lock, as it would without a warm-up),
+    then ``then()`` (the caller's own kernels: the server's delivery passes).
 
     A process that exits first stops it after the engine it is driving and waits for that (at
     most :data:`EXIT_WAIT` seconds, from an ``atexit`` hook; from the on-disk cache one engine
@@ -144,7 +147,11 @@ def warm_up_in_background(log: logging.Logger | None = None) -> threading.Thread
     running while the interpreter tears down can abort the process with an LLVM assertion."""
 
     def run() -> None:
+        t0 = time.perf_counter()
         s = warm_up_kernels()
+        if then is not None and not _stop.is_set():
+            then()
+            s = time.perf_counter() - t0
         if log is not None and s:
             log.info("compiled kernels loaded in %.2fs", s)
 

@@ -29,7 +29,7 @@ from grpc_reflection.v1alpha import reflection
 
 from hotjoin.matcher import Engine
 from hotjoin.matcher.warmup import warm_up_in_background
-from hotjoin.server import audit, metrics
+from hotjoin.server import audit, convert, delivery, metrics
 from hotjoin.server.auth import Authenticator, AuthFileError
 from hotjoin.server.interceptor import GuardInterceptor
 from hotjoin.server.quotas import Limits, Quotas
@@ -87,6 +87,11 @@ def is_loopback(host: str) -> bool:
     except OSError:
         return False
     return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def _warm_up_server() -> None:
+    delivery.warm_up()
+    convert.warm_up()
 
 
 class HotjoinServer:
@@ -176,7 +181,8 @@ class HotjoinServer:
         return f"{host}:{self.port}"
 
     def start(self) -> HotjoinServer:
-        self._warm_up = warm_up_in_background(log)  # kernels load now, not on first use
+        # kernels load now, not on first use: the engine's, then delivery's and the wire's
+        self._warm_up = warm_up_in_background(log, then=_warm_up_server)
         metrics.REGISTRY.register(self._collector)
         if self._metrics_port is not None:
             self._metrics_server = metrics.serve_metrics(self._metrics_port, self._metrics_host)

@@ -546,6 +546,12 @@ def _encode_batch_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray,
     return out[:at]
 
 
+def warm_up() -> None:
+    """Load the compiled encoding of ``MatchBatch`` columns (:func:`match_batch_columns`)."""
+    z = np.zeros(1, dtype=np.int64)
+    _encode_batch_columns(z, z, z, z, z)
+
+
 def match_batch_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray,
                         counts: np.ndarray, op_index: np.ndarray) -> pb.MatchBatch:
     """A ``MatchBatch`` holding these five row columns (ints ≥ 0, signs ±1), encoded as the

@@ -102,3 +102,12 @@ def test_a_process_that_exits_during_the_background_warm_up_waits_for_it() -> No
                          timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "['MainThread']"
+
+
+def test_the_background_warm_up_runs_the_callers_warm_up_after_the_engines() -> None:
+    from hotjoin.matcher import warmup
+
+    seen: list[float] = []  # what a second warm-up takes: nothing once the first is done
+    th = warmup.warm_up_in_background(then=lambda: seen.append(warmup.warm_up_kernels()))
+    th.join(warmup.EXIT_WAIT)
+    assert not th.is_alive() and seen == [0.0]  # once, after the engine's kernels

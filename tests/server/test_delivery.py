@@ -10,6 +10,9 @@ subscription and it is still kept: memory-only, by the per-subscription bounds (
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -404,3 +407,56 @@ def test_subscriber_backlog_is_the_sum_of_its_subscriptions(
             w[2] = lag if w[2] is None else max(w[2], lag)
     assert got == {k: tuple(v) for k, v in want.items()}
     lis.close()
+
+
+# ---- compiled passes load at start-up --------------------------------------------------------
+
+
+def _delivery_workload(path: str) -> None:
+    """Pushes with and without pairs, drains from the ring and from the match log, the
+    repeated-field encoding of a delivered block."""
+    from hotjoin.server.convert import match_batch_columns
+
+    ml = MatchLog(Path(path), log_seq=0, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=600)
+    hub.add_subscriptions([(s, "a", 1) for s in range(N_SUBS)])
+    lis = hub.listen("a", [], {}, 0, False, current_seq=1, max_batch=3)
+    for seq in range(2, 30):
+        ch = _chunk([(seq, {s: (seq % 3 if s in PAIRS_SUBS else 0) for s in range(N_SUBS)})])
+        ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+        hub.push(ch)
+        if seq % 7 == 0:
+            _drain_all(lis)
+    _drain_all(lis)
+    _drain_all(hub.listen("a", [], {}, 0, False, current_seq=29))  # from the match log
+    match_batch_columns(ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops)
+
+
+def _server_overloads(warm: bool, path: Path) -> dict[str, int]:
+    """In a fresh interpreter: the server's warm-up (or not), then the delivery workload; the
+    server's kernels that gained overloads during the workload."""
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from numba.core.dispatcher import Dispatcher\n"
+        "import test_delivery as T\n"
+        "from hotjoin.server import app, convert, delivery\n"
+        f"if {warm!r}: app._warm_up_server()\n"
+        "def kernels():\n"
+        "    return {f'{m.__name__}.{a}': len(v.overloads) for m in (convert, delivery)\n"
+        "            for a, v in vars(m).items() if isinstance(v, Dispatcher)}\n"
+        "before = kernels()\n"
+        f"T._delivery_workload({str(path)!r})\n"
+        "print(json.dumps({k: n - before[k] for k, n in kernels().items() if n > before[k]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_after_the_servers_warm_up_delivery_loads_no_kernel(tmp_path: Path) -> None:
+    assert _server_overloads(True, tmp_path / "warm") == {}
+    cold = _server_overloads(False, tmp_path / "cold")  # the control: without it, all load
+    assert set(cold) >= {"hotjoin.server.delivery._push_kernel",
+                         "hotjoin.server.delivery._sent_disk_kernel",
+                         "hotjoin.server.delivery._advance_kernel",
+                         "hotjoin.server.convert._encode_batch_columns"}, cold
