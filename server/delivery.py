@@ -744,8 +744,8 @@ class DeliveryHub:
         if len(old) == 0:
             return
         if self.store is not None:
-            np.maximum.at(self._lo, old.sids, old.ords + 1)
-            np.maximum.at(self._bblo, old.sids, _bbefore(old) + old.row_bytes())
+            _evicted_kernel(np.ascontiguousarray(old.sids, dtype=np.int64), old.ords,
+                            _bbefore(old) + old.row_bytes(), self._lo, self._bblo)
             return
         # its groups of rows per subscription, as ``_count_pushed`` laid them out
         n = len(old)
@@ -1281,6 +1281,19 @@ def _sent_disk_kernel(rs: np.ndarray, rq: np.ndarray, sizes: np.ndarray, newest:
 
 
 @kernel
+def _evicted_kernel(sids: np.ndarray, ords: np.ndarray, bend: np.ndarray, lo: np.ndarray,
+                    bblo: np.ndarray) -> None:
+    """Rows that left the ring (durable): raise each subscription's ordinal and bytes of its
+    oldest message in the ring past them (``lo``, ``bblo``). One pass, O(rows)."""
+    for i in range(sids.shape[0]):
+        q = sids[i]
+        if ords[i] + 1 > lo[q]:
+            lo[q] = ords[i] + 1
+        if bend[i] > bblo[q]:
+            bblo[q] = bend[i]
+
+
+@kernel
 def _advance_kernel(cur: np.ndarray, rs: np.ndarray, rq: np.ndarray) -> None:
     """A listener's cursors after rows ``rs``/``rq``: ``cur[q] = max(cur[q], seq)``."""
     for i in range(rs.shape[0]):
@@ -1358,6 +1371,7 @@ def warm_up() -> None:
                  z.copy(), z.copy(), z.copy())
     _sent_kernel(z, z, z, z, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z, z, True)
     _sent_disk_kernel(z, z, z, z.copy(), z.copy(), z, z.copy(), z.copy())
+    _evicted_kernel(z, z, z, z.copy(), z.copy())
     _advance_kernel(z.copy(), z, z)
 
 

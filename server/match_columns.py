@@ -205,13 +205,14 @@ def used_ops(ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return used.astype(np.int64), op_index.astype(np.int64)
 
 
-def _le(a: np.ndarray, dtype: str) -> bytes:
-    return np.ascontiguousarray(a, dtype=dtype).tobytes()
+def _le(a: np.ndarray, dtype: str) -> memoryview:
+    """``a`` as contiguous little-endian ``dtype`` bytes, a view when it already is."""
+    return memoryview(np.ascontiguousarray(a, dtype=dtype)).cast("B")
 
 
-def _str_buffers(arr: pa.Array) -> tuple[bytes, bytes]:
-    """An Arrow string array's (offsets from 0, UTF-8 data) as bytes: buffer copies, plus a
-    rebase of the offsets when the array is a slice."""
+def _str_buffers(arr: pa.Array) -> tuple[memoryview, memoryview]:
+    """An Arrow string array's (offsets from 0, UTF-8 data) as byte views: of its own buffers,
+    plus a rebase of the offsets when the array is a slice."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.type != pa.string():
@@ -224,8 +225,30 @@ def _str_buffers(arr: pa.Array) -> tuple[bytes, bytes]:
     lo, hi = int(off[0]), int(off[-1])
     if lo:
         off = off - np.int32(lo)
-    data = b"" if bufs[2] is None or hi == lo else bufs[2].slice(lo, hi - lo).to_pybytes()
-    return off.astype("<i4", copy=False).tobytes(), data
+    data = memoryview(b"") if bufs[2] is None or hi == lo else memoryview(bufs[2].slice(lo, hi - lo))
+    return _le(off, "<i4"), data
+
+
+def column_fields(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
+                  op_index: np.ndarray, ops: tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array],
+                  pairs: PairColumns | None) -> list[tuple[int, memoryview]]:
+    """The ``MatchBatchColumns`` fields of these rows as ``(field number, bytes)``, in field
+    order (``encode_columns`` says what they hold): views of the arrays where their layout
+    already is the wire's, else one conversion each."""
+    kinds, sides, rns, eids = ops
+    e_off, e_data = _str_buffers(eids)
+    out = [(1, _le(sids, "<i8")), (2, _le(seqs, "<i8")), (3, _le(signs, "i1")),
+           (4, _le(counts, "<i8")), (5, _le(op_index, "<u4")), (6, _le(kinds, "u1")),
+           (7, _le(sides, "u1")), (8, _le(rns, "<i8")), (9, e_data), (10, e_off)]
+    if pairs is not None:
+        r_off, r_data = _str_buffers(pairs.r_ids)
+        s_off, s_data = _str_buffers(pairs.s_ids)
+        out += [(11, _le(pairs.offsets - pairs.offsets[0], "<i8")), (12, r_data), (13, r_off),
+                (14, s_data), (15, s_off)]
+    return out
+
+
+_FIELD_NAMES = {f.number: f.name for f in pb.MatchBatchColumns.DESCRIPTOR.fields}
 
 
 def encode_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
@@ -234,19 +257,37 @@ def encode_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts
     """One ``MatchBatchColumns`` of these rows: ``op_index[i]`` indexes the operation columns
     ``ops`` (``op_arrays``), ``pairs`` the rows' pairs (None: none). Every field is a buffer
     copy; O(rows + pairs + operations) in C."""
-    kinds, sides, rns, eids = ops
-    e_off, e_data = _str_buffers(eids)
-    out = pb.MatchBatchColumns(
-        subscription_ids=_le(sids, "<i8"), seqs=_le(seqs, "<i8"), signs=_le(signs, "i1"),
-        counts=_le(counts, "<i8"), op_index=_le(op_index, "<u4"), op_kinds=_le(kinds, "u1"),
-        op_sides=_le(sides, "u1"), op_received_unix_nanos=_le(rns, "<i8"),
-        op_event_ids=e_data, op_event_id_offsets=e_off)
-    if pairs is not None:
-        base = pairs.offsets - pairs.offsets[0]
-        out.pair_offsets = _le(base, "<i8")
-        out.r_id_offsets, out.r_ids = _str_buffers(pairs.r_ids)
-        out.s_id_offsets, out.s_ids = _str_buffers(pairs.s_ids)
-    return out
+    return pb.MatchBatchColumns(**{_FIELD_NAMES[f]: bytes(v) for f, v in
+                                   column_fields(sids, seqs, signs, counts, op_index, ops, pairs)})
+
+
+def serialize_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
+                      op_index: np.ndarray,
+                      ops: tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array],
+                      pairs: PairColumns | None) -> bytes:
+    """``encode_columns(...).SerializeToString()``, byte for byte, written directly: each
+    non-empty field's tag, length and bytes, joined once. Building the message and serializing
+    it copied every column three times (~11 ms for a record of 245,000 AFFECTED messages,
+    against ~0.5 ms for the join: the match log's cost per output-heavy batch)."""
+    parts: list[bytes | memoryview] = []
+    for f, v in column_fields(sids, seqs, signs, counts, op_index, ops, pairs):
+        if v.nbytes:
+            parts += [_varint(f << 3 | 2) + _varint(v.nbytes), v]
+    return b"".join(parts)
+
+
+def _varint(x: int) -> bytes:
+    """``x`` ≥ 0 as a protobuf varint.
+
+    >>> _varint(1), _varint(300)
+    (b'\\x01', b'\\xac\\x02')
+    """
+    out = bytearray()
+    while x > 0x7F:
+        out.append(x & 0x7F | 0x80)
+        x >>= 7
+    out.append(x)
+    return bytes(out)
 
 
 def _strings(offsets: bytes, data: bytes) -> pa.Array:

@@ -67,9 +67,9 @@ from hotjoin.server.log import SyncError, _fsync_dir, write_all
 from hotjoin.server.match_columns import (
     PairColumns,
     decode_columns,
-    encode_columns,
     op_arrays,
     pair_columns,
+    serialize_columns,
 )
 from hotjoin.server.records import Damage, DamagedFileError, RecordReader, read_file
 
@@ -93,8 +93,7 @@ def encode(columns: Columns) -> bytes:
     sids, seqs, signs, counts, ops, table, pairs = columns
     pcols = pair_columns(int(len(sids)), pairs)
     arrays = op_arrays(table, np.arange(len(table), dtype=np.int64))
-    return MAGIC + encode_columns(sids, seqs, signs, counts, ops, arrays,
-                                  pcols).SerializeToString()
+    return MAGIC + serialize_columns(sids, seqs, signs, counts, ops, arrays, pcols)
 
 
 def decode(payload: bytes) -> Columns:

@@ -459,4 +459,5 @@ def test_after_the_servers_warm_up_delivery_loads_no_kernel(tmp_path: Path) -> N
     assert set(cold) >= {"hotjoin.server.delivery._push_kernel",
                          "hotjoin.server.delivery._sent_disk_kernel",
                          "hotjoin.server.delivery._advance_kernel",
+                         "hotjoin.server.delivery._evicted_kernel",
                          "hotjoin.server.convert._encode_batch_columns"}, cold

@@ -17,7 +17,15 @@ from hotjoin.clients.results import MatchBatch
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import service
 from hotjoin.server.delivery import Chunk, DeliveryHub, MatchBlock, OpMatches
-from hotjoin.server.match_columns import PairColumns, decode_columns, ids_array, used_ops
+from hotjoin.server.match_columns import (
+    PairColumns,
+    decode_columns,
+    encode_columns,
+    ids_array,
+    op_arrays,
+    serialize_columns,
+    used_ops,
+)
 from hotjoin.server.match_log import MatchLog, decode, encode, encode_pickle
 
 ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
@@ -85,6 +93,26 @@ def test_columnar_batch_round_trips_against_the_protobuf_reference(b: MatchBlock
     sids, seqs, signs, counts, op_index, table, pcols = decode_columns(wire.columns)
     assert sids.tolist() == b.sids.tolist() and counts.tolist() == b.counts.tolist()
     assert [table[int(k)] for k in op_index] == [b.op_table[int(k)] for k in b.ops]
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=blocks(), lo=st.integers(0, 12))
+def test_a_record_is_written_byte_for_byte_as_protobuf_serializes_it(b: MatchBlock,
+                                                                     lo: int) -> None:
+    """``serialize_columns`` (the match log's record body) equals ``encode_columns``'
+    ``SerializeToString()``: every field, empty ones left out, pairs or none, slices of a
+    block (offsets rebased) included."""
+    lo = min(lo, len(b))
+    rows = np.arange(lo, len(b), dtype=np.int64)
+    pc = None if b.pcols is None else b.pcols.take(rows)
+    ops = b.ops[lo:]
+    used, op_index = used_ops(ops)
+    args = (b.sids[lo:], b.seqs[lo:], b.signs[lo:], b.counts[lo:], op_index,
+            op_arrays(b.op_table, used), pc)
+    want = encode_columns(*args).SerializeToString()
+    got = serialize_columns(*args)
+    assert got == want
+    assert decode_columns(pb.MatchBatchColumns.FromString(got))[0].tolist() == b.sids[lo:].tolist()
 
 
 @settings(max_examples=200, deadline=None)
