@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 
 import grpc
 import numpy as np
-import pyarrow as pa
 
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.proto import hotjoin_pb2_grpc as rpc
@@ -40,13 +39,7 @@ from hotjoin.server.convert import (
 from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
-from hotjoin.server.match_columns import (
-    OpTable,
-    PairColumns,
-    encode_columns,
-    op_arrays,
-    used_ops,
-)
+from hotjoin.server.match_columns import PairColumns, encode_columns, op_arrays, used_ops
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import DamagedTopic, TopicRegistry
 from hotjoin.server.topic import ColumnsOutcome, Status, Topic
@@ -183,8 +176,6 @@ def encode_items(items: Iterable[Item], batch: bool = False,
     the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns. With
     ``columnar`` every block goes out as ``MatchBatch.columns`` messages (``columnar_messages``).
     """
-    if columnar:
-        items = joined_blocks(items)
     for it in items:
         if isinstance(it, MatchBlock):
             if columnar:
@@ -201,55 +192,6 @@ def encode_items(items: Iterable[Item], batch: bool = False,
             yield pb.ListenResponse(unsubscribed=pb.Unsubscribed(subscription_id=it.subscription_id, seq=it.seq))
         elif isinstance(it, CaughtUpItem):
             yield pb.ListenResponse(caught_up=pb.CaughtUp(seq=it.seq))
-
-
-def joined_blocks(items: Iterable[Item]) -> Iterator[Item]:
-    """``items`` with each run of consecutive ``MatchBlock``s (one per chunk a drain took rows
-    from) joined into one block, whose operation table holds each block's operations: a
-    listener that fell a few batches behind gets one columnar message for them, not one per
-    batch (a message costs the server a gRPC send whatever its size)."""
-    run: list[MatchBlock] = []
-    for it in items:
-        if isinstance(it, MatchBlock):
-            run.append(it)
-            continue
-        if run:
-            yield join_blocks(run)
-            run = []
-        yield it
-    if run:
-        yield join_blocks(run)
-
-
-def join_blocks(blocks: list[MatchBlock]) -> MatchBlock:
-    """One block of ``blocks``' rows in order (the first block itself when alone): rows index
-    an ``OpTable`` of the operations they use, block after block; pairs end to end."""
-    if len(blocks) == 1:
-        return blocks[0]
-    parts, tables, base = [], [], 0
-    for b in blocks:
-        used, op_index = used_ops(b.ops)
-        tables.append(op_arrays(b.op_table, used))
-        parts.append(op_index + base)
-        base += used.shape[0]
-    kinds, sides, rns = (np.concatenate([t[i] for t in tables]) for i in range(3))
-    table = OpTable(kinds, sides, rns, pa.concat_arrays([t[3] for t in tables]))
-    pairs = None
-    if any(b.pcols is not None for b in blocks):
-        offs, r_ids, s_ids, at = [np.zeros(1, dtype=np.int64)], [], [], 0
-        for b in blocks:
-            pc = b.pcols
-            if pc is None:
-                offs.append(np.full(len(b), at, dtype=np.int64))
-                continue
-            offs.append(pc.offsets[1:] - pc.offsets[0] + at)
-            at += int(pc.offsets[-1] - pc.offsets[0])
-            r_ids.append(pc.r_ids.slice(int(pc.offsets[0]), int(pc.offsets[-1] - pc.offsets[0])))
-            s_ids.append(pc.s_ids.slice(int(pc.offsets[0]), int(pc.offsets[-1] - pc.offsets[0])))
-        pairs = PairColumns(np.concatenate(offs), pa.concat_arrays(r_ids), pa.concat_arrays(s_ids))
-    return MatchBlock(*(np.concatenate([getattr(b, c) for b in blocks])
-                        for c in ("sids", "seqs", "signs", "counts")),
-                      np.concatenate(parts).astype(np.int32), table, pairs)
 
 
 def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse]:

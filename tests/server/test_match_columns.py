@@ -96,32 +96,6 @@ def test_columnar_batch_round_trips_against_the_protobuf_reference(b: MatchBlock
 
 
 @settings(max_examples=200, deadline=None)
-@given(bs=st.lists(blocks(), min_size=1, max_size=4), gap_at=st.integers(0, 4))
-def test_consecutive_blocks_go_out_joined_with_every_row_and_pair(bs: list[MatchBlock],
-                                                                  gap_at: int) -> None:
-    """A drain's blocks (one per chunk; AFFECTED, PAIRS or mixed) go out as one columnar
-    message per run of blocks, rows and pairs in order, each row with its own operation; an
-    item between blocks splits the run."""
-    from hotjoin.server.delivery import GapItem
-
-    items: list = list(bs)
-    items.insert(min(gap_at, len(items)), GapItem(7, 1, 2, "r"))
-    out = [pb.ListenResponse.FromString(r.SerializeToString())
-           for r in service.encode_items(items, columnar=True)]
-    kinds = [r.WhichOneof("message") for r in out]
-    runs, rows = 0, 0  # runs of blocks with rows: one message each
-    for it in [*items, None]:
-        if isinstance(it, MatchBlock):
-            rows += len(it)
-        else:
-            runs, rows = runs + (rows > 0), 0
-    assert kinds.count("gap") == 1 and kinds.count("matches") == runs
-    got = [row for r in out if r.WhichOneof("message") == "matches"
-           for row in _rows(MatchColumns.of_batch(r.matches))]
-    assert got == [row for b in bs for row in _oracle(b)]
-
-
-@settings(max_examples=200, deadline=None)
 @given(b=blocks(), lo=st.integers(0, 12))
 def test_a_record_is_written_byte_for_byte_as_protobuf_serializes_it(b: MatchBlock,
                                                                      lo: int) -> None:
