@@ -29,7 +29,7 @@ from grpc_reflection.v1alpha import reflection
 
 from hotjoin.matcher import Engine
 from hotjoin.matcher.warmup import warm_up_in_background
-from hotjoin.server import audit, convert, delivery, metrics
+from hotjoin.server import audit, convert, delivery, malloc, metrics
 from hotjoin.server.auth import Authenticator, AuthFileError
 from hotjoin.server.interceptor import GuardInterceptor
 from hotjoin.server.quotas import Limits, Quotas
@@ -181,6 +181,7 @@ class HotjoinServer:
         return f"{host}:{self.port}"
 
     def start(self) -> HotjoinServer:
+        malloc.tune()  # large buffers reused, not mapped afresh (server/malloc.py)
         # kernels load now, not on first use: the engine's, then delivery's and the wire's
         self._warm_up = warm_up_in_background(log, then=_warm_up_server)
         metrics.REGISTRY.register(self._collector)

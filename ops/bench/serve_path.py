@@ -32,7 +32,7 @@ from hotjoin.matcher import Engine
 from hotjoin.matcher.model import Event
 from hotjoin.matcher.warmup import warm_up_kernels
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server import convert
+from hotjoin.server import convert, malloc
 from hotjoin.server import delivery as delivery_mod
 from hotjoin.server import topic as topic_mod
 from hotjoin.server.convert import decode_columns
@@ -104,7 +104,9 @@ def run(subscriptions: int = 100_000, stored: int = 100_000, events: int = 30_00
 
 
 def _warm_up() -> None:
-    """Every compiled kernel loaded before timing, as a server does at start-up."""
+    """Every compiled kernel loaded before timing and the allocator set, as a server does at
+    start-up."""
+    malloc.tune()
     warm_up_kernels()
     delivery_mod.warm_up()
     convert.warm_up()
