@@ -63,6 +63,7 @@ import logging
 import threading
 import time
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -77,6 +78,7 @@ log = logging.getLogger("hotjoin.delivery")
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
 LISTENER_BYTES = 4 << 20  # per drain of one listener: its backlog in the server's memory
+PARTS_BYTES = 64 << 20  # match-log records kept between the drains that read them in parts
 BUFFER_BYTES = 256 << 20  # the messages of one topic kept in memory
 
 
@@ -404,6 +406,9 @@ class DeliveryHub:
         self._end = 0  # global row index after the last pushed row
         self._last_seq = boot_seq
         self.listeners: set[Listener] = set()
+        # match-log records listeners stopped inside, by first seq (``_keep_part``)
+        self._parts: OrderedDict[int, Chunk] = OrderedDict()
+        self._parts_bytes = 0
         self.closed = False
         self.close_code, self.close_message = "", ""
 
@@ -1164,13 +1169,22 @@ class DeliveryHub:
                 return []
             lis.wake.clear()
             upto = self._released
+        # the rest of a record a drain stopped inside resumes at its row (an output-heavy
+        # batch's record holds several drains' worth of messages), from the hub's cache of such
+        # records when it still holds it, else read again
         part, lis.part = lis.part, None
-        if part is not None and part[0].first_seq == lis.dseq + 1:
-            # the rest of a record a drain stopped inside: not read or decoded again, resumed at
-            # its row (an output-heavy batch's record holds several drains' worth of messages)
-            recs, reached = [part], part[0].last_seq
+        if part is not None and part[0] != lis.dseq + 1:
+            part = None
+        with self._lock:
+            ch = None if part is None else self._parts.get(part[0])
+            if ch is not None:
+                self._parts.move_to_end(part[0])
+        if ch is not None:
+            recs, reached = [(ch, part[1])], ch.last_seq
         else:
             recs, reached = self._read_disk(lis, upto)
+            if part is not None and recs and recs[0][0].first_seq == part[0]:
+                recs[0] = (recs[0][0], part[1])
         with self._lock:
             if lis.cur.shape[0] < self.size:
                 lis.cur = _grow(lis.cur, self.size, -1)
@@ -1182,8 +1196,10 @@ class DeliveryHub:
                 stop = self._take_chunk(ch, row, lis, budget, gap, blocks, False, disk=True)
                 lis.dseq = ch.last_seq if stop >= len(ch) else ch.first_seq - 1
                 if stop < len(ch):
-                    lis.part = (ch, stop)
+                    lis.part = (ch.first_seq, stop)
+                    self._keep_part(ch)
                     break
+                self._drop_part(ch)
             else:
                 if not recs or recs[-1][0].last_seq >= reached:
                     lis.dseq = max(lis.dseq, reached)
@@ -1195,6 +1211,25 @@ class DeliveryHub:
             out, gaps = self._finish(lis, gap, blocks, False)
             lis.wake.set()
         return self._emit(lis, out, gaps, False)
+
+    def _keep_part(self, ch: Chunk) -> None:
+        """Keep a record read back in part for the next drains (of any listener), the least
+        recently used ones dropped beyond ``PARTS_BYTES`` (the newest always stays). Call with
+        the lock held."""
+        if ch.first_seq in self._parts:
+            self._parts.move_to_end(ch.first_seq)
+            return
+        self._parts[ch.first_seq] = ch
+        self._parts_bytes += ch.nbytes
+        while len(self._parts) > 1 and self._parts_bytes > PARTS_BYTES:
+            _, old = self._parts.popitem(last=False)
+            self._parts_bytes -= old.nbytes
+
+    def _drop_part(self, ch: Chunk) -> None:
+        """A listener read ``ch`` to its end: its memory goes back for the next records (a
+        listener behind it on the same record reads it again). Call with the lock held."""
+        if self._parts.pop(ch.first_seq, None) is not None:
+            self._parts_bytes -= ch.nbytes
 
     def _read_disk(self, lis: Listener, upto: int) -> tuple[list[tuple[Chunk, int]], int]:
         """The match log's records after ``lis.dseq`` up to ``upto``, about a drain's bytes of
@@ -1338,7 +1373,7 @@ class Listener:
         self.on_disk = False  # reading the match log (behind the ring)
         self.dseq = 0  # every message with seq <= dseq that it wants was delivered
         self.by_name = False  # listens to its subscriber's subscriptions only (no explicit ids)
-        self.part: tuple[Chunk, int] | None = None  # a match-log record read in part, next row
+        self.part: tuple[int, int] | None = None  # a match-log record read in part: first seq, next row
 
     def _attached(self, sid: int) -> bool:
         return sid < self.cur.shape[0] and self.cur[sid] >= 0
