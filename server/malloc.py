@@ -9,7 +9,7 @@ top of its heap back to the system beyond the trim threshold. Measured in proces
 (``python -m hotjoin.ops.bench.serve_path --catch-up --kind band --delivery pairs --affected
 100 --subscriptions 20000 --stored 20000 --events 5000``): a listener catching up from the match
 log received 6.2–7.1 M messages per CPU second with glibc's defaults, 11.2–11.8 M with the
-settings below; decoding one 5 MB record took 4.5 ms against 0.35 ms.
+settings below.
 
 :func:`tune` fixes the thresholds, as ``mallopt(3)`` documents: blocks up to 32 MiB (glibc's
 largest mmap threshold) come from the heap, and up to 128 MiB of freed heap (plus 64 MiB of

@@ -137,18 +137,6 @@ def build(kind: str, lateness: int = 0, retention: int | None = None,
     raise ValueError(kind)
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, ignore_reinit_error=True)
-    except Exception as x:  # noqa: BLE001 - no Ray here: the in-process front ends still run
-        pytest.skip(f"Ray does not start here: {x}")
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture(params=LOCAL_KINDS + RAY_KINDS)  # the Ray ones: 6 workers each, ~15 s together
 def make(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """``new(lateness, retention)``: engines of one implementation, closed at the end."""

@@ -1,4 +1,5 @@
-"""Fixtures: an in-process hotjoin server on a free loopback port, and a client of it."""
+"""Fixtures: an in-process hotjoin server on a free loopback port, a client of it, and a topic
+with one subscription and one stored tuple."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from server_harness import engine_factory
 
-from hotjoin.clients.client import HotjoinClient
+from hotjoin.clients.client import HotjoinClient, band, event
 from hotjoin.server.app import HotjoinServer
 from hotjoin.server.settings import DeliveryOptions
 
@@ -40,3 +41,13 @@ def memory_client(data_dir: Path) -> Iterator[HotjoinClient]:
     with HotjoinClient(srv.target, timeout=30) as c:
         yield c
     srv.stop(0)
+
+
+@pytest.fixture
+def topic(client: HotjoinClient) -> HotjoinClient:
+    """``client`` with topic ``t`` (lateness 5), one band subscription of subscriber ``me`` and
+    one stored R tuple."""
+    client.create_topic("t", lateness=5)
+    client.subscribe("t", band((-1, 1), subscriber="me"))
+    client.publish("t", [event("R", "r1", 1.0, 1.0, time=100)])
+    return client

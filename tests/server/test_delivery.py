@@ -335,23 +335,30 @@ def test_messages_from_before_a_restart_never_count(tmp_path: Path) -> None:
     ml.close()
 
 
-def test_a_record_larger_than_a_drain_is_read_from_the_match_log_once(tmp_path: Path) -> None:
-    """A listener catching up from the match log through a record that holds many drains'
-    worth of messages reads and decodes it once and resumes at its row: every message once,
-    in seq order, and the backlog counts every message it was handed."""
-    ml = MatchLog(tmp_path, log_seq=0, sync=False)
-    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=1)  # nothing stays in the ring
+def _logged(path: Path, records: int, ops_each: int) -> tuple[MatchLog, DeliveryHub, int, list[int]]:
+    """A durable hub whose ring keeps only the newest chunk, with ``records`` match-log records
+    of ``ops_each`` operations affecting every subscription, and a spy on the log's reads:
+    ``(log, hub, last seq, the after-seq of each read)``."""
+    ml = MatchLog(path, log_seq=0, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=1)
     hub.add_subscriptions([(s, "a", 1) for s in range(N_SUBS)])
     seq = 1
-    for _ in range(3):  # three records of 40 operations, every subscription each
-        ops = [(seq + i, {s: 0 for s in range(N_SUBS)}) for i in range(1, 41)]
-        seq += 40
-        ch = _chunk(ops)
+    for _ in range(records):
+        ch = _chunk([(seq + i, {s: 0 for s in range(N_SUBS)}) for i in range(1, ops_each + 1)])
+        seq += ops_each
         ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
         hub.push(ch)
     reads: list[int] = []
     read = ml.read
     ml.read = lambda after, upto, nbytes=8 << 20: (reads.append(after), read(after, upto, nbytes))[1]  # type: ignore[method-assign]
+    return ml, hub, seq, reads
+
+
+def test_a_record_larger_than_a_drain_is_read_from_the_match_log_once(tmp_path: Path) -> None:
+    """A listener catching up from the match log through a record that holds many drains'
+    worth of messages reads and decodes it once and resumes at its row: every message once,
+    in seq order, and the backlog counts every message it was handed."""
+    ml, hub, seq, reads = _logged(tmp_path, 3, 40)  # three records of 40 operations
     lis = hub.listen("a", [], {}, 0, False, current_seq=seq, max_batch=7)
     gaps, got = _drain_all(lis)
     assert gaps == []
@@ -370,19 +377,7 @@ def _interleaved(path: Path, monkeypatch: pytest.MonkeyPatch, parts_bytes: int
     from hotjoin.server import delivery
 
     monkeypatch.setattr(delivery, "PARTS_BYTES", parts_bytes)
-    ml = MatchLog(path, log_seq=0, sync=False)
-    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=1)
-    hub.add_subscriptions([(s, "a", 1) for s in range(N_SUBS)])
-    seq = 1
-    for _ in range(4):
-        ops = [(seq + i, {s: 0 for s in range(N_SUBS)}) for i in range(1, 31)]
-        seq += 30
-        ch = _chunk(ops)
-        ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
-        hub.push(ch)
-    reads: list[int] = []
-    read = ml.read
-    ml.read = lambda after, upto, nbytes=8 << 20: (reads.append(after), read(after, upto, nbytes))[1]  # type: ignore[method-assign]
+    ml, hub, seq, reads = _logged(path, 4, 30)
     a = hub.listen("a", [], {}, 0, False, current_seq=seq, max_batch=11)
     b = hub.listen("a", [], {}, 0, False, current_seq=seq, max_batch=7)
     got: dict[int, list[tuple[int, int]]] = {0: [], 1: []}

@@ -27,14 +27,6 @@ EXHAUSTED = "RESOURCE_EXHAUSTED"  # the batch_events quota (server/quotas.py)
 OUT_OF_RANGE = "OUT_OF_RANGE"
 
 
-@pytest.fixture
-def topic(client: HotjoinClient) -> HotjoinClient:
-    client.create_topic("t", lateness=5)
-    client.subscribe("t", band((-1, 1), subscriber="me"))
-    client.publish("t", [event("R", "r1", 1.0, 1.0, time=100)])
-    return client
-
-
 def _listen_first(c: HotjoinClient, **kw: Any) -> None:
     stream = c.listen("t", reconnect=False, **kw)
     next(iter(stream))

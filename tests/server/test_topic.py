@@ -27,14 +27,6 @@ from hotjoin.server.topic import MAX_BATCH_EVENTS, Topic, _same_event
 
 
 @pytest.fixture
-def topic(client: HotjoinClient) -> HotjoinClient:
-    client.create_topic("t", lateness=5)
-    client.subscribe("t", band((-1, 1), subscriber="me"))
-    client.publish("t", [event("R", "r1", 1.0, 1.0, time=100)])
-    return client
-
-
-@pytest.fixture
 def mem() -> Iterator[Topic]:
     """A topic without files (lateness 5), closed afterwards."""
     t = Topic("t", 5, None, {}, None)

@@ -15,14 +15,6 @@ ray = pytest.importorskip("ray")
 CLI = "import sys; from hotjoin.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             ignore_reinit_error=True)
-    yield ray
-    ray.shutdown()
-
-
 def test_bench_scaleout_smoke(local_ray: Any) -> None:
     """``hotjoin bench scaleout`` on a tiny workload: every figure present; the bench itself
     asserts that the workers' pair counts and the NumPy brute force's equal the engine's."""

@@ -40,14 +40,6 @@ from hotjoin.server.scaleout.worker import OpError  # noqa: E402
 CLI = "import sys; from hotjoin.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             ignore_reinit_error=True)
-    yield ray
-    ray.shutdown()
-
-
 def _canon(out: Any) -> Counter[tuple[Any, ...]]:
     """Output as a multiset: pairs (sid, sign, r, s), or (sid, count) for the affected form."""
     if isinstance(out, Matches):

@@ -32,14 +32,6 @@ from hotjoin.server.scaleout.engine import ShardedEngine  # noqa: E402
 from hotjoin.server.scaleout.key_engine import KeyShardedEngine  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             ignore_reinit_error=True)
-    yield ray
-    ray.shutdown()
-
-
 def _interval(rng: random.Random, across: bool) -> Any:
     b = Range(-1, 1) if across else Range(0, 0)
     x = rng.random()

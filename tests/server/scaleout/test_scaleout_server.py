@@ -40,14 +40,6 @@ ROOT = Path(__file__).resolve().parents[3]
 CLI = "import sys; from hotjoin.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             ignore_reinit_error=True)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.parametrize(("kind", "seed", "kill", "scheme"),
                          [("window", 2, False, "subscription"), ("band", 1, True, "subscription"),
                           ("select", 2, False, "key"), ("window", 3, True, "key"),
