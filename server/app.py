@@ -1,8 +1,11 @@
 """Assemble and run one hotjoin server process: gRPC services, health, reflection, metrics.
 
 ``HotjoinServer`` is what ``hotjoin serve`` runs and what the end-to-end tests start in-process
-(``port=0`` picks a free port). Listen streams each hold one worker thread while open, so
-``max_workers`` bounds publishers + listeners served at once.
+(``port=0`` picks a free port). gRPC runs on asyncio (``grpc.aio``) in a thread of its own:
+``Listen`` and the client-streaming RPCs are coroutines on that one event loop, so an open
+stream holds no thread, and a batch handed to many listeners costs no thread switch per
+listener; the unary RPCs run in a pool of ``max_workers`` threads (publishers and other calls
+served at once).
 
 Security (docs/how-to/security.md): loopback by default; ``tls=TlsFiles(...)`` serves TLS (mutual
 TLS with a client CA); ``auth_file`` turns on bearer-token authentication and per-topic rights
@@ -12,16 +15,18 @@ Binding a non-loopback address without both TLS and auth is refused unless ``all
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
 import socket
 import threading
 import time
+from collections.abc import Coroutine
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -46,6 +51,7 @@ from hotjoin.server.settings import (
 )
 
 log = logging.getLogger("hotjoin.server")
+T = TypeVar("T")
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 SHUTDOWN_DRAIN_SECONDS = 0.5  # in-flight unary batches finish before the topics close
@@ -89,9 +95,52 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
 
 
+class _ClientGone(logging.Filter):
+    """gRPC's asyncio server logs a write to a stream whose client has just gone away as an
+    error with a traceback when the write fails before it has seen the cancellation. For a
+    server of long-lived Listen streams that is routine, not an error: such records are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("ExecuteBatchError raised in core")
+
+
+logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGone())
+
+
 def _warm_up_server() -> None:
     delivery.warm_up()
     convert.warm_up()
+
+
+class EventLoopThread:
+    """An asyncio event loop running in a daemon thread of its own: where gRPC's asyncio server
+    and its streams live, driven from ordinary threads through ``call``."""
+
+    def __init__(self, name: str = "hotjoin-grpc") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> futures.Future[T]:
+        """Run ``coro`` on the loop; its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result."""
+        return self.submit(coro).result(timeout)
+
+    def close(self) -> None:
+        """Stop the loop (after what it runs has ended) and release it."""
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5.0)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class HotjoinServer:
@@ -144,24 +193,19 @@ class HotjoinServer:
             self.quotas = Quotas(quota_limits, owned=self.registry.owned)
             transport_max = max(MAX_MESSAGE_BYTES, self.quotas.limits.message_bytes)
             options = [(k, transport_max if k.startswith("grpc.max_") else v) for k, v in GRPC_OPTIONS]
-            self._grpc = grpc.server(
-                futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="hotjoin-rpc"),
-                options=options,
-                interceptors=[RpcMetricsInterceptor(), GuardInterceptor(self.authenticator, self.quotas)],
-            )
-            names = add_services(self._grpc, self.registry, self.quotas)
-            self.health = health.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
-            reflection.enable_server_reflection(
-                (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc
-            )
-            self._service_names = names
+            self._pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="hotjoin-rpc")
+            self._loop = EventLoopThread()
             address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-            if creds is None:
-                self.port = self._grpc.add_insecure_port(address)
-            else:
-                self.port = self._grpc.add_secure_port(address, creds)
+            try:
+                self._grpc, self.health, self._service_names, self.port = self._loop.call(
+                    self._build(options, address, creds))
+            except BaseException:
+                self._loop.close()
+                self._pool.shutdown(wait=False)
+                raise
             if self.port == 0:
+                self._loop.close()
+                self._pool.shutdown(wait=False)
                 raise OSError(f"cannot listen on {host}:{port}")
         except BaseException:
             self.registry.close()  # the data directory's lock goes with it
@@ -174,6 +218,27 @@ class HotjoinServer:
         self._stopped = threading.Event()
         self._warm_up: threading.Thread | None = None
         self._audit_file = audit.AuditFile(audit_log) if audit_log is not None else None
+
+    async def _build(self, options: list[tuple[str, Any]], address: str,
+                     creds: grpc.ServerCredentials | None) -> tuple[grpc.aio.Server, Any, list[str], int]:
+        """The asyncio gRPC server with every service, health and reflection (built on the loop
+        it will run on). Blocking work of the streams runs in the same pool as the unary RPCs."""
+        asyncio.get_running_loop().set_default_executor(self._pool)
+        server = grpc.aio.server(
+            migration_thread_pool=self._pool, options=options,
+            interceptors=[RpcMetricsInterceptor(), GuardInterceptor(self.authenticator, self.quotas)],
+        )
+        names = add_services(server, self.registry, self.quotas)
+        checker = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+        reflection.enable_server_reflection((*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
+        return server, checker, names, port
+
+    async def _serving(self) -> None:
+        await self._grpc.start()
+        for name in ("", *self._service_names):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     @property
     def target(self) -> str:
@@ -188,9 +253,7 @@ class HotjoinServer:
         if self._metrics_port is not None:
             self._metrics_server = metrics.serve_metrics(self._metrics_port, self._metrics_host)
             self.metrics_port = self._metrics_server.server_port
-        self._grpc.start()
-        for name in ("", *self._service_names):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._loop.call(self._serving())
         log.info("hotjoin serving on %s (metrics: %s, TLS: %s, auth: %s)", self.target, self.metrics_port,
                  "off" if self.tls is None else ("mutual" if self.tls.client_ca else "on"),
                  "off" if self.authenticator is None else
@@ -222,11 +285,14 @@ class HotjoinServer:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        self.health.enter_graceful_shutdown()
-        done = self._grpc.stop(grace)  # no new RPCs from here on; running ones continue
+        self._loop.call(self.health.enter_graceful_shutdown())
+        done = self._loop.submit(self._grpc.stop(grace))  # no new RPCs from here on; running ones continue
         time.sleep(min(SHUTDOWN_DRAIN_SECONDS, grace / 4))
         self.registry.close()
-        done.wait(grace)
+        with contextlib.suppress(futures.TimeoutError, asyncio.CancelledError):
+            done.result(grace + 1.0)
+        self._loop.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
         if self._warm_up is not None:  # not mid-compile when the interpreter exits
             self._warm_up.join(grace)
         if self._metrics_server is not None:

@@ -1353,6 +1353,22 @@ def _filter(chunk: Chunk, keep: np.ndarray) -> None:
     chunk.signs, chunk.counts, chunk.ops = chunk.signs[idx], chunk.counts[idx], chunk.ops[idx]
 
 
+class Wake(threading.Event):
+    """A listener's "messages are waiting" flag. ``notify``, when set, is called on every
+    ``set`` (from any thread): how a Listen stream on an event loop hears of new messages
+    without a thread waiting for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notify: Callable[[], object] | None = None
+
+    def set(self) -> None:
+        super().set()
+        notify = self.notify
+        if notify is not None:
+            notify()
+
+
 class Listener:
     """One Listen stream's view of its subscriptions: cursors (a column) and a ring position."""
 
@@ -1367,7 +1383,7 @@ class Listener:
         self.pos = 0
         self.checked = False
         self.unsub_pending: dict[int, int] = {}
-        self.wake = threading.Event()
+        self.wake = Wake()
         self.closed = False
         self.caught_up = False
         self.on_disk = False  # reading the match log (behind the ring)
@@ -1388,7 +1404,11 @@ class Listener:
         """Wait up to ``timeout`` s for messages and return them (empty on timeout or close)."""
         if not self.wake.wait(timeout):
             return []
-        if self.closed:
+        return self.take()
+
+    def take(self) -> list[Item]:
+        """The messages waiting now, without waiting (empty when none or closed)."""
+        if self.closed or not self.wake.is_set():
             return []
         return self.hub._drain(self)
 

@@ -13,7 +13,8 @@ topic, so it happens in the servicers (``server/service.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -84,17 +85,27 @@ def _discard(_data: bytes) -> object:
     return _UNREAD
 
 
-class GuardInterceptor(grpc.ServerInterceptor):
+class GuardInterceptor(grpc.aio.ServerInterceptor):
     """Authentication (when ``authenticator`` is set) and message-size quotas for every RPC but
-    health checking; request bodies that do not parse answer INVALID_ARGUMENT for every RPC."""
+    health checking; request bodies that do not parse answer INVALID_ARGUMENT for every RPC.
+
+    Handlers may be coroutines (the streams) or plain functions (run in the server's thread
+    pool); each keeps its kind when wrapped."""
 
     def __init__(self, authenticator: Authenticator | None, quotas: Quotas) -> None:
         self.authenticator = authenticator
         self.quotas = quotas
 
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
-                          handler_call_details: grpc.HandlerCallDetails) -> Any:
-        handler = continuation(handler_call_details)
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        return self.guard(await continuation(handler_call_details), handler_call_details)
+
+    def guard(self, handler: grpc.RpcMethodHandler | None,
+              handler_call_details: grpc.HandlerCallDetails) -> Any:
+        """``handler`` wrapped for the call ``handler_call_details``: authenticated, refused, or
+        ``None`` when there is no such method."""
         method = handler_call_details.method
         if handler is None:
             return handler
@@ -138,12 +149,40 @@ class GuardInterceptor(grpc.ServerInterceptor):
 
         if handler.request_streaming:
             inner = handler.stream_stream if handler.response_streaming else handler.stream_unary
+            if _is_async(inner):
+                async def each(it: AsyncIterator[tuple[int, Any]]) -> AsyncIterator[Any]:
+                    async for p in it:
+                        yield checked(p)
+
+                def streaming_async(it: AsyncIterator[tuple[int, Any]], context: Any) -> Any:
+                    return inner(each(it), SessionContext(context, session))
+
+                return _same_kind(handler, _like(inner, streaming_async), measured)
 
             def streaming(it: Iterator[tuple[int, Any]], context: grpc.ServicerContext) -> Any:
                 return inner((checked(p) for p in it), SessionContext(context, session))
 
             return _same_kind(handler, streaming, measured)
         inner = handler.unary_stream if handler.response_streaming else handler.unary_unary
+        if inspect.isasyncgenfunction(inner):
+            async def unary_stream(pair: tuple[int, Any], context: Any) -> AsyncIterator[Any]:
+                try:
+                    req = checked(pair)
+                except (ResourceExhausted, InvalidArgument) as e:
+                    await context.abort(grpc.StatusCode[e.code], e.message)
+                async for out in inner(req, SessionContext(context, session)):
+                    yield out
+
+            return _same_kind(handler, unary_stream, measured)
+        if inspect.iscoroutinefunction(inner):
+            async def unary_async(pair: tuple[int, Any], context: Any) -> Any:
+                try:
+                    req = checked(pair)
+                except (ResourceExhausted, InvalidArgument) as e:
+                    await context.abort(grpc.StatusCode[e.code], e.message)
+                return await inner(req, SessionContext(context, session))
+
+            return _same_kind(handler, unary_async, measured)
 
         def unary(pair: tuple[int, Any], context: grpc.ServicerContext) -> Any:
             try:
@@ -155,13 +194,38 @@ class GuardInterceptor(grpc.ServerInterceptor):
         return _same_kind(handler, unary, measured)
 
 
-def _refusal(handler: grpc.RpcMethodHandler, err: AuthFailure, method: str) -> grpc.RpcMethodHandler:
-    """A handler that answers UNAUTHENTICATED without reading the request."""
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
 
-    def refuse(_request: Any, context: grpc.ServicerContext) -> Any:
+
+def _like(inner: Callable[..., Any], outer: Callable[..., Any]) -> Callable[..., Any]:
+    """``outer`` (which returns what ``inner`` returns) as the same kind of function as
+    ``inner``, so that gRPC runs it on the event loop like ``inner``."""
+    if inspect.isasyncgenfunction(inner):
+        async def agen(request: Any, context: Any) -> AsyncIterator[Any]:
+            async for out in outer(request, context):
+                yield out
+
+        return agen
+
+    async def coro(request: Any, context: Any) -> Any:
+        return await outer(request, context)
+
+    return coro
+
+
+def _refusal(handler: grpc.RpcMethodHandler, err: AuthFailure, method: str) -> grpc.RpcMethodHandler:
+    """A handler that answers UNAUTHENTICATED without reading the request (a coroutine of the
+    handler's kind: it runs on the event loop, whatever the refused handler is)."""
+
+    async def refuse(_request: Any, context: Any) -> Any:
         metrics.AUTH_FAILURES.labels(err.reason).inc()
         audit.record("authenticate", None, "unauthenticated", method=method, reason=err.reason,
                      peer=peer_of(context))
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, err.message)
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, err.message)
 
-    return _same_kind(handler, refuse, _discard)
+    async def refuse_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+        await refuse(request, context)
+        yield None  # not reached: abort raises
+
+    return _same_kind(handler, refuse_stream if handler.response_streaming else refuse, _discard)

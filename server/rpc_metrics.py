@@ -13,8 +13,10 @@ instead and left out of the latency histogram.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -38,63 +40,122 @@ def _code_name(context: Any, failed: bool, cancelled: bool = False) -> str:
     return "UNKNOWN" if failed else "OK"
 
 
+class _Recorded:
+    """A servicer context that remembers the status code a handler set or aborted with (gRPC's
+    asyncio server does not report it back to the pool-run handlers' context); everything
+    else is delegated."""
+
+    __slots__ = ("_ctx", "_code")
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._code: grpc.StatusCode | None = None
+
+    def abort(self, code: grpc.StatusCode, details: str = "", *rest: Any) -> Any:
+        self._code = code
+        return self._ctx.abort(code, details, *rest)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._code = code
+        self._ctx.set_code(code)
+
+    def code(self) -> grpc.StatusCode | None:
+        return self._code
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
 def method_label(full_method: str) -> str:
     """``/hotjoin.v1.PublishService/Publish`` → ``PublishService/Publish``."""
     service, _, method = full_method.lstrip("/").rpartition("/")
     return f"{service.rpartition('.')[2]}/{method}"
 
 
-class RpcMetricsInterceptor(grpc.ServerInterceptor):
+class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
     """Counts every RPC by method and status code and times the ones with a single response.
 
     Only methods the server registered have a handler, so the ``method`` label takes at most
     that many values; a call to anything else is counted as ``other`` / ``UNIMPLEMENTED``.
     """
 
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
-                          handler_call_details: grpc.HandlerCallDetails) -> Any:
-        handler = continuation(handler_call_details)
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        return self.measure(await continuation(handler_call_details), handler_call_details)
+
+    def measure(self, handler: grpc.RpcMethodHandler | None,
+                handler_call_details: grpc.HandlerCallDetails) -> Any:
+        """``handler`` wrapped to be counted (coroutines stay coroutines)."""
         if handler is None:
             RPC_REQUESTS.labels("other", "UNIMPLEMENTED").inc()
             return None
         return _wrap(handler, method_label(handler_call_details.method))
 
 
+class _Counted:
+    """One call, counted: in flight while open (streams) or timed (single responses), then
+    counted once with the status it ended with (cancelled when the client went away: gRPC
+    closes a generator, or cancels a coroutine)."""
+
+    __slots__ = ("_label", "_context", "_stream", "_t0")
+
+    def __init__(self, label: str, context: _Recorded, stream: bool) -> None:
+        self._label, self._context, self._stream = label, context, stream
+        self._t0 = 0.0
+
+    def __enter__(self) -> None:
+        if self._stream:
+            RPC_STREAMS.labels(self._label).inc()
+        self._t0 = time.perf_counter()
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if self._stream:
+            RPC_STREAMS.labels(self._label).dec()
+        else:
+            RPC_DURATION.labels(self._label).observe(time.perf_counter() - self._t0)
+        cancelled = kind is not None and issubclass(kind, (asyncio.CancelledError, GeneratorExit))
+        RPC_REQUESTS.labels(self._label, _code_name(self._context, kind is not None, cancelled)).inc()
+
+
 def _wrap(handler: grpc.RpcMethodHandler, label: str) -> grpc.RpcMethodHandler:
+    """``handler`` counted; a coroutine stays a coroutine (it runs on the event loop)."""
     deser, ser = handler.request_deserializer, handler.response_serializer
     if handler.response_streaming:
         inner = handler.stream_stream if handler.request_streaming else handler.unary_stream
-
-        def streaming(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            RPC_STREAMS.labels(label).inc()
-            failed, cancelled = True, False
-            try:
-                yield from inner(request, context)
-                failed = False
-            except GeneratorExit:  # gRPC closes the generator when the client cancels
-                cancelled = True
-                raise
-            finally:
-                RPC_STREAMS.labels(label).dec()
-                RPC_REQUESTS.labels(label, _code_name(context, failed, cancelled)).inc()
-
         make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
                 else grpc.unary_stream_rpc_method_handler)
+        if inspect.isasyncgenfunction(inner):
+            async def streaming_async(request: Any, context: Any) -> AsyncIterator[Any]:
+                context = _Recorded(context)
+                with _Counted(label, context, stream=True):
+                    async for out in inner(request, context):
+                        yield out
+
+            return make(streaming_async, deser, ser)
+
+        def streaming(request: Any, context: Any) -> Iterator[Any]:
+            context = _Recorded(context)
+            with _Counted(label, context, stream=True):
+                yield from inner(request, context)
+
         return make(streaming, deser, ser)
 
     inner1 = handler.stream_unary if handler.request_streaming else handler.unary_unary
-
-    def unary(request: Any, context: grpc.ServicerContext) -> Any:
-        t0 = time.perf_counter()
-        failed = True
-        try:
-            out = inner1(request, context)
-            failed = False
-            return out
-        finally:
-            RPC_DURATION.labels(label).observe(time.perf_counter() - t0)
-            RPC_REQUESTS.labels(label, _code_name(context, failed)).inc()
-
     make1 = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
              else grpc.unary_unary_rpc_method_handler)
+    if inspect.iscoroutinefunction(inner1):
+        async def unary_async(request: Any, context: Any) -> Any:
+            context = _Recorded(context)
+            with _Counted(label, context, stream=False):
+                return await inner1(request, context)
+
+        return make1(unary_async, deser, ser)
+
+    def unary(request: Any, context: Any) -> Any:
+        context = _Recorded(context)
+        with _Counted(label, context, stream=False):
+            return inner1(request, context)
+
     return make1(unary, deser, ser)

@@ -14,11 +14,11 @@ are audited where they happen (``server/audit.py``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -36,7 +36,14 @@ from hotjoin.server.convert import (
     decode_columns,
     match_batch_columns,
 )
-from hotjoin.server.delivery import CaughtUpItem, GapItem, Item, MatchBlock, UnsubscribedItem
+from hotjoin.server.delivery import (
+    CaughtUpItem,
+    GapItem,
+    Item,
+    Listener,
+    MatchBlock,
+    UnsubscribedItem,
+)
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
 from hotjoin.server.match_columns import PairColumns, encode_columns, op_arrays, used_ops
@@ -123,18 +130,52 @@ def _unary(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _streaming(fn: F) -> F:
-    """Turn a ``ServiceError`` of a response-streaming handler into its gRPC status."""
+def _unary_async(fn: F) -> F:
+    """Turn a ``ServiceError`` of a coroutine handler into its gRPC status."""
 
     @functools.wraps(fn)
-    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    async def wrapper(self: Any, request: Any, context: Any) -> Any:
         try:
-            yield from fn(self, request, context)
+            return await fn(self, request, context)
         except ServiceError as e:
             _refused(fn.__name__, request, context, e)
-            context.abort(grpc.StatusCode[e.code], e.message)
+            await context.abort(grpc.StatusCode[e.code], e.message)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _streaming(fn: F) -> F:
+    """Turn a ``ServiceError`` of a response-streaming coroutine into its gRPC status."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            async for out in fn(self, request, context):
+                yield out
+        except ServiceError as e:
+            _refused(fn.__name__, request, context, e)
+            await context.abort(grpc.StatusCode[e.code], e.message)
+
+    return wrapper  # type: ignore[return-value]
+
+
+async def _in_pool(fn: Callable[..., Any], *args: Any,
+                   if_abandoned: Callable[[Any], None] | None = None) -> Any:
+    """``fn(*args)`` in the server's thread pool (blocking work stays off the event loop). It
+    runs to its end even when the awaiting stream is cancelled meanwhile; then ``if_abandoned``
+    gets its result (to release what it opened)."""
+    fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        if if_abandoned is not None:
+            fut.add_done_callback(lambda f: _abandoned(f, if_abandoned))
+        raise
+
+
+def _abandoned(fut: asyncio.Future[Any], release: Callable[[Any], None]) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        release(fut.result())
 
 
 def encode_topic(topic: Topic) -> pb.Topic:
@@ -370,16 +411,16 @@ class SubscriptionService(rpc.SubscriptionServiceServicer):
         p.require(request.topic, "subscribe", "subscribe")
         return _subscribed(self._subscribe(context, p, request.topic, request.specs))
 
-    @_unary
-    def SubscribeStream(
-        self, request_iterator: Iterator[pb.SubscribeManyRequest], context: grpc.ServicerContext
+    @_unary_async
+    async def SubscribeStream(
+        self, request_iterator: AsyncIterator[pb.SubscribeManyRequest], context: Any
     ) -> pb.SubscribeManyResponse:
         session = session_of(context)
         p = session.current()
         with self.quotas.hold(p, "streams"):
             name = ""
             specs: list[pb.SubscriptionSpec] = []
-            for req in request_iterator:
+            async for req in request_iterator:
                 if req.topic and name and req.topic != name:
                     raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {name!r}")
                 if req.topic and not name:  # refuse early, before buffering a large stream
@@ -389,7 +430,7 @@ class SubscriptionService(rpc.SubscriptionServiceServicer):
                 self.quotas.check_subscriptions(p, len(specs))
             p = session.current()
             p.require(name, "subscribe", "subscribe")
-            return _subscribed(self._subscribe(context, p, name, specs))
+            return _subscribed(await _in_pool(self._subscribe, context, p, name, specs))
 
     @_unary
     def Unsubscribe(self, request: pb.UnsubscribeRequest, context: grpc.ServicerContext) -> pb.UnsubscribeResponse:
@@ -451,37 +492,28 @@ class PublishService(rpc.PublishServiceServicer):
         return _response(topic.publish(request.events, time.time_ns()))
 
     @_streaming
-    def PublishStream(
-        self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
-    ) -> Iterator[pb.PublishResponse]:
+    async def PublishStream(
+        self, request_iterator: AsyncIterator[pb.PublishRequest], context: Any
+    ) -> AsyncIterator[pb.PublishResponse]:
         session = session_of(context)
         with self.quotas.hold(session.current(), "streams"):
-            yield from self._publish_stream(session, request_iterator, context)
+            async for out in self._publish_stream(session, request_iterator):
+                yield out
 
-    def _publish_stream(
-        self, session: Any, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
-    ) -> Iterator[pb.PublishResponse]:
-        # A reader thread applies batch k+1 (engine + log write) while batch k waits for its
-        # sync; acknowledgements still go out in request order, each once its batch is durable.
-        # Each batch is authorized and charged to the caller's quotas before it is applied.
-        done: queue.Queue[Any] = queue.Queue(maxsize=PUBLISH_PIPELINE)
-        stop = threading.Event()
+    async def _publish_stream(
+        self, session: Any, request_iterator: AsyncIterator[pb.PublishRequest]
+    ) -> AsyncIterator[pb.PublishResponse]:
+        # A reader task applies batch k+1 (engine + log write, in the thread pool) while batch k
+        # waits for its sync; acknowledgements still go out in request order, each once its
+        # batch is durable. Each batch is authorized and charged to the caller's quotas before
+        # it is applied. A batch once applied is synced and delivered whatever becomes of the
+        # stream (``_commit_later``).
+        done: asyncio.Queue[Any] = asyncio.Queue(maxsize=PUBLISH_PIPELINE)
 
-        def put(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    done.put(item, timeout=0.2)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def reader() -> None:
+        async def reader() -> None:
             topic: Topic | None = None
             try:
-                for req in request_iterator:
-                    if stop.is_set():
-                        return
+                async for req in request_iterator:
                     if topic is not None and req.topic and req.topic != topic.name:
                         raise InvalidArgument(f"one stream, one topic: got {req.topic!r} after {topic.name!r}")
                     p = session.current()
@@ -493,48 +525,58 @@ class PublishService(rpc.PublishServiceServicer):
                         self._charge(p, n)
                     batch = _columns_of(req)  # decoded only once the caller may publish
                     received = time.time_ns()
-                    statuses: Any
+                    t = topic
                     if batch is None:
-                        statuses, token = topic.publish_begin(req.events, received)
+                        statuses, token = await _in_pool(
+                            t.publish_begin, req.events, received,
+                            if_abandoned=lambda out, t=t: _commit_later(t, out[1]))
                     else:
-                        statuses, token = topic.publish_columns_begin(batch, received)
-                    if not put((topic, statuses, token, received)):
-                        topic.commit(token)  # the stream is gone: still sync and deliver
-                        return
-                put(None)
-            except BaseException as e:  # noqa: BLE001 - handed to the responding thread
-                put(e)
+                        statuses, token = await _in_pool(
+                            t.publish_columns_begin, batch, received,
+                            if_abandoned=lambda out, t=t: _commit_later(t, out[1]))
+                    item = (t, statuses, token, received)
+                    try:
+                        await done.put(item)
+                    except asyncio.CancelledError:
+                        _commit_later(t, token)  # the stream is gone: still sync and deliver
+                        raise
+                await done.put(None)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001 - handed to the responding side
+                await done.put(e)
 
-        context.add_callback(stop.set)
-        threading.Thread(target=reader, name="hotjoin-publish-reader", daemon=True).start()
+        task = asyncio.get_running_loop().create_task(reader())
         try:
             while True:
-                item = done.get()
+                item = await done.get()
                 if item is None:
                     return
                 if isinstance(item, BaseException):
                     raise item
                 topic, statuses, token, received = item
-                topic.commit(token)
+                await _in_pool(topic.commit, token)
                 topic.observe_publish(received)
                 if isinstance(statuses, ColumnsOutcome):
                     yield _columns_response(statuses)
                 else:
                     yield _response(statuses)
         finally:
-            stop.set()
-            while True:  # batches applied but not acknowledged: still sync and deliver them
-                try:
-                    item = done.get_nowait()
-                except queue.Empty:
-                    break
+            task.cancel()
+            while not done.empty():  # batches applied but not acknowledged: still sync and deliver
+                item = done.get_nowait()
                 if isinstance(item, tuple):
-                    item[0].commit(item[2])
+                    _commit_later(item[0], item[2])
 
     @_unary
     def DeleteEvents(self, request: pb.DeleteEventsRequest, context: grpc.ServicerContext) -> pb.DeleteEventsResponse:
         topic = self._admit(_principal(context), request.topic, len(request.events), "delete events")
         return pb.DeleteEventsResponse(statuses=encode_statuses(topic.delete(request.events, time.time_ns())))
+
+
+def _commit_later(topic: Topic, token: Any) -> None:
+    """Sync and deliver an applied batch nobody waits for any more (its stream ended)."""
+    asyncio.get_running_loop().run_in_executor(None, topic.commit, token)
 
 
 def _response(statuses: list[Status]) -> pb.PublishResponse:
@@ -585,36 +627,52 @@ class ListenService(rpc.ListenServiceServicer):
         self.quotas = quotas
 
     @_streaming
-    def Listen(self, request: pb.ListenRequest, context: grpc.ServicerContext) -> Iterator[pb.ListenResponse]:
+    async def Listen(self, request: pb.ListenRequest, context: Any) -> AsyncIterator[pb.ListenResponse]:
+        """A coroutine on the server's event loop: it sleeps until the hub wakes its listener
+        (``Wake.notify``), takes what waits — on the loop when it comes from the ring, in the
+        thread pool when it is read back from the match log — and streams it encoded."""
         session = session_of(context)
         p = session.current()
         p.require(request.topic, "subscribe", "listen")
         topic = self.registry.get(request.topic)
         admin = p.is_admin(topic.name)
         cursors = {c.subscription_id: c.after_seq for c in request.cursors}
-        check_listen(request, topic.info()["seq"])
+        loop = asyncio.get_running_loop()
         with self.quotas.hold(p, "listeners"):
-            lis = topic.listen(
-                request.subscriber, list(request.subscription_ids), cursors,
-                request.default_after_seq, request.from_latest, owner=None if admin else p.owner,
-                use_committed=not request.ignore_committed,
-            )
-            context.add_callback(lis.wake.set)
+            lis = await _in_pool(self._open, topic, request, cursors, None if admin else p.owner,
+                                 if_abandoned=Listener.close)
+            ready = asyncio.Event()
+            lis.wake.notify = functools.partial(loop.call_soon_threadsafe, ready.set)
             try:
-                while context.is_active():
-                    items = lis.next_batch(LISTEN_POLL_SECONDS)
+                while True:
+                    if not lis.wake.is_set():
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(LISTEN_POLL_SECONDS):
+                                await ready.wait()
+                    ready.clear()
+                    items = await _in_pool(lis.take) if lis.on_disk else lis.take()
                     if lis.closed:
-                        context.abort(grpc.StatusCode[topic.hub.close_code or "UNAVAILABLE"], topic.hub.close_message)
+                        await context.abort(grpc.StatusCode[topic.hub.close_code or "UNAVAILABLE"],
+                                            topic.hub.close_message)
                     now = session.current()  # the auth file was reloaded: rights may be gone
                     if now is not p:
                         now.require(topic.name, "subscribe", "listen")
                         if admin:
                             now.require(topic.name, "admin", "listen to other principals' subscriptions")
                         p = now
-                    yield from encode_items(items, request.batch, request.batch_pairs,
-                                            request.columnar)
+                    for out in encode_items(items, request.batch, request.batch_pairs, request.columnar):
+                        yield out
             finally:
+                lis.wake.notify = None
                 lis.close()
+
+    @staticmethod
+    def _open(topic: Topic, request: pb.ListenRequest, cursors: dict[int, int],
+              owner: str | None) -> Listener:
+        check_listen(request, topic.info()["seq"])
+        return topic.listen(request.subscriber, list(request.subscription_ids), cursors,
+                            request.default_after_seq, request.from_latest, owner=owner,
+                            use_committed=not request.ignore_committed)
 
     @_unary
     def CommitCursors(self, request: pb.CommitCursorsRequest,

@@ -28,7 +28,8 @@ def register(sub: Any) -> None:
                    help="messages buffered per subscription for resuming listeners when the topic "
                         "keeps messages in memory only (--delivery-retention-bytes 0; default 1024)")
     p.add_argument("--max-workers", type=int, default=64,
-                   help="RPC worker threads; each open Listen stream holds one (default 64)")
+                   help="threads serving unary RPCs; streams run on the event loop and hold none "
+                        "(default 64)")
     p.add_argument("--compact-min-bytes", type=int, default=64 << 20,
                    help="compact a topic's log once it is at least this big (default 64 MiB) ...")
     p.add_argument("--compact-ratio", type=float, default=2.0,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,4 +61,12 @@ def call(h: grpc.RpcMethodHandler, request: Any, context: Any) -> Any:
           h.stream_unary if h.request_streaming else
           h.unary_stream if h.response_streaming else h.unary_unary)
     out = fn(request, context)
+    if inspect.isasyncgen(out):  # a coroutine handler, as gRPC's asyncio server runs it
+        return asyncio.run(_collect(out))
+    if inspect.iscoroutine(out):
+        return asyncio.run(out)
     return list(out) if h.response_streaming else out
+
+
+async def _collect(stream: Any) -> list[Any]:
+    return [x async for x in stream]

@@ -5,7 +5,8 @@ are timed, streams are counted in flight while open, and unknown methods are ``o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -48,9 +49,10 @@ def test_code_names() -> None:
     assert _code_name(object(), failed=False) == "OK"  # a context without code()
 
 
-def _behavior(kind: str, outcome: str) -> Any:
+def _behavior(kind: str, outcome: str, form: str = "sync") -> Any:
     """A handler behavior of ``kind`` ending with ``outcome``: ok, set (NOT_FOUND), abort
-    (INVALID_ARGUMENT) or raise."""
+    (INVALID_ARGUMENT) or raise; a plain function (run in the server's pool) or, with ``form``
+    "async", a coroutine (run on the event loop)."""
     def end(context: FakeContext) -> None:
         if outcome == "set":
             context.set_code(grpc.StatusCode.NOT_FOUND)
@@ -58,6 +60,21 @@ def _behavior(kind: str, outcome: str) -> Any:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad")
         elif outcome == "raise":
             raise RuntimeError("bug")
+
+    if form == "async":
+        if kind.endswith("stream"):
+            async def agen(request: Any, context: FakeContext) -> AsyncIterator[int]:
+                yield 1
+                await asyncio.sleep(0)
+                end(context)
+                yield 2
+            return agen
+
+        async def coro(request: Any, context: FakeContext) -> int:
+            await asyncio.sleep(0)
+            end(context)
+            return 1
+        return coro
 
     if kind.endswith("stream"):
         def gen(request: Any, context: FakeContext) -> Iterator[int]:
@@ -72,15 +89,16 @@ def _behavior(kind: str, outcome: str) -> Any:
     return one
 
 
+@pytest.mark.parametrize("form", ["sync", "async"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("outcome", "code"), [("ok", "OK"), ("set", "NOT_FOUND"),
                                                ("abort", "INVALID_ARGUMENT"),
                                                ("raise", "UNKNOWN")])
-def test_each_call_is_counted_once_with_its_status(kind: str, outcome: str, code: str) -> None:
-    label = f"Svc{kind}/{outcome}"
-    wrapped = RpcMetricsInterceptor().intercept_service(
-        lambda details: handler(kind, _behavior(kind, outcome)),
-        CallDetails(f"/hotjoin.v1.Svc{kind}/{outcome}"))
+def test_each_call_is_counted_once_with_its_status(kind: str, outcome: str, code: str,
+                                                   form: str) -> None:
+    label = f"Svc{kind}{form}/{outcome}"
+    wrapped = RpcMetricsInterceptor().measure(handler(kind, _behavior(kind, outcome, form)),
+        CallDetails(f"/hotjoin.v1.Svc{kind}{form}/{outcome}"))
     before = _count(label, code)
     streaming = kind.endswith("stream")
     if outcome in ("abort", "raise"):
@@ -97,8 +115,7 @@ def test_each_call_is_counted_once_with_its_status(kind: str, outcome: str, code
 
 def test_a_stream_is_in_flight_while_open_and_cancelled_when_closed() -> None:
     label = "Svc/Listen"
-    wrapped = RpcMetricsInterceptor().intercept_service(
-        lambda details: handler("unary_stream", _behavior("unary_stream", "ok")),
+    wrapped = RpcMetricsInterceptor().measure(handler("unary_stream", _behavior("unary_stream", "ok")),
         CallDetails("/hotjoin.v1.Svc/Listen"))
     before = _count(label, "CANCELLED")
     stream = wrapped.unary_stream(0, FakeContext())
@@ -109,8 +126,29 @@ def test_a_stream_is_in_flight_while_open_and_cancelled_when_closed() -> None:
     assert _count(label, "CANCELLED") == before + 1
 
 
+def test_a_coroutine_stream_cancelled_by_the_event_loop_counts_cancelled() -> None:
+    """gRPC's asyncio server cancels a stream's task when its client goes away: the handler
+    sees ``CancelledError``; the stream leaves the in-flight gauge, counted CANCELLED."""
+    label = "Svc/ListenAsync"
+    wrapped = RpcMetricsInterceptor().measure(
+        handler("unary_stream", _behavior("unary_stream", "ok", "async")),
+        CallDetails("/hotjoin.v1.Svc/ListenAsync"))
+    before = _count(label, "CANCELLED")
+
+    async def cancel_after_first() -> None:
+        stream = wrapped.unary_stream(0, FakeContext())
+        assert await stream.__anext__() == 1
+        assert RPC_STREAMS.labels(label)._value.get() == 1
+        with pytest.raises(asyncio.CancelledError):
+            await stream.athrow(asyncio.CancelledError())
+
+    asyncio.run(cancel_after_first())
+    assert RPC_STREAMS.labels(label)._value.get() == 0
+    assert _count(label, "CANCELLED") == before + 1
+
+
 def test_an_unknown_method_is_other_unimplemented() -> None:
     before = _count("other", "UNIMPLEMENTED")
-    assert RpcMetricsInterceptor().intercept_service(lambda d: None,
+    assert RpcMetricsInterceptor().measure(None,
                                                      CallDetails("/x.Y/Probe")) is None
     assert _count("other", "UNIMPLEMENTED") == before + 1

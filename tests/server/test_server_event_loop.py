@@ -1,0 +1,124 @@
+"""The server's streams live on one asyncio event loop (``server/app.py``): an open Listen
+stream holds no thread, a stream the client drops releases its listener and its quota slot, a
+publish stream the client drops still makes every batch it applied durable and delivered, and a
+slow listener never holds up publishers or other listeners."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from hotjoin.clients.client import HotjoinClient, event
+from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.app import HotjoinServer
+
+
+def _until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _listen(client: HotjoinClient, subscriber: str) -> grpc.Call:
+    """A raw Listen stream, read up to its ``caught_up``."""
+    stream = client.listening.Listen(pb.ListenRequest(topic="t", subscriber=subscriber), timeout=60)
+    assert next(stream).HasField("caught_up")
+    return stream
+
+
+def test_open_listen_streams_hold_no_thread_each(server: HotjoinServer, topic: HotjoinClient) -> None:
+    streams = [_listen(topic, "me")]
+    before = threading.active_count()
+    streams += [_listen(topic, "me") for _ in range(29)]  # the default quota: 32 per principal
+    _until(lambda: topic.stats("t").listeners == 30, "30 listeners attached")
+    assert threading.active_count() - before < 8  # the sync server took one thread per stream
+    for s in streams:
+        s.cancel()
+    _until(lambda: topic.stats("t").listeners == 0, "every cancelled stream detached")
+
+
+def test_matches_reach_every_listener_of_many(topic: HotjoinClient) -> None:
+    streams = [_listen(topic, "me") for _ in range(30)]
+    topic.publish("t", [event("S", "s1", 1.0, 1.0, time=101)])
+    for s in streams:
+        msg = next(s)
+        assert msg.HasField("match") or msg.HasField("matches")
+        s.cancel()
+
+
+def test_a_slow_listener_holds_up_neither_publishers_nor_other_listeners(topic: HotjoinClient) -> None:
+    slow = _listen(topic, "me")  # never read again: its stream's window fills
+    fast = _listen(topic, "me")
+    pad = "x" * 900
+    for k in range(80):  # ~4 MB of matches per listener, past gRPC's flow-control window
+        topic.publish("t", [event("S", f"s{k}.{j}{pad}", 1.0, 1.0, time=101) for j in range(25)])
+    got = 0
+    while got < 80 * 25:
+        msg = next(fast)
+        got += 1 if msg.HasField("match") else len(msg.matches.subscription_ids)
+    assert got == 80 * 25
+    slow.cancel()
+    fast.cancel()
+
+
+def _batches(n: int, gate: threading.Event, prefix: str = "p") -> Iterator[pb.PublishRequest]:
+    for k in range(n):
+        yield pb.PublishRequest(topic="t", events=[
+            pb.Event(side=pb.SIDE_S, id=f"{prefix}{k}", key=1.0, value=1.0, time=101)])
+    gate.wait(30)  # the stream stays open until the test drops it
+
+
+def test_a_dropped_publish_stream_keeps_every_batch_it_applied(server: HotjoinServer,
+                                                                topic: HotjoinClient) -> None:
+    gate = threading.Event()
+    stream = topic.publishing.PublishStream(_batches(5, gate), timeout=60)
+    acks = [next(stream) for _ in range(5)]
+    assert [a.accepted for a in acks] == [1] * 5
+    stream.cancel()
+    gate.set()
+    seq = topic.get_topic("t").seq
+    assert topic.publish("t", [event("S", "after", 1.0, 1.0, time=101)]).accepted == 1
+    assert topic.get_topic("t").seq == seq + 1
+    # every acknowledged batch is in the match log: a new listener from the start gets them all
+    stream = topic.listening.Listen(pb.ListenRequest(topic="t", subscriber="me", ignore_committed=True),
+                                    timeout=60)
+    ids = []
+    for msg in stream:
+        if msg.HasField("match"):
+            ids.append(msg.match.event.id)
+        if msg.HasField("caught_up"):
+            break
+    stream.cancel()
+    assert [i for i in ids if i.startswith("p")] == [f"p{k}" for k in range(5)]
+    assert "after" in ids
+
+
+@pytest.mark.parametrize("drop_after", [0, 2])
+def test_a_dropped_publish_stream_releases_its_slot(server: HotjoinServer, topic: HotjoinClient,
+                                                   drop_after: int) -> None:
+    """More streams are dropped than a principal may hold open (``--max-workers`` / 4 = 16):
+    a new one is still accepted, so each dropped stream gave its slot back."""
+    for i in range(20):
+        gate = threading.Event()
+        stream = topic.publishing.PublishStream(_batches(drop_after, gate, f"d{i}."), timeout=60)
+        for _ in range(drop_after):
+            next(stream)
+        stream.cancel()
+        gate.set()
+    gate = threading.Event()
+    gate.set()
+    _until(lambda: _publishes(topic, gate), "a new publish stream accepted")
+
+
+def _publishes(topic: HotjoinClient, gate: threading.Event) -> bool:
+    try:
+        acks = list(topic.publishing.PublishStream(_batches(1, gate, "new."), timeout=60))
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e  # a slot not yet released
+        return False
+    return [a.accepted for a in acks] == [1]
