@@ -46,7 +46,7 @@ from hotjoin.server.delivery import (
 )
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
-from hotjoin.server.match_columns import PairColumns, encode_columns, op_arrays, used_ops
+from hotjoin.server.match_columns import PairColumns, op_arrays, serialize_columns, used_ops
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import DamagedTopic, TopicRegistry
 from hotjoin.server.topic import ColumnsOutcome, Status, Topic
@@ -56,6 +56,10 @@ PAIRS_PER_MESSAGE = 10_000
 # ~10 bytes): large enough that gRPC's cost per message is noise, small enough to stream.
 COLUMNAR_ROWS = 65_536
 COLUMNAR_PAIRS = 65_536
+# field numbers of ListenResponse.matches and MatchBatch.columns (a columnar batch is written as
+# wire bytes: ``_columnar_batch``)
+LISTEN_MATCHES = pb.ListenResponse.DESCRIPTOR.fields_by_name["matches"].number
+BATCH_COLUMNS = pb.MatchBatch.DESCRIPTOR.fields_by_name["columns"].number
 PUBLISH_PIPELINE = 4  # batches of one stream applied ahead of their acknowledgement
 LISTEN_POLL_SECONDS = 0.5
 
@@ -207,15 +211,16 @@ def encode_statuses(statuses: list[Status]) -> list[pb.EventStatus]:
                            identical=s.identical) for s in statuses]
 
 
-def encode_items(items: Iterable[Item], batch: bool = False,
-                 batch_pairs: bool = False, columnar: bool = False) -> Iterator[pb.ListenResponse]:
+def encode_items(items: Iterable[Item], batch: bool = False, batch_pairs: bool = False,
+                 columnar: bool = False) -> Iterator[pb.ListenResponse | bytes]:
     """Listen messages of delivery items; PAIRS messages are split into parts (``more``).
 
     With ``batch`` the messages without pairs of a ``MatchBlock`` go out as one ``MatchBatch``
     (its row columns encoded by one compiled pass, ``convert.match_batch_columns``, no Python
     object per match); with ``batch_pairs`` too
     the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns. With
-    ``columnar`` every block goes out as ``MatchBatch.columns`` messages (``columnar_messages``).
+    ``columnar`` every block goes out as ``MatchBatch.columns`` messages (``columnar_messages``),
+    already serialized (``listen_response_bytes`` passes them through).
     """
     for it in items:
         if isinstance(it, MatchBlock):
@@ -235,11 +240,12 @@ def encode_items(items: Iterable[Item], batch: bool = False,
             yield pb.ListenResponse(caught_up=pb.CaughtUp(seq=it.seq))
 
 
-def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse]:
+def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse | bytes]:
     """A block as ``MatchBatch`` messages with ``columns`` (``server/match_columns.py``): runs of
     up to ``COLUMNAR_ROWS`` rows and ``COLUMNAR_PAIRS`` pairs, each encoded from array slices;
     a row of more than ``PAIRS_PER_MESSAGE`` pairs goes alone as split ``Match`` parts, as in
-    every other form. A step per message, none per row or pair."""
+    every other form. A step per message, none per row or pair. The batches come as serialized
+    ``ListenResponse`` bytes, the split parts as messages."""
     n = len(b)
     pc = b.pcols
     if pc is None:
@@ -264,16 +270,16 @@ def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse]:
             a = stop + 1
 
 
-def _columnar_batch(b: MatchBlock, a: int, e: int) -> pb.ListenResponse:
-    """Rows ``a .. e-1`` of ``b`` as one columnar ``MatchBatch``."""
+def _columnar_batch(b: MatchBlock, a: int, e: int) -> bytes:
+    """Rows ``a .. e-1`` of ``b`` as one columnar ``MatchBatch``: the serialized
+    ``ListenResponse``, written from the array slices in one join (``serialize_columns``)."""
     ops = b.ops[a:e]
     used, op_index = used_ops(ops)
     pairs: PairColumns | None = None
     if b.pcols is not None:
         pairs = b.pcols.take(np.arange(a, e, dtype=np.int64))
-    cols = encode_columns(b.sids[a:e], b.seqs[a:e], b.signs[a:e], b.counts[a:e], op_index,
-                          op_arrays(b.op_table, used), pairs)
-    return pb.ListenResponse(matches=pb.MatchBatch(columns=cols))
+    return serialize_columns(b.sids[a:e], b.seqs[a:e], b.signs[a:e], b.counts[a:e], op_index,
+                             op_arrays(b.op_table, used), pairs, within=(LISTEN_MATCHES, BATCH_COLUMNS))
 
 
 def _match_batch(b: MatchBlock) -> pb.ListenResponse:
@@ -627,7 +633,8 @@ class ListenService(rpc.ListenServiceServicer):
         self.quotas = quotas
 
     @_streaming
-    async def Listen(self, request: pb.ListenRequest, context: Any) -> AsyncIterator[pb.ListenResponse]:
+    async def Listen(self, request: pb.ListenRequest,
+                     context: Any) -> AsyncIterator[pb.ListenResponse | bytes]:
         """A coroutine on the server's event loop: it sleeps until the hub wakes its listener
         (``Wake.notify``), takes what waits — on the loop when it comes from the ring, in the
         thread pool when it is read back from the match log — and streams it encoded."""
@@ -749,12 +756,37 @@ class StatsService(rpc.StatsServiceServicer):
         return out
 
 
+def listen_response_bytes(response: pb.ListenResponse | bytes) -> bytes:
+    """Listen's response serializer: a columnar batch is already wire bytes
+    (``_columnar_batch``), any other response a message."""
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
+def _add_listen_service(servicer: ListenService, server: Any) -> None:
+    """``add_ListenServiceServicer_to_server`` with ``listen_response_bytes`` as Listen's
+    serializer."""
+    handlers = {
+        "Listen": grpc.unary_stream_rpc_method_handler(
+            servicer.Listen, request_deserializer=pb.ListenRequest.FromString,
+            response_serializer=listen_response_bytes),
+        "CommitCursors": grpc.unary_unary_rpc_method_handler(
+            servicer.CommitCursors, request_deserializer=pb.CommitCursorsRequest.FromString,
+            response_serializer=pb.CommitCursorsResponse.SerializeToString),
+        "GetCursors": grpc.unary_unary_rpc_method_handler(
+            servicer.GetCursors, request_deserializer=pb.GetCursorsRequest.FromString,
+            response_serializer=pb.GetCursorsResponse.SerializeToString),
+    }
+    name = pb.DESCRIPTOR.services_by_name["ListenService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)
+
+
 def add_services(server: grpc.Server, registry: TopicRegistry, quotas: Quotas | None = None) -> list[str]:
     """Register every hotjoin servicer on ``server``; returns their full service names."""
     q = quotas or Quotas(owned=registry.owned)
     rpc.add_TopicServiceServicer_to_server(TopicService(registry), server)
     rpc.add_SubscriptionServiceServicer_to_server(SubscriptionService(registry, q), server)
     rpc.add_PublishServiceServicer_to_server(PublishService(registry, q), server)
-    rpc.add_ListenServiceServicer_to_server(ListenService(registry, q), server)
+    _add_listen_service(ListenService(registry, q), server)
     rpc.add_StatsServiceServicer_to_server(StatsService(registry), server)
     return [s.full_name for s in pb.DESCRIPTOR.services_by_name.values()]

@@ -36,7 +36,8 @@ from hotjoin.server import convert, malloc
 from hotjoin.server import delivery as delivery_mod
 from hotjoin.server import topic as topic_mod
 from hotjoin.server.convert import decode_columns
-from hotjoin.server.service import encode_items
+from hotjoin.server.delivery import MatchBlock
+from hotjoin.server.service import encode_items, listen_response_bytes
 from hotjoin.server.settings import DeliveryOptions, TopicSettings
 
 
@@ -122,11 +123,12 @@ def _drain(lis: Any) -> tuple[int, int, float]:
         if not items and not lis.wake.is_set():  # (empty with wake set: switched to the disk)
             break
         for r in encode_items(items, columnar=True):
-            r.SerializeToString()
-            if r.WhichOneof("message") == "matches":
-                c = r.matches.columns
-                msgs += len(c.subscription_ids) // 8
-                pairs += max(len(c.r_id_offsets) // 4 - 1, 0)
+            listen_response_bytes(r)  # what the server hands gRPC
+        for it in items:
+            if isinstance(it, MatchBlock):
+                msgs += len(it)
+                if it.pcols is not None:
+                    pairs += int(it.pcols.offsets[-1] - it.pcols.offsets[0])
     return msgs, pairs, time.process_time() - t0
 
 

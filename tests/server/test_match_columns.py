@@ -80,8 +80,7 @@ def _oracle(b: MatchBlock) -> list[tuple]:
 @given(b=blocks())
 def test_columnar_batch_round_trips_against_the_protobuf_reference(b: MatchBlock) -> None:
     ref = service._match_batch(b).matches  # the repeated fields, as every older client reads
-    resp = service._columnar_batch(b, 0, len(b))
-    wire = pb.ListenResponse.FromString(resp.SerializeToString()).matches
+    wire = pb.ListenResponse.FromString(service._columnar_batch(b, 0, len(b))).matches
     assert not wire.subscription_ids and not wire.r_ids  # the new form only
     got = MatchColumns.of_batch(wire)
     assert _rows(got) == _rows(MatchColumns.of_batch(ref)) == _oracle(b)
@@ -99,9 +98,9 @@ def test_columnar_batch_round_trips_against_the_protobuf_reference(b: MatchBlock
 @given(b=blocks(), lo=st.integers(0, 12))
 def test_a_record_is_written_byte_for_byte_as_protobuf_serializes_it(b: MatchBlock,
                                                                      lo: int) -> None:
-    """``serialize_columns`` (the match log's record body) equals ``encode_columns``'
-    ``SerializeToString()``: every field, empty ones left out, pairs or none, slices of a
-    block (offsets rebased) included."""
+    """``serialize_columns`` (the match log's record body, and a columnar Listen response)
+    equals ``encode_columns``' ``SerializeToString()``: every field, empty ones left out, pairs
+    or none, slices of a block (offsets rebased) included."""
     lo = min(lo, len(b))
     rows = np.arange(lo, len(b), dtype=np.int64)
     pc = None if b.pcols is None else b.pcols.take(rows)
@@ -113,6 +112,9 @@ def test_a_record_is_written_byte_for_byte_as_protobuf_serializes_it(b: MatchBlo
     got = serialize_columns(*args)
     assert got == want
     assert decode_columns(pb.MatchBatchColumns.FromString(got))[0].tolist() == b.sids[lo:].tolist()
+    # framed as the Listen response that carries it, as the server sends a columnar batch
+    framed = pb.ListenResponse(matches=pb.MatchBatch(columns=encode_columns(*args)))
+    assert serialize_columns(*args, within=(5, 10)) == framed.SerializeToString()
 
 
 @settings(max_examples=200, deadline=None)
@@ -163,7 +165,8 @@ def test_a_block_splits_into_bounded_messages_that_add_up(monkeypatch: pytest.Mo
                    pairs or None)
     got: list[tuple] = []
     part: list | None = None
-    for resp in service.columnar_messages(b):
+    for out in service.columnar_messages(b):
+        resp = pb.ListenResponse.FromString(out) if isinstance(out, bytes) else out
         if resp.WhichOneof("message") == "matches":
             assert part is None
             c = MatchColumns.of_batch(resp.matches)
