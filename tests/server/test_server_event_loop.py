@@ -5,6 +5,7 @@ slow listener never holds up publishers or other listeners."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -122,3 +123,17 @@ def _publishes(topic: HotjoinClient, gate: threading.Event) -> bool:
         assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e  # a slot not yet released
         return False
     return [a.accepted for a in acks] == [1]
+
+
+def test_a_write_to_a_stream_whose_client_left_is_not_logged_as_an_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """gRPC's asyncio server reports such a write as an error with a traceback; the server
+    drops that record (a client leaving is routine) and keeps every other one of the logger."""
+    import hotjoin.server.app  # noqa: F401 - installs the filter
+
+    logger = logging.getLogger("grpc._cython.cygrpc")
+    with caplog.at_level(logging.INFO, logger="grpc._cython.cygrpc"):
+        logger.error("ExecuteBatchError raised in core by servicer method [/hotjoin.v1.ListenService/Listen]")
+        logger.error("Unexpected [RuntimeError] raised by servicer method [/x/y]")
+    assert [r.getMessage() for r in caplog.records] == [
+        "Unexpected [RuntimeError] raised by servicer method [/x/y]"]
