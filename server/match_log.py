@@ -96,18 +96,20 @@ def encode(columns: Columns) -> bytes:
     return MAGIC + serialize_columns(sids, seqs, signs, counts, ops, arrays, pcols)
 
 
-def decode(payload: bytes) -> Columns:
+def decode(payload: bytes | memoryview) -> Columns:
     """The columns ``encode`` wrote: numpy and Arrow views of the record, the operation table as
     an ``OpTable`` and the pairs as ``PairColumns`` (None without). A legacy record (a pickle of
-    the columns with the pairs as ``(rows, lengths, r_ids, s_ids)``) decodes to the same form."""
-    if payload[:len(MAGIC)] == MAGIC:
-        c = pb.MatchBatchColumns.FromString(payload[len(MAGIC):])
+    the columns with the pairs as ``(rows, lengths, r_ids, s_ids)``) decodes to the same form.
+    ``payload`` may be a view into the record as read (no copy of it is made before parsing)."""
+    view = memoryview(payload)
+    if view[:len(MAGIC)] == MAGIC:
+        c = pb.MatchBatchColumns.FromString(view[len(MAGIC):])
         sids, seqs, signs, counts, op_index, table, pcols = decode_columns(c)
         return (sids, seqs, signs, counts, op_index.astype(np.int32), table, pcols)
-    return _decode_pickle(payload)
+    return _decode_pickle(view)
 
 
-def _decode_pickle(payload: bytes) -> Columns:
+def _decode_pickle(payload: bytes | memoryview) -> Columns:
     """A record of the former format: a pickle (protocol 5) of the numeric columns, the
     operation table (a list of tuples) and the pairs as ``(rows, lengths, r_ids, s_ids)``."""
     *head, flat = pickle.loads(payload)  # noqa: S301 - the server's own files, crc-checked
@@ -412,7 +414,7 @@ class MatchLog:
                         if out:
                             return out  # the good records first; the next read starts here
                         raise DamagedRecordError(seg.path, off, ln, last)
-                    out.append((first, last, decode(rec[_HEAD.size:])))
+                    out.append((first, last, decode(memoryview(rec)[_HEAD.size:])))
                     budget -= ln
                     if budget <= 0:
                         return out
