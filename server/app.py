@@ -199,14 +199,12 @@ class HotjoinServer:
             try:
                 self._grpc, self.health, self._service_names, self.port = self._loop.call(
                     self._build(options, address, creds))
+                if self.port == 0:
+                    raise OSError(f"cannot listen on {host}:{port}")
             except BaseException:
                 self._loop.close()
                 self._pool.shutdown(wait=False)
                 raise
-            if self.port == 0:
-                self._loop.close()
-                self._pool.shutdown(wait=False)
-                raise OSError(f"cannot listen on {host}:{port}")
         except BaseException:
             self.registry.close()  # the data directory's lock goes with it
             raise

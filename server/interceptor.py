@@ -164,23 +164,23 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):
 
             return _same_kind(handler, streaming, measured)
         inner = handler.unary_stream if handler.response_streaming else handler.unary_unary
+
+        async def checked_or_abort(pair: tuple[int, Any], context: Any) -> Any:
+            try:
+                return checked(pair)
+            except (ResourceExhausted, InvalidArgument) as e:
+                await context.abort(grpc.StatusCode[e.code], e.message)
+
         if inspect.isasyncgenfunction(inner):
             async def unary_stream(pair: tuple[int, Any], context: Any) -> AsyncIterator[Any]:
-                try:
-                    req = checked(pair)
-                except (ResourceExhausted, InvalidArgument) as e:
-                    await context.abort(grpc.StatusCode[e.code], e.message)
+                req = await checked_or_abort(pair, context)
                 async for out in inner(req, SessionContext(context, session)):
                     yield out
 
             return _same_kind(handler, unary_stream, measured)
         if inspect.iscoroutinefunction(inner):
             async def unary_async(pair: tuple[int, Any], context: Any) -> Any:
-                try:
-                    req = checked(pair)
-                except (ResourceExhausted, InvalidArgument) as e:
-                    await context.abort(grpc.StatusCode[e.code], e.message)
-                return await inner(req, SessionContext(context, session))
+                return await inner(await checked_or_abort(pair, context), SessionContext(context, session))
 
             return _same_kind(handler, unary_async, measured)
 

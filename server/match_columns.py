@@ -280,10 +280,12 @@ def serialize_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, cou
     True
     """
     parts: list[bytes | memoryview] = []
+    size = 0
     for f, v in column_fields(sids, seqs, signs, counts, op_index, ops, pairs):
         if v.nbytes:
-            parts += [_varint(f << 3 | 2) + _varint(v.nbytes), v]
-    size = sum(len(x) if isinstance(x, bytes) else x.nbytes for x in parts)
+            head = _varint(f << 3 | 2) + _varint(v.nbytes)
+            parts += [head, v]
+            size += len(head) + v.nbytes
     heads = []
     for f in reversed(within):
         head = _varint(f << 3 | 2) + _varint(size)
