@@ -22,6 +22,7 @@ Arrow's layout, so a reader maps each column onto the message bytes with ``np.fr
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - loaded now: ``take`` would import it on first use (~0.1 s)
 
+from hotjoin.matcher.config import kernel
 from hotjoin.proto import hotjoin_pb2 as pb
 
 KIND_CODE = {"publish": 0, "delete": 1, "snapshot": 2}
@@ -138,10 +140,18 @@ class OpTable:
     ``(op name, side, event id, received_ns)`` of ``kinds[k]`` (0 publish, 1 delete,
     2 snapshot), ``sides[k]`` (0 none, 1 R, 2 S), ``ids[k]`` (Arrow) and ``rns[k]``."""
 
-    __slots__ = ("kinds", "sides", "rns", "ids")
+    __slots__ = ("kinds", "sides", "rns", "ids", "_wire")
 
     def __init__(self, kinds: np.ndarray, sides: np.ndarray, rns: np.ndarray, ids: pa.Array) -> None:
         self.kinds, self.sides, self.rns, self.ids = kinds, sides, rns, ids
+        self._wire: WireOps | None = None
+
+    def wire(self) -> WireOps:
+        """The whole table as ``WireOps`` (made once: every listener's drain of the chunk
+        shares it)."""
+        if self._wire is None:
+            self._wire = wire_ops(self.kinds, self.sides, self.rns, self.ids)
+        return self._wire
 
     def __len__(self) -> int:
         return int(self.kinds.shape[0])
@@ -161,6 +171,26 @@ class OpTable:
         """Operations ``used`` as columns (``op_arrays``)."""
         return (self.kinds[used], self.sides[used], self.rns[used],
                 self.ids.take(pa.array(np.asarray(used, dtype=np.int64))))
+
+
+class WireOps(NamedTuple):
+    """An operation table in the wire's layout, for the compiled encoder (``affected_wire``):
+    kind and side codes (uint8), receive times (int64), event ids as Arrow's offsets (int32,
+    from 0) and UTF-8 bytes (uint8)."""
+
+    kinds: np.ndarray
+    sides: np.ndarray
+    rns: np.ndarray
+    id_offsets: np.ndarray
+    id_data: np.ndarray
+
+
+def wire_ops(kinds: np.ndarray, sides: np.ndarray, rns: np.ndarray, ids: pa.Array) -> WireOps:
+    """``WireOps`` of an operation table's columns (``OpTable``'s layout)."""
+    off, data = _str_buffers(ids_array(ids))
+    return WireOps(np.ascontiguousarray(kinds, dtype=np.uint8), np.ascontiguousarray(sides, dtype=np.uint8),
+                   np.ascontiguousarray(rns, dtype=np.int64), np.frombuffer(off, dtype=np.int32),
+                   np.frombuffer(data, dtype=np.uint8))
 
 
 def op_arrays(table: Any, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:
@@ -292,6 +322,165 @@ def serialize_columns(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, cou
         heads.append(head)
         size += len(head)
     return b"".join([*reversed(heads), *parts])
+
+
+def affected_wire(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
+                  ops: np.ndarray, table: WireOps, within: tuple[int, int]) -> bytes:
+    """``serialize_columns`` of rows without pairs whose operations are entries ``ops`` of
+    ``table``, byte for byte (the distinct operations in increasing order, as ``used_ops``), in
+    one compiled pass: the used operations, each row's index into them, and every field with
+    its tag and length written into one buffer. ``within``: two enclosing fields (the
+    ``ListenResponse.matches`` → ``MatchBatch.columns`` of a Listen response).
+
+    A listener of a fan-out topic is handed a hundred rows or so per batch; as a dozen NumPy
+    and Arrow steps plus a join this cost about 45 µs a response, as one pass a few.
+
+    >>> t = wire_ops(np.array([0, 0], np.uint8), np.array([1, 2], np.uint8), np.array([5, 6]),
+    ...              ids_array(["r1", "s22"]))
+    >>> cols = (np.array([7, 9]), np.array([1, 2]), np.array([1, -1], np.int8), np.array([1, 3]))
+    >>> wire = affected_wire(*cols, np.array([1, 1], np.int32), t, (5, 10))
+    >>> old = serialize_columns(*cols, np.array([0, 0]), op_arrays(OpTable(t.kinds, t.sides,
+    ...     t.rns, ids_array(["r1", "s22"])), np.array([1])), None, within=(5, 10))
+    >>> wire == old
+    True
+    """
+    if not _LITTLE:  # the kernel writes native words
+        used, op_index = used_ops(ops)
+        return serialize_columns(sids, seqs, signs, counts, op_index,
+                                 (table.kinds[used], table.sides[used], table.rns[used],
+                                  _strings_of(table, used)), None, within=within)
+    return _affected_wire_kernel(
+        np.ascontiguousarray(sids, dtype=np.int64), np.ascontiguousarray(seqs, dtype=np.int64),
+        np.ascontiguousarray(signs, dtype=np.int8), np.ascontiguousarray(counts, dtype=np.int64),
+        np.ascontiguousarray(ops, dtype=np.int64), table.kinds, table.sides, table.rns,
+        table.id_offsets, table.id_data, within[0], within[1]).tobytes()
+
+
+@kernel
+def _varint_len(x: int) -> int:
+    n = 1
+    while x > 0x7F:
+        x >>= 7
+        n += 1
+    return n
+
+
+@kernel
+def _put_varint(out: np.ndarray, p: int, x: int) -> int:
+    while x > 0x7F:
+        out[p] = (x & 0x7F) | 0x80
+        x >>= 7
+        p += 1
+    out[p] = x
+    return p + 1
+
+
+@kernel
+def _put_head(out: np.ndarray, p: int, field: int, size: int) -> int:
+    return _put_varint(out, _put_varint(out, p, field << 3 | 2), size)
+
+
+@kernel
+def _affected_wire_kernel(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray,
+                          counts: np.ndarray, ops: np.ndarray, kinds: np.ndarray,
+                          sides: np.ndarray, rns: np.ndarray, id_off: np.ndarray,
+                          id_data: np.ndarray, outer: int, inner: int) -> np.ndarray:
+    """``affected_wire``'s pass: index the used operations (one pass over the rows when their
+    operations do not decrease, as in every chunk; else a mark per operation), size every field,
+    write them (fixed-width columns as native little-endian words)."""
+    n = sids.shape[0]
+    used = np.empty(n, dtype=np.int64)
+    op_index = np.empty(n, dtype=np.uint32)
+    k = 0
+    ordered = True
+    for i in range(n):
+        o = ops[i]
+        if k == 0 or o != used[k - 1]:
+            if k and o < used[k - 1]:
+                ordered = False
+                break
+            used[k] = o
+            k += 1
+        op_index[i] = k - 1
+    if not ordered:
+        index = np.full(kinds.shape[0], -1, dtype=np.int64)
+        for i in range(n):
+            index[ops[i]] = 0
+        k = 0
+        for j in range(index.shape[0]):  # the used operations in increasing order
+            if index[j] >= 0:
+                index[j] = k
+                used[k] = j
+                k += 1
+        for i in range(n):
+            op_index[i] = index[ops[i]]
+    id_bytes = 0
+    for u in range(k):
+        id_bytes += id_off[used[u] + 1] - id_off[used[u]]
+    sizes = (8 * n, 8 * n, n, 8 * n, 4 * n, k, k, 8 * k, id_bytes, 4 * (k + 1))
+    body = 0
+    for f in range(10):
+        if sizes[f]:
+            body += _varint_len((f + 1) << 3 | 2) + _varint_len(sizes[f]) + sizes[f]
+    mid = body + _varint_len(inner << 3 | 2) + _varint_len(body)
+    total = mid + _varint_len(outer << 3 | 2) + _varint_len(mid)
+    out = np.empty(total, dtype=np.uint8)
+    p = _put_head(out, 0, outer, mid)
+    p = _put_head(out, p, inner, body)
+    if n:
+        p = _put_head(out, p, 1, 8 * n)
+        out[p:p + 8 * n].view(np.int64)[:] = sids
+        p = _put_head(out, p + 8 * n, 2, 8 * n)
+        out[p:p + 8 * n].view(np.int64)[:] = seqs
+        p = _put_head(out, p + 8 * n, 3, n)
+        out[p:p + n].view(np.int8)[:] = signs
+        p = _put_head(out, p + n, 4, 8 * n)
+        out[p:p + 8 * n].view(np.int64)[:] = counts
+        p = _put_head(out, p + 8 * n, 5, 4 * n)
+        out[p:p + 4 * n].view(np.uint32)[:] = op_index
+        p += 4 * n
+    if k:
+        p = _put_head(out, p, 6, k)
+        for u in range(k):
+            out[p + u] = kinds[used[u]]
+        p = _put_head(out, p + k, 7, k)
+        for u in range(k):
+            out[p + u] = sides[used[u]]
+        p = _put_head(out, p + k, 8, 8 * k)
+        w = out[p:p + 8 * k].view(np.int64)
+        for u in range(k):
+            w[u] = rns[used[u]]
+        p += 8 * k
+    if id_bytes:
+        p = _put_head(out, p, 9, id_bytes)
+        for u in range(k):
+            a, b = id_off[used[u]], id_off[used[u] + 1]
+            out[p:p + b - a] = id_data[a:b]
+            p += b - a
+    p = _put_head(out, p, 10, 4 * (k + 1))
+    w4 = out[p:p + 4 * (k + 1)].view(np.int32)
+    w4[0] = 0
+    run = 0
+    for u in range(k):
+        run += id_off[used[u] + 1] - id_off[used[u]]
+        w4[u + 1] = run
+    return out
+
+
+def warm_up() -> None:
+    """Load the compiled encoder (``affected_wire``)."""
+    z = np.zeros(1, dtype=np.int64)
+    affected_wire(z, z, z.astype(np.int8), z, z, wire_ops(z.astype(np.uint8), z.astype(np.uint8), z,
+                                                            ids_array([""])), (5, 10))
+
+
+_LITTLE = sys.byteorder == "little"
+
+
+def _strings_of(table: WireOps, used: np.ndarray) -> pa.Array:
+    ids = pa.StringArray.from_buffers(table.kinds.shape[0], pa.py_buffer(table.id_offsets),
+                                      pa.py_buffer(table.id_data))
+    return ids.take(pa.array(used))
 
 
 def _varint(x: int) -> bytes:

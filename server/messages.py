@@ -23,7 +23,14 @@ from hotjoin.matcher.model import Affected, Matches
 from hotjoin.server import metrics
 from hotjoin.server.book import SubscriptionBook
 from hotjoin.server.delivery import Chunk, Item, MatchBlock, OpMatches
-from hotjoin.server.match_columns import OpTable, PairColumns, ids_array, used_ops
+from hotjoin.server.match_columns import (
+    OpTable,
+    PairColumns,
+    WireOps,
+    ids_array,
+    used_ops,
+    wire_ops,
+)
 
 _SIDE_OF_CODE = np.array(["R", "S"], dtype=object)
 
@@ -32,10 +39,20 @@ class OpColumns:
     """The operation table of a columnar chunk (``Chunk.op_table``) without a tuple per event:
     entry k is ``("publish", sides[k], ids[k], received_ns)``, built on access."""
 
-    __slots__ = ("sides", "ids", "received_ns")
+    __slots__ = ("sides", "ids", "received_ns", "_wire")
 
     def __init__(self, sides: np.ndarray, ids: np.ndarray, received_ns: int) -> None:
         self.sides, self.ids, self.received_ns = sides, ids, received_ns
+        self._wire: WireOps | None = None
+
+    def wire(self) -> WireOps:
+        """The whole table as ``WireOps``, made once (every listener's drain shares it)."""
+        if self._wire is None:
+            k = len(self.ids)
+            self._wire = wire_ops(np.zeros(k, dtype=np.uint8),
+                                  np.where(self.sides == "R", 1, 2).astype(np.uint8),
+                                  np.full(k, self.received_ns, dtype=np.int64), self.ids)
+        return self._wire
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -151,7 +168,10 @@ class MessageBuilder:
             if isinstance(it, MatchBlock):
                 n += len(it)
                 table = it.op_table
-                if isinstance(table, OpColumns | OpTable):
+                if isinstance(table, OpColumns):  # one receive time for the whole batch
+                    self._m_to_delivery.observe((now - table.received_ns) / 1e9, len(it))
+                    continue
+                if isinstance(table, OpTable):
                     rns = table.received(it.ops)
                 else:
                     rns = np.array([o[3] for o in table], dtype=np.int64)[it.ops]

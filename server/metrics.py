@@ -15,6 +15,7 @@ double the series count and no dashboard here uses them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno as errno_module
 import json
@@ -201,6 +202,7 @@ class _BatchHistogramChild:
 
     def __init__(self, bounds: np.ndarray) -> None:
         self.bounds = bounds
+        self._bounds = bounds.tolist()
         self.counts = np.zeros(bounds.shape[0], dtype=np.float64)
         self.sum = 0.0
         self._lock = threading.Lock()
@@ -216,8 +218,12 @@ class _BatchHistogramChild:
             self.counts += add
             self.sum += float(values.sum())
 
-    def observe(self, value: float) -> None:
-        self.observe_many(np.array([value], dtype=np.float64))
+    def observe(self, value: float, times: int = 1) -> None:
+        """Observe ``value`` (seconds) ``times`` times: one bucket found, no array."""
+        k = bisect.bisect_left(self._bounds, value)
+        with self._lock:
+            self.counts[k] += times
+            self.sum += value * times
 
     def snapshot(self) -> tuple[np.ndarray, float]:
         with self._lock:

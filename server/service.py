@@ -15,7 +15,6 @@ are audited where they happen (``server/audit.py``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -46,7 +45,13 @@ from hotjoin.server.delivery import (
 )
 from hotjoin.server.errors import InvalidArgument, OutOfRange, PermissionDenied, ServiceError
 from hotjoin.server.interceptor import peer_of, session_of
-from hotjoin.server.match_columns import PairColumns, op_arrays, serialize_columns, used_ops
+from hotjoin.server.match_columns import (
+    PairColumns,
+    affected_wire,
+    op_arrays,
+    serialize_columns,
+    used_ops,
+)
 from hotjoin.server.quotas import Quotas
 from hotjoin.server.registry import DamagedTopic, TopicRegistry
 from hotjoin.server.topic import ColumnsOutcome, Status, Topic
@@ -272,8 +277,13 @@ def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse | bytes]:
 
 def _columnar_batch(b: MatchBlock, a: int, e: int) -> bytes:
     """Rows ``a .. e-1`` of ``b`` as one columnar ``MatchBatch``: the serialized
-    ``ListenResponse``, written from the array slices in one join (``serialize_columns``)."""
+    ``ListenResponse``, written from the array slices in one join (``serialize_columns``), or by
+    one compiled pass (``affected_wire``) when the rows have no pairs and the operation table
+    has a wire form (every chunk's does)."""
     ops = b.ops[a:e]
+    if b.pcols is None and hasattr(b.op_table, "wire"):
+        return affected_wire(b.sids[a:e], b.seqs[a:e], b.signs[a:e], b.counts[a:e], ops,
+                             b.op_table.wire(), (LISTEN_MATCHES, BATCH_COLUMNS))
     used, op_index = used_ops(ops)
     pairs: PairColumns | None = None
     if b.pcols is not None:
@@ -627,6 +637,23 @@ def _columns_response(out: ColumnsOutcome) -> pb.PublishResponse:
     return resp
 
 
+class _Poll:
+    """Sets ``ready`` every ``LISTEN_POLL_SECONDS`` until cancelled: a Listen stream looks at its
+    listener (closed topic, reloaded rights) that often even when nothing is delivered. One timer
+    per stream and period, where a timeout around each wait armed and cancelled one per wake."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Event) -> None:
+        self._loop, self._ready = loop, ready
+        self._timer = loop.call_later(LISTEN_POLL_SECONDS, self._tick)
+
+    def _tick(self) -> None:
+        self._ready.set()
+        self._timer = self._loop.call_later(LISTEN_POLL_SECONDS, self._tick)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 class ListenService(rpc.ListenServiceServicer):
     def __init__(self, registry: TopicRegistry, quotas: Quotas) -> None:
         self.registry = registry
@@ -650,12 +677,11 @@ class ListenService(rpc.ListenServiceServicer):
                                  if_abandoned=Listener.close)
             ready = asyncio.Event()
             lis.wake.notify = functools.partial(loop.call_soon_threadsafe, ready.set)
+            poll = _Poll(loop, ready)  # a look every LISTEN_POLL_SECONDS even without a wake
             try:
                 while True:
                     if not lis.wake.is_set():
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(LISTEN_POLL_SECONDS):
-                                await ready.wait()
+                        await ready.wait()
                     ready.clear()
                     items = await _in_pool(lis.take) if lis.on_disk else lis.take()
                     if lis.closed:
@@ -670,6 +696,7 @@ class ListenService(rpc.ListenServiceServicer):
                     for out in encode_items(items, request.batch, request.batch_pairs, request.columnar):
                         yield out
             finally:
+                poll.cancel()
                 lis.wake.notify = None
                 lis.close()
 

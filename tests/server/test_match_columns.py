@@ -15,18 +15,22 @@ from hypothesis import strategies as st
 from hotjoin.clients.columns import MatchColumns
 from hotjoin.clients.results import MatchBatch
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server import service
+from hotjoin.server import match_columns, service
 from hotjoin.server.delivery import Chunk, DeliveryHub, MatchBlock, OpMatches
 from hotjoin.server.match_columns import (
+    OpTable,
     PairColumns,
+    affected_wire,
     decode_columns,
     encode_columns,
     ids_array,
     op_arrays,
     serialize_columns,
     used_ops,
+    wire_ops,
 )
 from hotjoin.server.match_log import MatchLog, decode, encode, encode_pickle
+from hotjoin.server.messages import OpColumns
 
 ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
 
@@ -115,6 +119,51 @@ def test_a_record_is_written_byte_for_byte_as_protobuf_serializes_it(b: MatchBlo
     # framed as the Listen response that carries it, as the server sends a columnar batch
     framed = pb.ListenResponse(matches=pb.MatchBatch(columns=encode_columns(*args)))
     assert serialize_columns(*args, within=(5, 10)) == framed.SerializeToString()
+
+
+@settings(max_examples=300, deadline=None)
+@given(b=blocks(), data=st.data(), little=st.booleans())
+def test_the_compiled_encoder_writes_what_serialize_columns_writes(
+        b: MatchBlock, data: st.DataObject, little: bool) -> None:
+    """``affected_wire`` (rows without pairs, a columnar operation table) against
+    ``serialize_columns`` of the same rows: byte for byte, with the rows in operation order (one
+    pass) or in any order (a mark per operation), none, one or all of them, on either byte
+    order's path."""
+    rows = np.array(data.draw(st.lists(st.integers(0, max(len(b) - 1, 0)), max_size=len(b)))
+                    if len(b) else [], dtype=np.int64)
+    if data.draw(st.booleans()):
+        rows = np.sort(rows)
+    kinds, sides, rns, eids = op_arrays(b.op_table, np.arange(len(b.op_table)))
+    table = OpTable(kinds, sides, rns, eids)
+    args = (b.sids[rows], b.seqs[rows], b.signs[rows], b.counts[rows])
+    ops = b.ops[rows]
+    used, op_index = used_ops(ops)
+    want = serialize_columns(*args, op_index, op_arrays(table, used), None, within=(5, 10))
+    old = match_columns._LITTLE
+    match_columns._LITTLE = little
+    try:
+        got = affected_wire(*args, ops, table.wire(), (5, 10))
+    finally:
+        match_columns._LITTLE = old
+    assert got == want
+    back = pb.ListenResponse.FromString(got).matches.columns
+    assert decode_columns(back)[1].tolist() == b.seqs[rows].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(sides=st.lists(st.sampled_from(["R", "S"]), min_size=1, max_size=8), data=st.data())
+def test_a_batch_operation_table_in_wire_form_is_its_columns(sides: list[str],
+                                                            data: st.DataObject) -> None:
+    """``OpColumns.wire`` (a batch chunk's operations, made once per chunk) holds what
+    ``op_arrays`` answers for every operation."""
+    eids = np.array([data.draw(ids) for _ in sides], dtype=object)
+    t = OpColumns(np.array(sides, dtype=object), eids, data.draw(st.integers(0, 2**62)))
+    w = t.wire()
+    every = np.arange(len(sides))
+    kinds, sd, rns, got_ids = op_arrays(t, every)
+    ref = wire_ops(kinds, sd, rns, got_ids)
+    assert [a.tolist() for a in w] == [a.tolist() for a in ref]
+    assert t.wire() is w
 
 
 @settings(max_examples=200, deadline=None)
