@@ -349,11 +349,11 @@ def affected_wire(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts:
         return serialize_columns(sids, seqs, signs, counts, op_index,
                                  (table.kinds[used], table.sides[used], table.rns[used],
                                   _strings_of(table, used)), None, within=within)
-    return _affected_wire_kernel(
-        np.ascontiguousarray(sids, dtype=np.int64), np.ascontiguousarray(seqs, dtype=np.int64),
-        np.ascontiguousarray(signs, dtype=np.int8), np.ascontiguousarray(counts, dtype=np.int64),
-        np.ascontiguousarray(ops, dtype=np.int64), table.kinds, table.sides, table.rns,
-        table.id_offsets, table.id_data, within[0], within[1]).tobytes()
+    # the columns as they are (the kernel casts each value as it writes it; a delivered
+    # block's columns are int64, int8 and int32 or uint32 operation indexes, as warmed up)
+    return _affected_wire_kernel(sids, seqs, signs, counts, ops, table.kinds, table.sides,
+                                 table.rns, table.id_offsets, table.id_data, within[0],
+                                 within[1]).tobytes()
 
 
 @kernel
@@ -470,8 +470,9 @@ def _affected_wire_kernel(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray,
 def warm_up() -> None:
     """Load the compiled encoder (``affected_wire``)."""
     z = np.zeros(1, dtype=np.int64)
-    affected_wire(z, z, z.astype(np.int8), z, z, wire_ops(z.astype(np.uint8), z.astype(np.uint8), z,
-                                                            ids_array([""])), (5, 10))
+    table = wire_ops(z.astype(np.uint8), z.astype(np.uint8), z, ids_array([""]))
+    for ops in (z.astype(np.int32), z.astype(np.uint32), z):
+        affected_wire(z, z, z.astype(np.int8), z, ops, table, (5, 10))
 
 
 _LITTLE = sys.byteorder == "little"
