@@ -80,6 +80,8 @@ _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 # a listener by subscriber name reads only its subscriber's rows (``Chunk.grouped``) of a ring
 # chunk with more rows than this after its position; below it one vectorised look at them all
 BY_NAME_MIN_ROWS = 256
+# ... and takes them in one compiled pass when they are at most this many (``_take_rows``)
+SMALL_SHARE_ROWS = 2048
 EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
 LISTENER_BYTES = 4 << 20  # per drain of one listener: its backlog in the server's memory
 PARTS_BYTES = 64 << 20  # match-log records kept between the drains that read them in parts
@@ -106,30 +108,13 @@ class OpMatches(NamedTuple):
     flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
-class Grouped(NamedTuple):
-    """A chunk's rows grouped by subscriber (``Chunk.grouped``): ``order`` the row numbers
-    (increasing within a subscriber), ``codes`` their subscriber codes, then the columns in that
-    order; ``ords1`` each row's ordinal + 1 and ``bbend`` the bytes through it among its
-    subscription's messages (``DeliveryHub.push``)."""
-
-    order: np.ndarray
-    codes: np.ndarray
-    sids: np.ndarray
-    seqs: np.ndarray
-    signs: np.ndarray
-    counts: np.ndarray
-    ops: np.ndarray
-    ords1: np.ndarray
-    bbend: np.ndarray
-
-
 class Chunk:
     """The messages of one batch of operations, as columns (rows in seq order); the pairs of
     PAIRS messages as ``PairColumns`` (``pcols``), never an object per message."""
 
     __slots__ = ("sids", "seqs", "signs", "counts", "ops", "op_table", "pcols", "ords", "pbefore",
                  "start", "n_pairs", "first_seq", "last_seq", "nbytes", "bbefore", "_rb",
-                 "_byq", "_grouped")
+                 "_byq")
 
     def __init__(self, sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
                  ops: np.ndarray, op_table: Any,
@@ -147,7 +132,6 @@ class Chunk:
         self.nbytes = 0
         self._rb: np.ndarray | None = None
         self._byq: tuple[np.ndarray, np.ndarray] | None = None
-        self._grouped: Grouped | None = None
         # set by ``DeliveryHub.push``: each row's subscription's estimated bytes pushed before it
         # (the backlog in bytes); None when that is ROW_BYTES × its ordinal for every row (no
         # pairs so far: the common case costs no memory)
@@ -164,35 +148,16 @@ class Chunk:
             self._rb = row_bytes(self)
         return self._rb
 
-    def by_code(self, subcode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(order, codes)``: the rows grouped by their subscriber's code (``subcode``: the code
-        per subscription id), rows increasing within a code, and each one's code. Made on the
-        first call (one stable argsort) and kept."""
+    def rows_of(self, code: int, subcode: np.ndarray) -> np.ndarray:
+        """The rows (increasing) of the subscriptions whose subscriber has ``code``
+        (``subcode``: the code per subscription id). The grouping (one stable argsort of the
+        rows' codes) is made on the first call and kept: O(rows log rows) once per chunk, then
+        O(log rows + its rows) per call."""
         if self._byq is None or self._byq[0].shape[0] != len(self):
             codes = subcode[self.sids]
             order = np.argsort(codes, kind="stable")
             self._byq = (order, codes[order])
-        return self._byq
-
-    def grouped(self, subcode: np.ndarray) -> Grouped:
-        """The rows grouped by subscriber (``by_code``) with the columns a listener's drain reads
-        gathered in that order (``Grouped``), made on the first call and kept: a listener by
-        subscriber name then reads its rows in sequence, not scattered over the chunk (with a
-        hundred listeners, the scattered reads were most of a drain's cost)."""
-        order, codes = self.by_code(subcode)
-        if self._grouped is None or self._grouped.order is not order:
-            bbend = (ROW_BYTES * (self.ords + 1) if self.bbefore is None
-                     else self.bbefore + row_bytes(self))[order]
-            self._grouped = Grouped(order, codes, self.sids[order], self.seqs[order],
-                                    self.signs[order], self.counts[order], self.ops[order],
-                                    self.ords[order] + 1, bbend)
-        return self._grouped
-
-    def rows_of(self, code: int, subcode: np.ndarray) -> np.ndarray:
-        """The rows (increasing) of the subscriptions whose subscriber has ``code``
-        (``subcode``: the code per subscription id): O(rows log rows) once per chunk
-        (``by_code``), then O(log rows + its rows) per call."""
-        order, codes = self.by_code(subcode)
+        order, codes = self._byq
         a, b = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
         return order[a:b]
 
@@ -1054,9 +1019,9 @@ class DeliveryHub:
             # only the rows of the listener's subscriber (an index made once per chunk)
             n = ch.sids.shape[0]
             code = self._codes.get(lis.subscriber, -2)
-            if ch.pcols is None:
-                return self._take_rows(ch, lo, lis, code, budget, blocks)
             cand = ch.rows_of(code, self._subcode)
+            if ch.pcols is None and cand.shape[0] <= SMALL_SHARE_ROWS:
+                return self._take_rows(ch, cand, lo, lis, budget, blocks)
             cand = cand[np.searchsorted(cand, lo):]
             c = cur[ch.sids[cand]]
             rows = cand[(c >= 0) & (ch.seqs[cand] > c)] - lo
@@ -1090,21 +1055,23 @@ class DeliveryHub:
             m &= keep
         return self._hand(ch, lo, n, np.flatnonzero(m), lis, budget, blocks, disk)
 
-    def _take_rows(self, ch: Chunk, lo: int, lis: Listener, code: int, budget: list[int],
+    def _take_rows(self, ch: Chunk, cand: np.ndarray, lo: int, lis: Listener, budget: list[int],
                    blocks: list[Item]) -> int:
         """``_take`` of a listener by subscriber name over a ring chunk without pairs (every row
-        ``ROW_BYTES``), with a match log: the subscriber's rows after ``lo`` it has not had, up to
-        the budget, picked, counted as sent, its cursors advanced and the block's columns
-        gathered in one compiled pass (``_pick_kernel``). A fan-out topic's listeners each take
-        about a hundred rows of every chunk; as a dozen NumPy steps this cost ~45 µs a drain."""
-        g = ch.grouped(self._subcode)
+        ``ROW_BYTES``), with a match log, when its subscriber has few rows there (``cand``, at
+        most ``SMALL_SHARE_ROWS``): the rows after ``lo`` it has not had, up to the budget,
+        picked, counted as sent, its cursors advanced and the block's columns gathered in one
+        compiled pass (``_pick_kernel``). A fan-out topic's listeners each take about a hundred
+        rows of every chunk: as a dozen NumPy steps that cost ~45 µs a drain, as one ~12 µs.
+        A subscriber with many rows takes the vectorised steps, faster per row."""
         cap = min(budget[0], budget[1] // ROW_BYTES)
         if cap <= 0 and not budget[2]:
             cap = 1  # a message bigger than the whole budget still goes, alone
+        bb = _EMPTY_I64 if ch.bbefore is None else ch.bbefore
         resume, rs, rq, sg, cn, op = _pick_kernel(
-            g.order, g.codes, code, lo, lis.cur, g.sids, g.seqs, g.signs, g.counts, g.ops,
-            max(cap, 0), g.ords1, g.bbend, self._so, self._bbso, self._sent, self._pending, self._pbytes,
-            self._total, self._btotal)
+            cand, lo, lis.cur, ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops, max(cap, 0),
+            ch.ords, bb, ch.bbefore is not None, self._so, self._bbso, self._sent,
+            self._pending, self._pbytes, self._total, self._btotal)
         got = rs.shape[0]
         if got == 0:
             if resume < ch.sids.shape[0]:  # the drain is full: resume at this row next time
@@ -1367,36 +1334,31 @@ def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.nd
 
 
 @kernel
-def _pick_kernel(order: np.ndarray, codes: np.ndarray, code: int, lo: int, cur: np.ndarray,
-                 sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: np.ndarray,
-                 ops: np.ndarray, cap: int, ords1: np.ndarray, bbend: np.ndarray, so: np.ndarray,
-                 bbso: np.ndarray,
-                 sent: np.ndarray, pending: np.ndarray, pbytes: np.ndarray, total: np.ndarray,
-                 btotal: np.ndarray
+def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, seqs: np.ndarray,
+                 signs: np.ndarray, counts: np.ndarray, ops: np.ndarray, cap: int,
+                 ords: np.ndarray, bbefore: np.ndarray, has_bb: bool, so: np.ndarray,
+                 bbso: np.ndarray, sent: np.ndarray, pending: np.ndarray, pbytes: np.ndarray,
+                 total: np.ndarray, btotal: np.ndarray
                  ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``DeliveryHub._take_rows``' pass over the rows of subscriber ``code`` from row ``lo``, in
-    a chunk's rows grouped by subscriber (``Chunk.grouped``: ``order`` the row numbers, the other
-    columns in that order, ``ords1`` each row's ordinal + 1 and ``bbend`` the bytes through it
-    among its subscription's messages): the first ``cap`` rows the
-    listener wants (cursor ``cur[q] >= 0`` and seq after it), their subscriptions counted as sent
-    (``_sent_kernel``, exact) and cursors advanced. Returns the row to resume at (the chunk's
-    length: all of it looked at; else the first row not taken) and the taken rows' sids, seqs,
-    signs, counts and operations. O(log rows + the subscriber's rows), read in sequence."""
+    """``DeliveryHub._take_rows``' pass over rows ``cand`` (increasing) from row ``lo``: the
+    first ``cap`` rows the listener wants (cursor ``cur[q] >= 0`` and seq after it), their
+    subscriptions counted as sent (``_sent_kernel``, exact; ``bbefore``: ``Chunk.bbefore``
+    when ``has_bb``, else ``ROW_BYTES`` × ordinal) and cursors advanced. Returns the row to
+    resume at (the chunk's length: all of it looked at; else the first row not taken) and the
+    taken rows' sids, seqs, signs, counts and operations. O(log rows + len(cand))."""
     n = sids.shape[0]
-    a = np.searchsorted(codes, code, "left")
-    b = np.searchsorted(codes, code, "right")
-    a += np.searchsorted(order[a:b], lo)  # order[a:b] increases: skip what was looked at
-    picked = np.empty(min(cap, b - a), dtype=np.int64)
+    a = np.searchsorted(cand, lo)  # what was looked at already
+    picked = np.empty(min(cap, cand.shape[0] - a), dtype=np.int64)
     got = 0
     resume = n
-    for j in range(a, b):
-        q = sids[j]
-        c = cur[q]
-        if c >= 0 and seqs[j] > c:
+    for j in range(a, cand.shape[0]):
+        r = cand[j]
+        c = cur[sids[r]]
+        if c >= 0 and seqs[r] > c:
             if got == cap:
-                resume = order[j] if got == 0 else order[picked[got - 1]] + 1
+                resume = r if got == 0 else picked[got - 1] + 1
                 break
-            picked[got] = j
+            picked[got] = r
             got += 1
     rs = np.empty(got, dtype=np.int64)
     rq = np.empty(got, dtype=np.int64)
@@ -1404,17 +1366,19 @@ def _pick_kernel(order: np.ndarray, codes: np.ndarray, code: int, lo: int, cur: 
     cn = np.empty(got, dtype=counts.dtype)
     op = np.empty(got, dtype=ops.dtype)
     for i in range(got):
-        j = picked[i]
-        q = sids[j]
-        rs[i], rq[i], sg[i], cn[i], op[i] = q, seqs[j], signs[j], counts[j], ops[j]
-        if seqs[j] > cur[q]:
-            cur[q] = seqs[j]
-        if ords1[j] > so[q]:
-            so[q] = ords1[j]
-        if bbend[j] > bbso[q]:
-            bbso[q] = bbend[j]
-        if seqs[j] > sent[q]:
-            sent[q] = seqs[j]
+        r = picked[i]
+        q = sids[r]
+        rs[i], rq[i], sg[i], cn[i], op[i] = q, seqs[r], signs[r], counts[r], ops[r]
+        if seqs[r] > cur[q]:
+            cur[q] = seqs[r]
+        ords1 = ords[r] + 1
+        bbend = (bbefore[r] if has_bb else ROW_BYTES * ords[r]) + ROW_BYTES
+        if ords1 > so[q]:
+            so[q] = ords1
+        if bbend > bbso[q]:
+            bbso[q] = bbend
+        if seqs[r] > sent[q]:
+            sent[q] = seqs[r]
             pending[q] = max(total[q] - so[q], 0)
             pbytes[q] = max(btotal[q] - bbso[q], 0)
     return resume, rs, rq, sg, cn, op
@@ -1552,8 +1516,8 @@ def warm_up() -> None:
     _evicted_kernel(z, z, z, z.copy(), z.copy())
     _advance_kernel(z.copy(), z, z)
     for ops in (z.astype(np.int32), z.astype(np.uint32)):  # batch chunks, chunks read back
-        _pick_kernel(z, z.astype(np.int32), 0, 0, z.copy(), z, z, z.astype(np.int8), z, ops, 1,
-                     z, z, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z, z)
+        _pick_kernel(z, 0, z.copy(), z, z, z.astype(np.int8), z, ops, 1, z, z, True, z.copy(),
+                     z.copy(), z.copy(), z.copy(), z.copy(), z, z)
     match_columns.warm_up()
 
 

@@ -200,6 +200,21 @@ def _run(actions: list, hub: DeliveryHub, oracle: Oracle, store: MatchLog | None
     return seq
 
 
+# how a listener by subscriber name reads a ring chunk: its rows in one compiled pass; its rows
+# through vectorised steps; one vectorised look at every row of the chunk
+READS = {"compiled": (-1, 1 << 60), "by name": (-1, -1), "every row": (1 << 60, 0)}
+
+
+@contextlib.contextmanager
+def _reads(how: str) -> Iterator[None]:
+    old = delivery.BY_NAME_MIN_ROWS, delivery.SMALL_SHARE_ROWS
+    delivery.BY_NAME_MIN_ROWS, delivery.SMALL_SHARE_ROWS = READS[how]
+    try:
+        yield
+    finally:
+        delivery.BY_NAME_MIN_ROWS, delivery.SMALL_SHARE_ROWS = old
+
+
 bounds = {"capacity": st.integers(1, 6), "max_pairs": st.integers(1, 12),
           "buffer_bytes": st.integers(300, 6000), "max_rows": st.integers(1, 30),
           "listener_bytes": st.integers(1, 2000)}
@@ -224,27 +239,18 @@ def test_memory_only_backlog_is_exact_after_every_step(
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=st.lists(action, min_size=1, max_size=40), buffer_bytes=st.integers(300, 6000),
-       listener_bytes=st.integers(1, 2000), cursors=st.booleans(), grouped=st.booleans())
+       listener_bytes=st.integers(1, 2000), cursors=st.booleans(),
+       reads=st.sampled_from(list(READS)))
 def test_durable_backlog_against_the_oracle(tmp_path_factory: pytest.TempPathFactory, actions: list,
                                             buffer_bytes: int, listener_bytes: int,
-                                            cursors: bool, grouped: bool) -> None:
+                                            cursors: bool, reads: str) -> None:
     """With a match log (a small ring, so listeners read the disk): exact after every step when
     listeners start after each subscription's registration; with arbitrary cursors never below
     the truth, and exact again once a listener is sent a newer message of each from memory.
-    ``grouped``: the listener reads every ring chunk through its rows grouped by subscriber
-    (the path of chunks above ``BY_NAME_MIN_ROWS``), else each through one look at all rows."""
-    with _grouped(grouped):
+    ``reads``: how the listener reads each ring chunk (``READS``: the paths of large chunks, or
+    the one of small ones)."""
+    with _reads(reads):
         _durable_backlog(tmp_path_factory, actions, buffer_bytes, listener_bytes, cursors)
-
-
-@contextlib.contextmanager
-def _grouped(on: bool) -> Iterator[None]:
-    old = delivery.BY_NAME_MIN_ROWS
-    delivery.BY_NAME_MIN_ROWS = -1 if on else 1 << 60
-    try:
-        yield
-    finally:
-        delivery.BY_NAME_MIN_ROWS = old
 
 
 def _durable_backlog(tmp_path_factory: pytest.TempPathFactory, actions: list, buffer_bytes: int,
@@ -279,13 +285,13 @@ def _durable_backlog(tmp_path_factory: pytest.TempPathFactory, actions: list, bu
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_grouped_reads_hand_out_what_a_look_at_every_row_does(
+def test_every_way_of_reading_a_chunk_hands_out_the_same(
         tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
     """Listeners by subscriber name over large chunks (hundreds of rows, AFFECTED and PAIRS,
-    several subscribers, budgets of any size, drains at any point, cursors of any value): reading
-    a chunk through its rows grouped by subscriber (one compiled pass: pick, count as sent,
-    advance) hands out the same items in the same order, and leaves the same backlog, as one
-    vectorised look at all its rows."""
+    several subscribers, budgets of any size, drains at any point, cursors of any value): taking
+    a subscriber's rows in one compiled pass (pick, count as sent, advance), through vectorised
+    steps over its rows, or by one vectorised look at every row of the chunk hands out the same
+    items in the same order and leaves the same backlog."""
     n_subs = 600
     names = data.draw(st.integers(1, 4))
     owner = data.draw(st.lists(st.integers(0, names - 1), min_size=n_subs, max_size=n_subs))
@@ -306,10 +312,10 @@ def test_grouped_reads_hand_out_what_a_look_at_every_row_does(
                 data.draw(st.lists(st.integers(0, n_subs - 1), max_size=5))} for _ in range(3)]
     heard = [data.draw(st.integers(0, names - 1)) for _ in range(3)]
 
-    def run(grouped: bool) -> tuple[list, list]:
+    def run(how: str) -> tuple[list, list]:
         ml = MatchLog(tmp_path_factory.mktemp("ml"), log_seq=0, sync=False)
         out: list = []
-        with _grouped(grouped):
+        with _reads(how):
             hubs = []
             for k in range(3):
                 hub = DeliveryHub(boot_seq=0, store=ml, listener_bytes=budgets[k][1])
@@ -330,7 +336,7 @@ def test_grouped_reads_hand_out_what_a_look_at_every_row_does(
         ml.close()
         return out, [[a.tolist() for a in h.backlog(list(range(n_subs)))] for h in hubs]
 
-    assert run(True) == run(False)
+    assert run("compiled") == run("by name") == run("every row")
 
 
 def _items(items: list) -> list:
