@@ -1443,13 +1443,17 @@ def _filter(chunk: Chunk, keep: np.ndarray) -> None:
 class Wake(threading.Event):
     """A listener's "messages are waiting" flag. ``notify``, when set, is called on every
     ``set`` (from any thread): how a Listen stream on an event loop hears of new messages
-    without a thread waiting for it."""
+    without a thread waiting for it. ``at``: when it was last set while clear (monotonic
+    seconds), so the stream knows how long messages have waited."""
 
     def __init__(self) -> None:
         super().__init__()
         self.notify: Callable[[], object] | None = None
+        self.at = 0.0
 
     def set(self) -> None:
+        if not self.is_set():
+            self.at = time.monotonic()
         super().set()
         notify = self.notify
         if notify is not None:

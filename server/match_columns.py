@@ -356,6 +356,60 @@ def affected_wire(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts:
                                  within[1]).tobytes()
 
 
+def affected_wire_blocks(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                           np.ndarray, WireOps]],
+                         within: tuple[int, int]) -> bytes:
+    """``affected_wire`` of several blocks' rows as one message: ``parts`` are each block's
+    ``(sids, seqs, signs, counts, ops, table)``; the rows go end to end and the tables joined
+    (a table shared by several parts once). What a listener takes from several chunks in one
+    drain then costs one response, not one per chunk.
+
+    >>> t1 = wire_ops(np.zeros(2, np.uint8), np.array([1, 2], np.uint8), np.array([5, 6]),
+    ...               ids_array(["a", "bb"]))
+    >>> t2 = wire_ops(np.zeros(1, np.uint8), np.array([1], np.uint8), np.array([7]), ids_array(["c"]))
+    >>> one = lambda q, o: (np.array([q]), np.array([q]), np.array([1], np.int8), np.array([1]),
+    ...                     np.array([o], np.int32))
+    >>> wire = affected_wire_blocks([(*one(4, 1), t1), (*one(5, 0), t2)], (5, 10))
+    >>> joined = wire_ops(np.zeros(3, np.uint8), np.array([1, 2, 1], np.uint8), np.array([5, 6, 7]),
+    ...                   ids_array(["a", "bb", "c"]))
+    >>> wire == affected_wire(np.array([4, 5]), np.array([4, 5]), np.array([1, 1], np.int8),
+    ...                       np.array([1, 1]), np.array([1, 2]), joined, (5, 10))
+    True
+    """
+    if len(parts) == 1:
+        return affected_wire(*parts[0], within)
+    base: dict[int, int] = {}
+    tables: list[WireOps] = []
+    ops = []
+    at = 0
+    for p in parts:
+        t = p[5]
+        b = base.get(id(t))
+        if b is None:
+            b = base[id(t)] = at
+            tables.append(t)
+            at += t.kinds.shape[0]
+        ops.append(p[4].astype(np.int64) + b)
+    return affected_wire(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                         np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),
+                         np.concatenate(ops), join_wire_ops(tables), within)
+
+
+def join_wire_ops(tables: list[WireOps]) -> WireOps:
+    """The operation tables ``tables`` end to end as one ``WireOps`` (entry k of the second
+    is entry len(first) + k of the result)."""
+    if len(tables) == 1:
+        return tables[0]
+    offs = [tables[0].id_offsets[:1]]
+    data_at = 0
+    for t in tables:
+        offs.append(t.id_offsets[1:] + np.int32(data_at))
+        data_at += int(t.id_offsets[-1])
+    return WireOps(np.concatenate([t.kinds for t in tables]), np.concatenate([t.sides for t in tables]),
+                   np.concatenate([t.rns for t in tables]), np.concatenate(offs),
+                   np.concatenate([t.id_data for t in tables]))
+
+
 @kernel
 def _varint_len(x: int) -> int:
     n = 1

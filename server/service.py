@@ -48,6 +48,7 @@ from hotjoin.server.interceptor import peer_of, session_of
 from hotjoin.server.match_columns import (
     PairColumns,
     affected_wire,
+    affected_wire_blocks,
     op_arrays,
     serialize_columns,
     used_ops,
@@ -225,9 +226,20 @@ def encode_items(items: Iterable[Item], batch: bool = False, batch_pairs: bool =
     object per match); with ``batch_pairs`` too
     the PAIRS messages of up to ``PAIRS_PER_MESSAGE`` pairs, their pairs as columns. With
     ``columnar`` every block goes out as ``MatchBatch.columns`` messages (``columnar_messages``),
-    already serialized (``listen_response_bytes`` passes them through).
+    already serialized (``listen_response_bytes`` passes them through); consecutive blocks
+    without pairs (a drain that took rows of several chunks) as one message of up to
+    ``COLUMNAR_ROWS`` rows (``affected_wire_blocks``): a response costs the server far more than
+    a row (a write to the stream, tens of µs), so a listener that fell behind by some batches
+    catches up in fewer, larger responses.
     """
+    run: list[MatchBlock] = []
     for it in items:
+        if columnar and isinstance(it, MatchBlock) and it.pcols is None and hasattr(it.op_table, "wire"):
+            run.append(it)
+            continue
+        if run:
+            yield from _joined_messages(run)
+            run = []
         if isinstance(it, MatchBlock):
             if columnar:
                 yield from columnar_messages(it)
@@ -243,6 +255,26 @@ def encode_items(items: Iterable[Item], batch: bool = False, batch_pairs: bool =
             yield pb.ListenResponse(unsubscribed=pb.Unsubscribed(subscription_id=it.subscription_id, seq=it.seq))
         elif isinstance(it, CaughtUpItem):
             yield pb.ListenResponse(caught_up=pb.CaughtUp(seq=it.seq))
+    if run:
+        yield from _joined_messages(run)
+
+
+def _joined_messages(blocks: list[MatchBlock]) -> Iterator[bytes]:
+    """Blocks without pairs whose operation tables have a wire form, as few columnar messages
+    as ``COLUMNAR_ROWS`` allows: runs of whole blocks joined; a block above it on its own."""
+    part: list[MatchBlock] = []
+    rows = 0
+    for b in [*(b for b in blocks if len(b)), None]:
+        if part and (b is None or rows + len(b) > COLUMNAR_ROWS):
+            if len(part) == 1:
+                yield from columnar_messages(part[0])
+            else:
+                yield affected_wire_blocks([(p.sids, p.seqs, p.signs, p.counts, p.ops, p.op_table.wire())
+                                            for p in part], (LISTEN_MATCHES, BATCH_COLUMNS))
+            part, rows = [], 0
+        if b is not None:
+            part.append(b)
+            rows += len(b)
 
 
 def columnar_messages(b: MatchBlock) -> Iterator[pb.ListenResponse | bytes]:
@@ -637,6 +669,40 @@ def _columns_response(out: ColumnsOutcome) -> pb.PublishResponse:
     return resp
 
 
+class Linger:
+    """When a Listen stream waits before it drains (docs/explanation/choices.md, "Delivery under
+    load"): a response costs the server tens of µs whatever its size (the write to the stream,
+    on the event loop, under the interpreter lock), so a busy server with many listeners spent
+    its time sending each of them a response per batch, and publishers waited for the lock.
+    Once a stream's wakes come late (``LATE_SECONDS`` after the messages were pushed: the loop
+    is busy) ``AFTER`` times in a row, it waits ``FACTOR`` times that lateness (at most
+    ``MAX_SECONDS``) before each drain, so it takes several batches in one response; a wake on
+    time ends it. An isolated late wake (a collection, a checkpoint) changes nothing, and an
+    idle or lightly loaded server answers at once.
+
+    >>> lg = Linger()
+    >>> [lg.after(s) for s in (0.005, 0.005, 0.0001, 0.003, 0.004, 0.005, 0.02)]
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.03, 0.05]
+    """
+
+    LATE_SECONDS = 0.002
+    AFTER = 3
+    FACTOR = 6.0
+    MAX_SECONDS = 0.05
+
+    __slots__ = ("_late",)
+
+    def __init__(self) -> None:
+        self._late = 0
+
+    def after(self, lateness: float) -> float:
+        """Seconds to wait before this drain, its wake handled ``lateness`` seconds late."""
+        self._late = self._late + 1 if lateness > self.LATE_SECONDS else 0
+        if self._late < self.AFTER:
+            return 0.0
+        return min(self.FACTOR * lateness, self.MAX_SECONDS)
+
+
 class _Poll:
     """Sets ``ready`` every ``LISTEN_POLL_SECONDS`` until cancelled: a Listen stream looks at its
     listener (closed topic, reloaded rights) that often even when nothing is delivered. One timer
@@ -678,10 +744,15 @@ class ListenService(rpc.ListenServiceServicer):
             ready = asyncio.Event()
             lis.wake.notify = functools.partial(loop.call_soon_threadsafe, ready.set)
             poll = _Poll(loop, ready)  # a look every LISTEN_POLL_SECONDS even without a wake
+            linger = Linger()
             try:
                 while True:
                     if not lis.wake.is_set():
                         await ready.wait()
+                    if lis.wake.is_set():  # (not a poll): messages wait since ``wake.at``
+                        pause = linger.after(time.monotonic() - lis.wake.at)
+                        if pause:
+                            await asyncio.sleep(pause)
                     ready.clear()
                     items = await _in_pool(lis.take) if lis.on_disk else lis.take()
                     if lis.closed:

@@ -16,7 +16,7 @@ from hotjoin.clients.columns import MatchColumns
 from hotjoin.clients.results import MatchBatch
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import match_columns, service
-from hotjoin.server.delivery import Chunk, DeliveryHub, MatchBlock, OpMatches
+from hotjoin.server.delivery import Chunk, DeliveryHub, GapItem, MatchBlock, OpMatches
 from hotjoin.server.match_columns import (
     OpTable,
     PairColumns,
@@ -233,6 +233,48 @@ def test_a_block_splits_into_bounded_messages_that_add_up(monkeypatch: pytest.Mo
             part = None
     assert part is None
     assert [tuple(g) for g in got] == [tuple(o) for o in _oracle(b)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(bs=st.lists(blocks(), max_size=5), limit=st.integers(1, 20), shared=st.booleans(),
+       gap_at=st.integers(0, 5))
+def test_consecutive_blocks_go_out_as_few_messages_that_add_up(
+        bs: list[MatchBlock], limit: int, shared: bool, gap_at: int) -> None:
+    """A drain's items as columnar Listen messages: consecutive blocks without pairs joined into
+    messages of at most ``COLUMNAR_ROWS`` rows (a block above it alone, split), their operation
+    tables joined (or one table shared by several blocks), other items in place between them;
+    every row once, in order, with its own operation."""
+    items: list = []
+    for k, b in enumerate(bs):
+        table = OpTable(*op_arrays(b.op_table, np.arange(len(b.op_table))))
+        if shared and items and isinstance(items[-1], MatchBlock):
+            prev = items[-1]  # a drain that took several windows of one chunk: one table
+            table, ops = prev.op_table, np.minimum(b.ops, len(prev.op_table) - 1)
+        else:
+            ops = b.ops
+        items.append(MatchBlock(b.sids, b.seqs, b.signs, b.counts, ops, table, None))
+        if k == gap_at:
+            items.append(GapItem(7, 1, 2, "retention"))
+    want = [_oracle(it) if isinstance(it, MatchBlock) else [("gap", 7)] for it in items]
+    got: list = []
+    messages = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(service, "COLUMNAR_ROWS", limit)
+        outs = list(service.encode_items(items, columnar=True))
+    for out in outs:
+        resp = pb.ListenResponse.FromString(out) if isinstance(out, bytes) else out
+        if resp.WhichOneof("message") == "gap":
+            got.append([("gap", resp.gap.subscription_id)])
+            continue
+        c = MatchColumns.of_batch(resp.matches)
+        assert 0 < len(c) <= limit
+        messages += 1
+        got.append(_rows(c))
+    flat = lambda xs: [r for x in xs for r in x]  # noqa: E731
+    assert [tuple(r) for r in flat(got)] == [tuple(r) for r in flat(want)]
+    rows = [len(it) for it in items if isinstance(it, MatchBlock)]
+    # no more messages than the blocks (each split by the limit) would take on their own
+    assert messages <= sum(-(-n // limit) for n in rows)
 
 
 # ---- the hub: a listener's rows and pairs -------------------------------------------------------

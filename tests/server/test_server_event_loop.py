@@ -11,10 +11,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import grpc
+import numpy as np
 import pytest
 
 from hotjoin.clients.client import HotjoinClient, event
+from hotjoin.clients.convert import band
 from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server import service
 from hotjoin.server.app import HotjoinServer
 
 
@@ -137,3 +140,50 @@ def test_a_write_to_a_stream_whose_client_left_is_not_logged_as_an_error(
         logger.error("Unexpected [RuntimeError] raised by servicer method [/x/y]")
     assert [r.getMessage() for r in caplog.records] == [
         "Unexpected [RuntimeError] raised by servicer method [/x/y]"]
+
+
+def test_listeners_that_linger_under_load_still_get_every_message_once_in_order(
+        topic: HotjoinClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wake counted late (``Linger``): each stream waits before each drain and takes the
+    batches pushed meanwhile (columnar batches, AFFECTED) in fewer responses; every message
+    still arrives, once, in seq order, on every listener."""
+    monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
+    monkeypatch.setattr(service.Linger, "AFTER", 1)
+    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)  # every wait MAX_SECONDS
+    monkeypatch.setattr(service.Linger, "MAX_SECONDS", 0.1)
+    topic.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
+    streams = []
+    for _ in range(3):
+        stream = topic.listening.Listen(pb.ListenRequest(topic="t", subscriber="a", columnar=True),
+                                        timeout=60)
+        assert next(stream).HasField("caught_up")
+        streams.append(stream)
+    n = 40
+    for k in range(n):
+        topic.publish_columns("t", ["S"], [f"s{k}"], [1.0], [1.0], [101])
+    for s in streams:
+        seqs: list[int] = []
+        responses = 0
+        while len(seqs) < n:
+            msg = next(s)
+            responses += 1
+            seqs += np.frombuffer(msg.matches.columns.seqs, dtype="<i8").tolist()
+        assert seqs == sorted(set(seqs)) and len(seqs) == n
+        assert responses < n  # batches joined into fewer responses
+        s.cancel()
+
+
+def test_a_listener_on_a_quiet_server_does_not_linger() -> None:
+    """Wakes on time, or late only now and then (a collection, a checkpoint): no wait; late
+    ``AFTER`` times in a row: a wait of ``FACTOR`` times the lateness, at most ``MAX_SECONDS``,
+    until a wake on time."""
+    lg = service.Linger()
+    late = service.Linger.LATE_SECONDS * 2
+    assert [lg.after(0.0) for _ in range(10)] == [0.0] * 10
+    assert [lg.after(late if k % 2 else 0.0) for k in range(10)] == [0.0] * 10
+    lg.after(0.0)
+    waits = [lg.after(late) for _ in range(service.Linger.AFTER + 2)]
+    assert waits[:service.Linger.AFTER - 1] == [0.0] * (service.Linger.AFTER - 1)
+    assert waits[service.Linger.AFTER - 1:] == [service.Linger.FACTOR * late] * 3
+    assert lg.after(10.0) == service.Linger.MAX_SECONDS
+    assert lg.after(0.0) == 0.0
