@@ -77,7 +77,7 @@ from hotjoin.server.match_log import DamagedRecordError, MatchLog
 
 log = logging.getLogger("hotjoin.delivery")
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
-# a listener by subscriber name reads only its subscriber's rows (``Chunk.grouped``) of a ring
+# a listener by subscriber name reads only its subscriber's rows (``Chunk.rows_of``) of a ring
 # chunk with more rows than this after its position; below it one vectorised look at them all
 BY_NAME_MIN_ROWS = 256
 # ... and takes them in one compiled pass when they are at most this many (``_take_rows``)
@@ -1061,9 +1061,9 @@ class DeliveryHub:
         ``ROW_BYTES``), with a match log, when its subscriber has few rows there (``cand``, at
         most ``SMALL_SHARE_ROWS``): the rows after ``lo`` it has not had, up to the budget,
         picked, counted as sent, its cursors advanced and the block's columns gathered in one
-        compiled pass (``_pick_kernel``). A fan-out topic's listeners each take about a hundred
-        rows of every chunk: as a dozen NumPy steps that cost ~45 µs a drain, as one ~12 µs.
-        A subscriber with many rows takes the vectorised steps, faster per row."""
+        compiled pass (``_pick_kernel``): a fan-out topic's listeners each take about a hundred
+        rows of every chunk, where a dozen NumPy steps of fixed cost each outweighed the rows. A
+        subscriber with many rows takes the vectorised steps, faster per row."""
         cap = min(budget[0], budget[1] // ROW_BYTES)
         if cap <= 0 and not budget[2]:
             cap = 1  # a message bigger than the whole budget still goes, alone

@@ -677,8 +677,9 @@ class Linger:
     Once a stream's wakes come late (``LATE_SECONDS`` after the messages were pushed: the loop
     is busy) ``AFTER`` times in a row, it waits ``FACTOR`` times that lateness (at most
     ``MAX_SECONDS``) before each drain, so it takes several batches in one response; a wake on
-    time ends it. An isolated late wake (a collection, a checkpoint) changes nothing, and an
-    idle or lightly loaded server answers at once.
+    time ends it. An isolated late wake (a collection, a checkpoint) changes nothing, an idle or
+    lightly loaded server answers at once, and a stream whose last drain was full (it is behind:
+    a large backlog, an output-heavy batch) drains again at once.
 
     >>> lg = Linger()
     >>> [lg.after(s) for s in (0.005, 0.005, 0.0001, 0.003, 0.004, 0.005, 0.02)]
@@ -745,16 +746,18 @@ class ListenService(rpc.ListenServiceServicer):
             lis.wake.notify = functools.partial(loop.call_soon_threadsafe, ready.set)
             poll = _Poll(loop, ready)  # a look every LISTEN_POLL_SECONDS even without a wake
             linger = Linger()
+            behind = False  # the last drain left messages to take at once (it was full)
             try:
                 while True:
                     if not lis.wake.is_set():
                         await ready.wait()
-                    if lis.wake.is_set():  # (not a poll): messages wait since ``wake.at``
+                    if lis.wake.is_set() and not behind:  # new messages, waiting since ``at``
                         pause = linger.after(time.monotonic() - lis.wake.at)
                         if pause:
                             await asyncio.sleep(pause)
                     ready.clear()
                     items = await _in_pool(lis.take) if lis.on_disk else lis.take()
+                    behind = lis.wake.is_set()
                     if lis.closed:
                         await context.abort(grpc.StatusCode[topic.hub.close_code or "UNAVAILABLE"],
                                             topic.hub.close_message)

@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -19,6 +20,7 @@ from hotjoin.clients.convert import band
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import service
 from hotjoin.server.app import HotjoinServer
+from hotjoin.server.settings import DeliveryOptions
 
 
 def _until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
@@ -187,3 +189,36 @@ def test_a_listener_on_a_quiet_server_does_not_linger() -> None:
     assert waits[service.Linger.AFTER - 1:] == [service.Linger.FACTOR * late] * 3
     assert lg.after(10.0) == service.Linger.MAX_SECONDS
     assert lg.after(0.0) == 0.0
+
+
+def test_a_listener_behind_drains_again_at_once_while_lingering_is_on(
+        data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wake counted late, each wait a whole second: a listener whose drains are full (it
+    starts behind a backlog of many drains' worth) takes drain after drain without waiting, and
+    only its first wake, for messages pushed after it caught up, waits."""
+    monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
+    monkeypatch.setattr(service.Linger, "AFTER", 1)
+    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)
+    monkeypatch.setattr(service.Linger, "MAX_SECONDS", 1.0)
+    srv = HotjoinServer(data_dir=data_dir, port=0, delivery=DeliveryOptions(listener_bytes=2_000)).start()
+    try:
+        with HotjoinClient(srv.target, timeout=30) as c:
+            c.create_topic("t", lateness=5)
+            c.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
+            c.publish("t", [event("R", "r1", 1.0, 1.0, time=100)])
+            n = 600  # drains of ~40 messages (listener_bytes / ROW_BYTES): 15 full drains
+            c.publish_columns("t", ["S"] * n, [f"s{k}" for k in range(n)], [1.0] * n, [1.0] * n,
+                              [101] * n)
+            stream = c.listening.Listen(pb.ListenRequest(topic="t", subscriber="a", columnar=True,
+                                                         default_after_seq=1), timeout=60)
+            t0 = time.monotonic()
+            got = 0
+            while got < n:
+                msg = stream.next()
+                if msg.HasField("matches"):
+                    got += len(np.frombuffer(msg.matches.columns.seqs, dtype="<i8"))
+            assert got == n
+            assert time.monotonic() - t0 < 2.5  # not a second per drain
+            stream.cancel()
+    finally:
+        srv.stop(0)
