@@ -186,11 +186,19 @@ class WireOps(NamedTuple):
 
 
 def wire_ops(kinds: np.ndarray, sides: np.ndarray, rns: np.ndarray, ids: pa.Array) -> WireOps:
-    """``WireOps`` of an operation table's columns (``OpTable``'s layout)."""
+    """``WireOps`` of an operation table's columns (``OpTable``'s layout), as arrays of its own:
+    a table read back from the match log is read-only views of the record, and the compiled
+    encoder would need a variant of its own for those (a compile at the first catch-up)."""
     off, data = _str_buffers(ids_array(ids))
-    return WireOps(np.ascontiguousarray(kinds, dtype=np.uint8), np.ascontiguousarray(sides, dtype=np.uint8),
-                   np.ascontiguousarray(rns, dtype=np.int64), np.frombuffer(off, dtype=np.int32),
-                   np.frombuffer(data, dtype=np.uint8))
+    return WireOps(_owned(kinds, np.uint8), _owned(sides, np.uint8), _owned(rns, np.int64),
+                   _owned(np.frombuffer(off, dtype=np.int32), np.int32),
+                   _owned(np.frombuffer(data, dtype=np.uint8), np.uint8))
+
+
+def _owned(a: np.ndarray, dtype: Any) -> np.ndarray:
+    """``a`` as a contiguous, writable array of ``dtype`` (itself when it already is)."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
 
 
 def op_arrays(table: Any, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:

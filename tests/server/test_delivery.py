@@ -37,6 +37,7 @@ from hotjoin.server.delivery import (
     OpMatches,
 )
 from hotjoin.server.match_log import MatchLog, encode
+from hotjoin.server.messages import OpColumns
 
 N_SUBS = 4
 PAIRS_SUBS = (0, 1)  # PAIRS subscriptions; 2 and 3 get AFFECTED messages (no pairs)
@@ -570,6 +571,35 @@ def _delivery_workload(path: str) -> None:
     _drain_all(lis)
     _drain_all(hub.listen("a", [], {}, 0, False, current_seq=29))  # from the match log
     match_batch_columns(ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops)
+    # a columnar batch's chunk (as ``MessageBuilder.of_batch`` makes it), large enough for a
+    # listener by name to pick its rows in one pass, each drain encoded as Listen responses
+    # (from the ring, and read back from the match log, where the columns are read-only views)
+    ml2 = MatchLog(Path(path) / "columns", log_seq=0, sync=False)
+    hub2 = DeliveryHub(boot_seq=0, store=ml2, buffer_bytes=1 << 16)
+    hub2.add_subscriptions([(s, "a", 1) for s in range(N_SUBS)])
+    live = hub2.listen("a", [], {}, 0, False, current_seq=1)
+    first = 2
+    for _ in range(6):
+        n = 300
+        ev = np.repeat(np.arange(n), N_SUBS)
+        table = OpColumns(np.array(["R", "S"] * (n // 2), dtype=object),
+                          np.array([f"e{k}" for k in range(n)], dtype=object), 7)
+        big = Chunk(np.tile(np.arange(N_SUBS, dtype=np.int64), n), first + ev,
+                    np.ones(ev.shape[0], np.int8), np.ones(ev.shape[0], np.int64),
+                    ev.astype(np.int32), table, None).seal(first, first + n - 1)
+        ml2.append(big.first_seq, big.last_seq, encode(big.columns()))
+        hub2.push(big)
+        first += n
+        _drain_encoded(live)
+    _drain_encoded(hub2.listen("a", [], {}, 0, False, current_seq=first - 1))
+
+
+def _drain_encoded(lis: Listener) -> None:
+    from hotjoin.server.service import encode_items, listen_response_bytes
+
+    while lis.wake.is_set():
+        for r in encode_items(lis.next_batch(0), columnar=True):
+            listen_response_bytes(r)
 
 
 def _server_overloads(warm: bool, path: Path) -> dict[str, int]:
@@ -580,10 +610,11 @@ def _server_overloads(warm: bool, path: Path) -> dict[str, int]:
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from numba.core.dispatcher import Dispatcher\n"
         "import test_delivery as T\n"
-        "from hotjoin.server import app, convert, delivery\n"
+        "from hotjoin.server import app, convert, delivery, match_columns\n"
         f"if {warm!r}: app._warm_up_server()\n"
         "def kernels():\n"
-        "    return {f'{m.__name__}.{a}': len(v.overloads) for m in (convert, delivery)\n"
+        "    return {f'{m.__name__}.{a}': len(v.overloads)\n"
+        "            for m in (convert, delivery, match_columns)\n"
         "            for a, v in vars(m).items() if isinstance(v, Dispatcher)}\n"
         "before = kernels()\n"
         f"T._delivery_workload({str(path)!r})\n"
@@ -600,4 +631,6 @@ def test_after_the_servers_warm_up_delivery_loads_no_kernel(tmp_path: Path) -> N
                          "hotjoin.server.delivery._sent_disk_kernel",
                          "hotjoin.server.delivery._advance_kernel",
                          "hotjoin.server.delivery._evicted_kernel",
+                         "hotjoin.server.delivery._pick_kernel",
+                         "hotjoin.server.match_columns._affected_wire_kernel",
                          "hotjoin.server.convert._encode_batch_columns"}, cold
