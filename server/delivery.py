@@ -84,6 +84,7 @@ BY_NAME_MIN_ROWS = 256
 SMALL_SHARE_ROWS = 2048
 EVICTED = "evicted from the subscription's bounded buffer (slow or absent listener)"
 LISTENER_BYTES = 4 << 20  # per drain of one listener: its backlog in the server's memory
+LINGER_MS = 50  # the longest a Listen stream waits before a drain while the server is saturated
 PARTS_BYTES = 64 << 20  # match-log records kept between the drains that read them in parts
 BUFFER_BYTES = 256 << 20  # the messages of one topic kept in memory
 

@@ -28,7 +28,7 @@ from hotjoin.server.datadir import DataDirLock
 from hotjoin.server.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, clip
 from hotjoin.server.log import LogCorruptError, _fsync_dir
 from hotjoin.server.records import DamagedFileError
-from hotjoin.server.settings import DEFAULT_SETTINGS, DeliveryOptions, TopicSettings
+from hotjoin.server.settings import DEFAULT_SETTINGS, TopicSettings
 from hotjoin.server.topic import Topic
 
 log = logging.getLogger("hotjoin.server")
@@ -93,9 +93,8 @@ def open_topic(opts: Mapping[str, Any], directory: Path | None, settings: TopicS
     the topic's own delivery retention applied."""
     d = settings.delivery
     b, ms = opts.get("delivery_retention_bytes"), opts.get("delivery_retention_ms")
-    delivery = DeliveryOptions(d.retention_bytes if b is None else b,
-                               d.retention_ms if ms is None else ms,
-                               d.segment_bytes, d.buffer_bytes, d.listener_bytes)
+    delivery = dataclasses.replace(d, retention_bytes=d.retention_bytes if b is None else b,
+                                   retention_ms=d.retention_ms if ms is None else ms)
     return Topic(opts["name"], opts["lateness"], opts.get("retention"), opts.get("strategy") or {},
                  directory, dataclasses.replace(settings, delivery=delivery),
                  max_advance=opts.get("max_advance") or 0)

@@ -36,6 +36,7 @@ from hotjoin.server.convert import (
     match_batch_columns,
 )
 from hotjoin.server.delivery import (
+    LINGER_MS,
     CaughtUpItem,
     GapItem,
     Item,
@@ -676,8 +677,8 @@ class Linger:
     its time sending each of them a response per batch, and publishers waited for the lock.
     Once a stream's wakes come late (``LATE_SECONDS`` after the messages were pushed: the loop
     is busy) ``AFTER`` times in a row, it waits ``FACTOR`` times that lateness (at most
-    ``MAX_SECONDS``) before each drain, so it takes several batches in one response; a wake on
-    time ends it. An isolated late wake (a collection, a checkpoint) changes nothing, an idle or
+    ``max_seconds``: ``hotjoin serve --listen-linger-ms``, 0 never) before each drain, so it
+    takes several batches in one response; a wake on time ends it. An isolated late wake (a collection, a checkpoint) changes nothing, an idle or
     lightly loaded server answers at once, and a stream whose last drain was full (it is behind:
     a large backlog, an output-heavy batch) drains again at once.
 
@@ -689,19 +690,19 @@ class Linger:
     LATE_SECONDS = 0.002
     AFTER = 3
     FACTOR = 6.0
-    MAX_SECONDS = 0.05
 
-    __slots__ = ("_late",)
+    __slots__ = ("_late", "max_seconds")
 
-    def __init__(self) -> None:
+    def __init__(self, max_seconds: float = LINGER_MS / 1000) -> None:
         self._late = 0
+        self.max_seconds = max_seconds
 
     def after(self, lateness: float) -> float:
         """Seconds to wait before this drain, its wake handled ``lateness`` seconds late."""
         self._late = self._late + 1 if lateness > self.LATE_SECONDS else 0
-        if self._late < self.AFTER:
+        if self._late < self.AFTER or self.max_seconds <= 0:
             return 0.0
-        return min(self.FACTOR * lateness, self.MAX_SECONDS)
+        return min(self.FACTOR * lateness, self.max_seconds)
 
 
 class _Poll:
@@ -725,6 +726,7 @@ class ListenService(rpc.ListenServiceServicer):
     def __init__(self, registry: TopicRegistry, quotas: Quotas) -> None:
         self.registry = registry
         self.quotas = quotas
+        self.linger_seconds = registry.settings.delivery.linger_ms / 1000
 
     @_streaming
     async def Listen(self, request: pb.ListenRequest,
@@ -745,7 +747,7 @@ class ListenService(rpc.ListenServiceServicer):
             ready = asyncio.Event()
             lis.wake.notify = functools.partial(loop.call_soon_threadsafe, ready.set)
             poll = _Poll(loop, ready)  # a look every LISTEN_POLL_SECONDS even without a wake
-            linger = Linger()
+            linger = Linger(self.linger_seconds)
             behind = False  # the last drain left messages to take at once (it was full)
             try:
                 while True:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hotjoin.matcher.contract import EngineFactory
 from hotjoin.matcher.engine import Engine
-from hotjoin.server.delivery import BUFFER_BYTES, LISTENER_BYTES
+from hotjoin.server.delivery import BUFFER_BYTES, LINGER_MS, LISTENER_BYTES
 from hotjoin.server.match_log import RETENTION_BYTES, RETENTION_MS, SEGMENT_BYTES
 
 COMPACT_MIN_BYTES = 64 << 20
@@ -24,13 +24,15 @@ class DeliveryOptions:
     """Delivery bounds of a topic (docs/reference/persistence.md "Durable delivery"): the match log's
     retention (``retention_bytes`` 0 turns the match log off: messages live in memory only;
     ``retention_ms`` −1: no time limit), its segment size, the memory ring's and one listener
-    drain's bytes."""
+    drain's bytes, and ``linger_ms``: the longest a Listen stream waits before a drain while the
+    server is saturated (0: never; docs/explanation/choices.md, "Delivery under load")."""
 
     retention_bytes: int = RETENTION_BYTES
     retention_ms: int = RETENTION_MS
     segment_bytes: int = SEGMENT_BYTES
     buffer_bytes: int = BUFFER_BYTES
     listener_bytes: int = LISTENER_BYTES
+    linger_ms: int = LINGER_MS
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,10 @@ def register(sub: Any) -> None:
     d.add_argument("--listener-max-bytes", type=int, default=4 << 20,
                    help="per listener: messages taken from the buffers at once, the listener's "
                         "backlog in memory (default 4 MiB)")
+    d.add_argument("--listen-linger-ms", type=int, default=50,  # delivery.LINGER_MS
+                   help="per Listen stream, while the server is saturated: wait up to this long "
+                        "before a drain, to send the batches pushed meanwhile in one response "
+                        "(default 50; 0: never; docs/explanation/choices.md)")
     w = p.add_argument_group("scale-out (docs/how-to/scale-out.md)")
     w.add_argument("--workers", type=int, default=0,
                    help="match each topic in N Ray actors (default 0: in this process, no Ray)")
@@ -187,14 +191,15 @@ def run(args: argparse.Namespace, engine_factory: Any = None) -> int:
     if args.tls_client_ca is not None and args.tls_cert is None:
         raise CliError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
     tls = None if args.tls_cert is None else TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
-    for flag in ("delivery_retention_bytes", "delivery_buffer_bytes", "listener_max_bytes"):
+    for flag in ("delivery_retention_bytes", "delivery_buffer_bytes", "listener_max_bytes",
+                 "listen_linger_ms"):
         if getattr(args, flag) < 0:
             raise CliError(f"--{flag.replace('_', '-')} must be >= 0")
     if args.delivery_retention_ms < -1 or args.delivery_segment_bytes <= 0:
         raise CliError("--delivery-retention-ms must be >= 0 or -1, --delivery-segment-bytes > 0")
     delivery = DeliveryOptions(args.delivery_retention_bytes, args.delivery_retention_ms,
                                args.delivery_segment_bytes, args.delivery_buffer_bytes,
-                               max(args.listener_max_bytes, 1))
+                               max(args.listener_max_bytes, 1), args.listen_linger_ms)
     _check_port(args.host, args.port, "gRPC", "--port")
     if args.metrics_port > 0:
         _check_port(args.metrics_host or args.host, args.metrics_port, "/metrics",

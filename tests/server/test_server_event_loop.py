@@ -151,8 +151,7 @@ def test_listeners_that_linger_under_load_still_get_every_message_once_in_order(
     still arrives, once, in seq order, on every listener."""
     monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
     monkeypatch.setattr(service.Linger, "AFTER", 1)
-    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)  # every wait MAX_SECONDS
-    monkeypatch.setattr(service.Linger, "MAX_SECONDS", 0.1)
+    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)  # every wait the longest (50 ms)
     topic.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
     streams = []
     for _ in range(3):
@@ -177,8 +176,8 @@ def test_listeners_that_linger_under_load_still_get_every_message_once_in_order(
 
 def test_a_listener_on_a_quiet_server_does_not_linger() -> None:
     """Wakes on time, or late only now and then (a collection, a checkpoint): no wait; late
-    ``AFTER`` times in a row: a wait of ``FACTOR`` times the lateness, at most ``MAX_SECONDS``,
-    until a wake on time."""
+    ``AFTER`` times in a row: a wait of ``FACTOR`` times the lateness, at most ``max_seconds``,
+    until a wake on time; with ``max_seconds`` 0 (``--listen-linger-ms 0``) never a wait."""
     lg = service.Linger()
     late = service.Linger.LATE_SECONDS * 2
     assert [lg.after(0.0) for _ in range(10)] == [0.0] * 10
@@ -187,8 +186,20 @@ def test_a_listener_on_a_quiet_server_does_not_linger() -> None:
     waits = [lg.after(late) for _ in range(service.Linger.AFTER + 2)]
     assert waits[:service.Linger.AFTER - 1] == [0.0] * (service.Linger.AFTER - 1)
     assert waits[service.Linger.AFTER - 1:] == [service.Linger.FACTOR * late] * 3
-    assert lg.after(10.0) == service.Linger.MAX_SECONDS
+    assert lg.after(10.0) == lg.max_seconds == service.LINGER_MS / 1000
     assert lg.after(0.0) == 0.0
+    never = service.Linger(0.0)
+    assert [never.after(10.0) for _ in range(10)] == [0.0] * 10
+
+
+def test_the_servers_listen_streams_linger_as_configured(data_dir: Path) -> None:
+    for ms, want in ((0, 0.0), (250, 0.25)):
+        srv = HotjoinServer(data_dir=data_dir / str(ms), port=0,
+                            delivery=DeliveryOptions(linger_ms=ms)).start()
+        try:  # the server's settings reach its Listen service
+            assert service.ListenService(srv.registry, srv.quotas).linger_seconds == want
+        finally:
+            srv.stop(0)
 
 
 def test_a_listener_behind_drains_again_at_once_while_lingering_is_on(
@@ -199,8 +210,8 @@ def test_a_listener_behind_drains_again_at_once_while_lingering_is_on(
     monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
     monkeypatch.setattr(service.Linger, "AFTER", 1)
     monkeypatch.setattr(service.Linger, "FACTOR", 1e6)
-    monkeypatch.setattr(service.Linger, "MAX_SECONDS", 1.0)
-    srv = HotjoinServer(data_dir=data_dir, port=0, delivery=DeliveryOptions(listener_bytes=2_000)).start()
+    srv = HotjoinServer(data_dir=data_dir, port=0,
+                        delivery=DeliveryOptions(listener_bytes=2_000, linger_ms=1_000)).start()
     try:
         with HotjoinClient(srv.target, timeout=30) as c:
             c.create_topic("t", lateness=5)

@@ -32,6 +32,7 @@ def _args(*argv: str) -> argparse.Namespace:
     (["--delivery-retention-bytes", "-1"], "--delivery-retention-bytes must be >= 0"),
     (["--delivery-buffer-bytes", "-1"], "--delivery-buffer-bytes must be >= 0"),
     (["--listener-max-bytes", "-1"], "--listener-max-bytes must be >= 0"),
+    (["--listen-linger-ms", "-1"], "--listen-linger-ms must be >= 0"),
     (["--delivery-retention-ms", "-2"], "--delivery-retention-ms must be >= 0 or -1"),
     (["--delivery-segment-bytes", "0"], "--delivery-segment-bytes > 0"),
     (["--max-batch-events", "10001"], "batch_events may be at most 10000"),
@@ -102,3 +103,11 @@ def test_a_shutdown_in_time_exits_0() -> None:
             stopped.set()
 
     assert serve._shut_down(Server(), 1.0) == 0 and stopped.is_set()
+
+
+def test_the_linger_flag_defaults_to_the_servers_own_default() -> None:
+    """The command line spells the default without importing the server (``--help`` stays
+    quick): it must be ``delivery.LINGER_MS``."""
+    from hotjoin.server.delivery import LINGER_MS
+
+    assert _args().listen_linger_ms == LINGER_MS
