@@ -76,6 +76,11 @@ from hotjoin.server.match_columns import PairColumns, pair_columns
 from hotjoin.server.match_log import DamagedRecordError, MatchLog
 
 log = logging.getLogger("hotjoin.delivery")
+# The delivery kernels run without the interpreter lock: every array they write (a listener's
+# cursors, the per-subscription counters) is the hub's, written only under its ``_lock``, which
+# every caller holds; so while one thread counts a push or picks a listener's rows, the other
+# (the event loop's streams, a publish) runs Python.
+UNLOCKED = {"nogil": True}
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 # a listener by subscriber name reads only its subscriber's rows (``Chunk.rows_of``) of a ring
 # chunk with more rows than this after its position; below it one vectorised look at them all
@@ -1288,7 +1293,7 @@ class DeliveryHub:
         return [(Chunk.from_columns(cols, first, last), 0) for first, last, cols in recs], upto
 
 
-@kernel
+@kernel(**UNLOCKED)
 def _push_kernel(sids: np.ndarray, seqs: np.ndarray, rb: np.ndarray, npairs: np.ndarray,
                  total: np.ndarray, ptotal: np.ndarray, btotal: np.ndarray, newest: np.ndarray,
                  pending: np.ndarray, pbytes: np.ndarray, ords: np.ndarray, pbefore: np.ndarray,
@@ -1312,7 +1317,7 @@ def _push_kernel(sids: np.ndarray, seqs: np.ndarray, rb: np.ndarray, npairs: np.
         pbytes[q] += rb[i]
 
 
-@kernel
+@kernel(**UNLOCKED)
 def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.ndarray,
                  so: np.ndarray, bbso: np.ndarray, sent: np.ndarray, pending: np.ndarray,
                  pbytes: np.ndarray, total: np.ndarray, btotal: np.ndarray, exact: bool) -> None:
@@ -1334,7 +1339,7 @@ def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.nd
                 pbytes[q] = max(btotal[q] - bbso[q], 0)
 
 
-@kernel
+@kernel(**UNLOCKED)
 def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, seqs: np.ndarray,
                  signs: np.ndarray, counts: np.ndarray, ops: np.ndarray, cap: int,
                  ords: np.ndarray, bbefore: np.ndarray, has_bb: bool, so: np.ndarray,
@@ -1385,7 +1390,7 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
     return resume, rs, rq, sg, cn, op
 
 
-@kernel
+@kernel(**UNLOCKED)
 def _sent_disk_kernel(rs: np.ndarray, rq: np.ndarray, sizes: np.ndarray, newest: np.ndarray,
                       sent: np.ndarray, uncounted: np.ndarray, pending: np.ndarray,
                       pbytes: np.ndarray) -> None:
@@ -1403,7 +1408,7 @@ def _sent_disk_kernel(rs: np.ndarray, rq: np.ndarray, sizes: np.ndarray, newest:
             sent[q] = rq[i]
 
 
-@kernel
+@kernel(**UNLOCKED)
 def _evicted_kernel(sids: np.ndarray, ords: np.ndarray, bend: np.ndarray, lo: np.ndarray,
                     bblo: np.ndarray) -> None:
     """Rows that left the ring (durable): raise each subscription's ordinal and bytes of its
@@ -1416,7 +1421,7 @@ def _evicted_kernel(sids: np.ndarray, ords: np.ndarray, bend: np.ndarray, lo: np
             bblo[q] = bend[i]
 
 
-@kernel
+@kernel(**UNLOCKED)
 def _advance_kernel(cur: np.ndarray, rs: np.ndarray, rq: np.ndarray) -> None:
     """A listener's cursors after rows ``rs``/``rq``: ``cur[q] = max(cur[q], seq)``."""
     for i in range(rs.shape[0]):

@@ -442,7 +442,7 @@ def _put_head(out: np.ndarray, p: int, field: int, size: int) -> int:
     return _put_varint(out, _put_varint(out, p, field << 3 | 2), size)
 
 
-@kernel
+@kernel(nogil=True)  # reads its arguments, writes a buffer of its own: no lock needed
 def _affected_wire_kernel(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray,
                           counts: np.ndarray, ops: np.ndarray, kinds: np.ndarray,
                           sides: np.ndarray, rns: np.ndarray, id_off: np.ndarray,

@@ -634,3 +634,74 @@ def test_after_the_servers_warm_up_delivery_loads_no_kernel(tmp_path: Path) -> N
                          "hotjoin.server.delivery._pick_kernel",
                          "hotjoin.server.match_columns._affected_wire_kernel",
                          "hotjoin.server.convert._encode_batch_columns"}, cold
+
+
+def test_drains_on_many_threads_while_pushing_get_every_message_once(tmp_path: Path) -> None:
+    """The delivery kernels run without the interpreter lock (``UNLOCKED``; the hub's lock
+    guards their arrays): four listeners by name drain on threads of their own while another
+    thread pushes large chunks (the compiled pick path) and a late listener catches up from the
+    match log. Each gets every message of its subscriber once, in seq order per subscription,
+    and nothing stays pending."""
+    import threading
+
+    n_subs, names, chunks, events = 400, 4, 30, 200
+    ml = MatchLog(tmp_path / "ml", log_seq=0, sync=False)
+    hub = DeliveryHub(boot_seq=0, store=ml, buffer_bytes=1 << 18)
+    hub.add_subscriptions([(q, f"n{q % names}", 1) for q in range(n_subs)])
+    lis = [hub.listen(f"n{k}", [], {}, 1, False, current_seq=1) for k in range(names)]
+    rng = np.random.default_rng(7)
+    want: dict[int, list[int]] = {q: [] for q in range(n_subs)}
+    got: list[list[tuple[int, int]]] = [[] for _ in range(names)]
+    done = threading.Event()
+
+    def push() -> None:
+        first = 2
+        for _ in range(chunks):
+            ev = np.repeat(np.arange(events), 5)
+            sids = rng.integers(0, n_subs, ev.shape[0])
+            keep = np.unique(ev * n_subs + sids, return_index=True)[1]
+            ev, sids = ev[keep], sids[keep]
+            table = OpColumns(np.array(["S"] * events, dtype=object),
+                              np.array([f"e{first + k}" for k in range(events)], dtype=object), 1)
+            ch = Chunk(sids.astype(np.int64), first + ev, np.ones(ev.shape[0], np.int8),
+                       np.ones(ev.shape[0], np.int64), ev.astype(np.int32), table,
+                       None).seal(first, first + events - 1)
+            for q, s in zip(ch.sids.tolist(), ch.seqs.tolist(), strict=True):
+                want[q].append(s)
+            ml.append(ch.first_seq, ch.last_seq, encode(ch.columns()))
+            hub.push(ch)
+            first += events
+        done.set()
+
+    def drain(k: int) -> None:
+        while True:
+            finished = done.is_set()
+            for it in lis[k].next_batch(0.01):
+                if isinstance(it, MatchBlock):
+                    got[k] += list(zip(it.sids.tolist(), it.seqs.tolist(), strict=True))
+            if finished and not lis[k].wake.is_set():
+                return
+
+    threads = [threading.Thread(target=push)] + [threading.Thread(target=drain, args=(k,))
+                                                  for k in range(names)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    late = hub.listen("n0", [], {}, 1, False, current_seq=2 + chunks * events)
+    caught: list[tuple[int, int]] = []
+    while late.wake.is_set():
+        for it in late.next_batch(0):
+            if isinstance(it, MatchBlock):
+                caught += list(zip(it.sids.tolist(), it.seqs.tolist(), strict=True))
+    for k in range(names):
+        per: dict[int, list[int]] = {}
+        for q, s in got[k]:
+            per.setdefault(q, []).append(s)
+        assert per == {q: v for q, v in want.items() if q % names == k and v}, k
+    assert sorted(caught) == sorted((q, s) for q, v in want.items() if q % names == 0 for s in v)
+    pending = hub.backlog(list(range(n_subs)))[0]
+    assert int(pending.sum()) == 0
+    for x in [*lis, late]:
+        x.close()
+    ml.close()
