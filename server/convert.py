@@ -501,7 +501,8 @@ def check_subscriber(name: str) -> str:
 
 # -- MatchBatch numeric columns, encoded without a Python object per row ------------------------
 @kernel
-def _put_varint(out: np.ndarray, at: int, x: np.uint64) -> int:
+def put_varint(out: np.ndarray, at: int, x: np.uint64) -> int:
+    """Write ``x`` at ``out[at]`` as a protobuf varint; the index after it."""
     while x >= np.uint64(0x80):
         out[at] = np.uint8((x & np.uint64(0x7F)) | np.uint64(0x80))
         x >>= np.uint64(7)
@@ -524,12 +525,12 @@ def _put_packed(out: np.ndarray, at: int, field: int, col: np.ndarray, zigzag: b
         while x >= np.uint64(0x80):
             x >>= np.uint64(7)
             size += 1
-    at = _put_varint(out, at, np.uint64(field * 8 + 2))
-    at = _put_varint(out, at, np.uint64(size))
+    at = put_varint(out, at, np.uint64(field * 8 + 2))
+    at = put_varint(out, at, np.uint64(size))
     for i in range(n):
         v = np.int64(col[i])
         x = np.uint64((v << 1) ^ (v >> 63)) if zigzag else np.uint64(v)
-        at = _put_varint(out, at, x)
+        at = put_varint(out, at, x)
     return at
 
 

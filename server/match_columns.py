@@ -32,6 +32,7 @@ import pyarrow.compute  # noqa: F401 - loaded now: ``take`` would import it on f
 
 from hotjoin.matcher.config import kernel
 from hotjoin.proto import hotjoin_pb2 as pb
+from hotjoin.server.convert import put_varint
 
 KIND_CODE = {"publish": 0, "delete": 1, "snapshot": 2}
 KIND_NAME = ("publish", "delete", "snapshot")
@@ -428,18 +429,8 @@ def _varint_len(x: int) -> int:
 
 
 @kernel
-def _put_varint(out: np.ndarray, p: int, x: int) -> int:
-    while x > 0x7F:
-        out[p] = (x & 0x7F) | 0x80
-        x >>= 7
-        p += 1
-    out[p] = x
-    return p + 1
-
-
-@kernel
 def _put_head(out: np.ndarray, p: int, field: int, size: int) -> int:
-    return _put_varint(out, _put_varint(out, p, field << 3 | 2), size)
+    return put_varint(out, put_varint(out, p, np.uint64(field << 3 | 2)), np.uint64(size))
 
 
 @kernel(nogil=True)  # reads its arguments, writes a buffer of its own: no lock needed

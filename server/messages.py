@@ -70,10 +70,8 @@ class OpColumns:
     def arrays(self, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:
         """Operations ``used`` as columns: kind codes (0 publish), wire side codes, receive
         times and event ids (Arrow), vectorised (``op_arrays``)."""
-        k = used.shape[0]
-        sides = np.where(self.sides[used] == "R", 1, 2).astype(np.uint8)
-        return (np.zeros(k, dtype=np.uint8), sides, np.full(k, self.received_ns, dtype=np.int64),
-                ids_array(self.ids[used]))
+        w = self.wire()
+        return w.kinds[used], w.sides[used], w.rns[used], ids_array(self.ids[used])
 
 
 class MessageBuilder:
