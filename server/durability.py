@@ -511,7 +511,7 @@ class Durability:
         """Live subscriptions plus stored tuples (what a snapshot would hold)."""
         return len(self._book) + snapshot.stored_count(self._current())
 
-    def _start_checkpoint(self) -> None:
+    def _start_checkpoint(self) -> bool:
         """Copy the state as columns (topic lock held: it is the state at this seq; a few ms) and
         encode and write it in the background (``server/checkpoint.py``)."""
         assert self.log is not None and self.directory is not None
@@ -524,7 +524,7 @@ class Durability:
             log.exception("topic %r: cannot capture the state as columns; checkpoints disabled",
                           self.topic)
             self._checkpoints = False
-            return
+            return False
         offset = self.log.size
         held = time.perf_counter() - t0
         self.checkpoint_capture_seconds = held
@@ -552,6 +552,7 @@ class Durability:
                 self._ckpt_running = False
 
         threading.Thread(target=write, name=f"checkpoint-{self.topic}", daemon=True).start()
+        return True
 
     def checkpoint_now(self) -> bool:
         """Start a checkpoint now (the capture holds the topic lock a few ms; the write runs in
@@ -559,8 +560,7 @@ class Durability:
         with self._lock:
             if self.closed or not self._checkpoints or self._ckpt_running:
                 return False
-            self._start_checkpoint()
-            return self._ckpt_running
+            return self._start_checkpoint()  # (its write may have ended already)
 
     def _checkpoint_when_idle(self) -> None:
         """Take a checkpoint once ``checkpoint_min_ops`` operations were logged since the last one

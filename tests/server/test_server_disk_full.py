@@ -817,3 +817,20 @@ def test_disk_full_on_a_real_filesystem(small_fs: Path, tmp_path: Path) -> None:
         proc.wait(30)
         with contextlib.suppress(FileNotFoundError):
             ballast.unlink()
+
+
+def test_a_checkpoint_whose_write_ends_at_once_is_reported_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``checkpoint_now`` answers whether it started one, even when the background write has
+    already ended by the time it returns (a small topic on a busy machine)."""
+    import hotjoin.server.durability as durability
+
+    class AtOnce(threading.Thread):
+        def start(self) -> None:  # the write runs to its end before checkpoint_now returns
+            self.run()
+
+    t = _loaded(tmp_path / "d")
+    n0 = t.durability.checkpoints
+    monkeypatch.setattr(durability.threading, "Thread", AtOnce)
+    assert t.checkpoint_now()
+    assert t.durability.checkpoints == n0 + 1
