@@ -38,6 +38,7 @@ from hotjoin.matcher.model import (
     WindowJoin,
 )
 from hotjoin.matcher.partition.exact_counter import count_stabbed
+from hotjoin.matcher.partition.hist_fit import lloyd
 
 _done = False
 _lock = threading.Lock()
@@ -63,9 +64,10 @@ def _subscriptions(kind: str, n: int = 120) -> list[object]:
     return out
 
 
-def _drive(kind: str, strategy: str) -> None:
-    """Every call form of one engine whose ``kind`` joins run ``strategy``."""
-    e = Engine(lateness=2, retention=20, strategy={kind: strategy})
+def _drive(kind: str, strategy: str, options: dict[str, float] | None = None) -> None:
+    """Every call form of one engine whose ``kind`` joins run ``strategy`` (tuned by
+    ``options``)."""
+    e = Engine(lateness=2, retention=20, strategy={kind: strategy}, options=options)
     subs = _subscriptions(kind)
     e.subscribe_many(subs[:-10])
     n = 60
@@ -110,6 +112,9 @@ def warm_up_kernels() -> float:
                     return time.perf_counter() - t0  # not done: the next caller goes on
                 _drive(kind, name)
         _drive("select", "auto")  # every kind's router together on one engine
+        # SJ-Hotspot's scattered part by SJ-SelectFirst: at this size every group is a hotspot
+        # and the cost comparison picks SJ-SSI, so a larger α and no SelectFirst cost force it
+        _drive("select", "SJ-Hotspot", {"alpha": 0.2, "scattered_sf_cost": 0.0})
         # kernels that only some runs reach, called directly with their arrays' types: the
         # routers' exact n' sample (once per max(1,024, n/16) tuples), an insert into a key's
         # window skyline (only when a fresh skyline exists for that key, which depends on the
@@ -126,6 +131,9 @@ def warm_up_kernels() -> float:
         # (two members of a router, or SJ-Hotspot's two parts, each with rows)
         order_by_event(i64.copy(), i64.copy(), i64.copy())
         first_descent(i64)
+        # the histograms' Lloyd refinement runs only once a side has more blocks than buckets
+        # (tens of thousands of subscriptions)
+        lloyd(np.arange(4.0), np.ones(4), np.ones(4), np.ones(4), np.array([0, 2, 4], dtype=np.int64), 1)
         merge_two_runs(i64.copy(), i64.copy(), i64.copy(), 0, np.zeros((3, 1), dtype=np.int64))
         _done = True
         return time.perf_counter() - t0

@@ -61,16 +61,41 @@ def _workload(seed: int) -> None:
             e.unsubscribe(sid)
 
 
-def _new_overloads(warm: bool) -> dict[str, int]:
-    """In a fresh interpreter: warm up (or not), then run the workload; the kernels that gained
-    overloads during the workload."""
+def _table_one(seed: int) -> None:
+    """``bench serve``'s select workload at a server's size (50,000 subscriptions and stored
+    tuples, about 13 affected per event): a histogram large enough for Lloyd's refinement, and
+    SJ-Hotspot with a scattered part that SJ-SelectFirst serves."""
+    import numpy as np
+
+    from hotjoin.clients.loadgen import Workload
+    from hotjoin.matcher.workload import r_arrays, s_arrays, select_ranges_arrays
+
+    cfg = Workload(kind="select", subscriptions=50_000, stored=50_000, affected=13,
+                   seed=seed).table()
+    a_lo, a_hi, c_lo, c_hi = (x.tolist() for x in select_ranges_arrays(cfg))
+    e = Engine()
+    e.subscribe_many([SelectJoin(Range(a, b), Range(c, d))
+                      for a, b, c, d in zip(a_lo, a_hi, c_lo, c_hi, strict=True)])
+    k, v, _ = s_arrays(cfg, 50_000)
+    e.publish_batch(np.ones(k.shape[0], dtype=np.int8), [f"s{i}" for i in range(k.shape[0])], k,
+                    v, np.zeros(k.shape[0], dtype=np.int64), output="none")
+    k, v, _ = r_arrays(cfg, 200_000, batch=1000)
+    for i in range(0, 200_000, 1000):
+        e.publish_batch(np.zeros(1000, dtype=np.int8), [f"r{i + j}" for j in range(1000)],
+                        k[i:i + 1000], v[i:i + 1000], np.ones(1000, dtype=np.int64),
+                        output="affected")
+
+
+def _new_overloads(warm: bool, workload: str = "_workload") -> dict[str, int]:
+    """In a fresh interpreter: warm up (or not), then run ``workload`` (a function of this
+    module); the kernels that gained overloads during the workload."""
     code = (
         f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "import test_warmup as T\n"
         "from hotjoin.matcher import engine, warmup\n"
         f"if {warm!r}: warmup.warm_up_kernels()\n"
         "before = {k: len(d.overloads) for k, d in T._dispatchers().items()}\n"
-        "T._workload(1)\n"
+        f"T.{workload}(1)\n"
         "after = {k: len(d.overloads) - before.get(k, 0) for k, d in T._dispatchers().items()}\n"
         "print(json.dumps({k: v for k, v in after.items() if v}))\n"
     )
@@ -82,6 +107,13 @@ def test_after_the_warm_up_a_workload_loads_no_kernel() -> None:
     assert _new_overloads(warm=True) == {}
     cold = _new_overloads(warm=False)  # the control: without it the workload loads many
     assert len(cold) > 10, cold
+
+
+def test_after_the_warm_up_a_server_sized_select_workload_loads_no_kernel() -> None:
+    """Paths that only large subscription sets reach: the histograms' Lloyd refinement and
+    SJ-Hotspot's scattered part by SJ-SelectFirst (a compile there cost a server tenths of a
+    second in the middle of its stream)."""
+    assert _new_overloads(warm=True, workload="_table_one") == {}
 
 
 def test_a_process_that_exits_during_the_background_warm_up_waits_for_it() -> None:
