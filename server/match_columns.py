@@ -23,6 +23,7 @@ Arrow's layout, so a reader maps each column onto the message bytes with ``np.fr
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -389,7 +390,7 @@ def affected_wire_blocks(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, n
         return affected_wire(*parts[0], within)
     base: dict[int, int] = {}
     tables: list[WireOps] = []
-    ops = []
+    bases = []
     at = 0
     for p in parts:
         t = p[5]
@@ -398,17 +399,49 @@ def affected_wire_blocks(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, n
             b = base[id(t)] = at
             tables.append(t)
             at += t.kinds.shape[0]
-        ops.append(p[4].astype(np.int64) + b)
+        bases.append(b)
+    ops = np.concatenate([p[4] for p in parts]).astype(np.int64, copy=False)
+    if at > tables[0].kinds.shape[0]:  # rows of a later table: shift their entries
+        ops += np.repeat(np.array(bases, dtype=np.int64), [p[0].shape[0] for p in parts])
     return affected_wire(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
                          np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),
-                         np.concatenate(ops), join_wire_ops(tables), within)
+                         ops, join_wire_ops(tables), within)
+
+
+_JOINED: dict[tuple[int, ...], tuple[tuple[WireOps, ...], WireOps]] = {}
+_JOINED_KEEP = 8  # the joins of the last few drains' chunk ranges
+_joined_lock = threading.Lock()
 
 
 def join_wire_ops(tables: list[WireOps]) -> WireOps:
     """The operation tables ``tables`` end to end as one ``WireOps`` (entry k of the second
-    is entry len(first) + k of the result)."""
+    is entry len(first) + k of the result). The last few joins are kept: the listeners of a
+    fan-out topic drain the same chunks at about the same time (one push wakes them all), and
+    each would join the same tables again.
+
+    >>> t = [wire_ops(np.zeros(1, np.uint8), np.ones(1, np.uint8), np.array([k]),
+    ...               ids_array([f"e{k}"])) for k in range(2)]
+    >>> j = join_wire_ops(t)
+    >>> j.rns.tolist(), bytes(j.id_data), j.id_offsets.tolist(), join_wire_ops(list(t)) is j
+    ([0, 1], b'e0e1', [0, 2, 4], True)
+    """
     if len(tables) == 1:
         return tables[0]
+    key = tuple(id(t) for t in tables)
+    with _joined_lock:
+        hit = _JOINED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], tables, strict=True)):
+        return hit[1]  # (the kept tables stay alive with it: an id is not reused meanwhile)
+    joined = _join(tables)
+    with _joined_lock:
+        _JOINED[key] = (tuple(tables), joined)
+        while len(_JOINED) > _JOINED_KEEP:
+            del _JOINED[next(iter(_JOINED))]
+    return joined
+
+
+def _join(tables: list[WireOps]) -> WireOps:
+    """``join_wire_ops`` without the kept joins."""
     offs = [tables[0].id_offsets[:1]]
     data_at = 0
     for t in tables:
