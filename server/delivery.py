@@ -70,7 +70,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hotjoin.matcher.config import INLINE, kernel
+from hotjoin.matcher.config import kernel
 from hotjoin.server import match_columns
 from hotjoin.server.match_columns import PairColumns, pair_columns
 from hotjoin.server.match_log import DamagedRecordError, MatchLog
@@ -1340,26 +1340,19 @@ def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.nd
     along q's rows): raise each subscription's so, bbso and sent and, with a match log
     (``exact``), set its pending counts from its newest row sent (``DeliveryHub`` docstring,
     backlog). The ring's rows were counted in ``newest`` when pushed. One pass, O(rows)."""
+    # (the same per-row step as ``_pick_kernel``'s, written out in both: a helper taking the
+    # seven arrays would pay their reference counts on every row, matcher/config.py, INLINE)
     for i in range(rs.shape[0]):
-        _sent_row(rs[i], rq[i], ords1[i], bbend[i], so, bbso, sent, pending, pbytes, total,
-                  btotal, exact)
-
-
-@kernel(**INLINE)
-def _sent_row(q: int, seq: int, ords1: int, bbend: int, so: np.ndarray, bbso: np.ndarray,
-              sent: np.ndarray, pending: np.ndarray, pbytes: np.ndarray, total: np.ndarray,
-              btotal: np.ndarray, exact: bool) -> None:
-    """One row of q handed out (``_sent_kernel``, ``_pick_kernel``): raise q's so, bbso and
-    sent; with a match log (``exact``) set its pending counts from its newest row sent."""
-    if ords1 > so[q]:
-        so[q] = ords1
-    if bbend > bbso[q]:
-        bbso[q] = bbend
-    if seq > sent[q]:  # q's newest sent message so far (the last one of q here wins)
-        sent[q] = seq
-        if exact:
-            pending[q] = max(total[q] - so[q], 0)
-            pbytes[q] = max(btotal[q] - bbso[q], 0)
+        q = rs[i]
+        if ords1[i] > so[q]:
+            so[q] = ords1[i]
+        if bbend[i] > bbso[q]:
+            bbso[q] = bbend[i]
+        if rq[i] > sent[q]:  # q's newest sent message so far (the last one of q here wins)
+            sent[q] = rq[i]
+            if exact:
+                pending[q] = max(total[q] - so[q], 0)
+                pbytes[q] = max(btotal[q] - bbso[q], 0)
 
 
 @kernel(**UNLOCKED)
@@ -1400,9 +1393,16 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
         rs[i], rq[i], sg[i], cn[i], op[i] = q, seqs[r], signs[r], counts[r], ops[r]
         if seqs[r] > cur[q]:
             cur[q] = seqs[r]
-        _sent_row(q, seqs[r], ords[r] + 1,
-                  (bbefore[r] if has_bb else ROW_BYTES * ords[r]) + ROW_BYTES, so, bbso, sent,
-                  pending, pbytes, total, btotal, True)
+        ords1 = ords[r] + 1  # ``_sent_kernel``'s step (exact)
+        bbend = (bbefore[r] if has_bb else ROW_BYTES * ords[r]) + ROW_BYTES
+        if ords1 > so[q]:
+            so[q] = ords1
+        if bbend > bbso[q]:
+            bbso[q] = bbend
+        if seqs[r] > sent[q]:
+            sent[q] = seqs[r]
+            pending[q] = max(total[q] - so[q], 0)
+            pbytes[q] = max(btotal[q] - bbso[q], 0)
     return resume, rs, rq, sg, cn, op
 
 
