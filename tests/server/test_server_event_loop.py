@@ -233,3 +233,37 @@ def test_a_listener_behind_drains_again_at_once_while_lingering_is_on(
             stream.cancel()
     finally:
         srv.stop(0)
+
+
+@pytest.mark.parametrize("lingering", [False, True])
+def test_every_push_reaches_a_waiting_stream_without_the_poll(
+        topic: HotjoinClient, monkeypatch: pytest.MonkeyPatch, lingering: bool) -> None:
+    """A wake calls the event loop only when it goes from clear to set (``Wake``): pushes that
+    find it set (the stream lingering, draining or about to) call nothing. With the periodic
+    look of a stream put an hour away, only wakes can bring a stream its messages: batches
+    published one after another while three streams drain (and, with ``lingering``, wait
+    before every drain) all arrive, once and in order, long before it."""
+    monkeypatch.setattr(service, "LISTEN_POLL_SECONDS", 3600.0)
+    if lingering:
+        monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
+        monkeypatch.setattr(service.Linger, "AFTER", 1)
+        monkeypatch.setattr(service.Linger, "FACTOR", 1e6)
+    topic.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
+    streams = []
+    for _ in range(3):
+        stream = topic.listening.Listen(pb.ListenRequest(topic="t", subscriber="a", columnar=True),
+                                        timeout=60)
+        assert next(stream).HasField("caught_up")
+        streams.append(stream)
+    n = 150
+    for k in range(n):
+        topic.publish_columns("t", ["S"], [f"s{k}"], [1.0], [1.0], [101])
+        if k % 50 == 49:
+            time.sleep(0.2)  # streams idle and waiting, then woken again
+    for s in streams:
+        seqs: list[int] = []
+        while len(seqs) < n:
+            msg = next(s)  # a lost wake: no message before the 60 s deadline
+            seqs += np.frombuffer(msg.matches.columns.seqs, dtype="<i8").tolist()
+        assert seqs == sorted(set(seqs)) and len(seqs) == n
+        s.cancel()
