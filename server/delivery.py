@@ -170,13 +170,11 @@ class Chunk:
         if self._byq is None or self._byq[0].shape[0] != len(self):
             codes = subcode[self.sids]
             order = np.argsort(codes, kind="stable")
-            sc = codes[order]
-            cut = np.flatnonzero(sc[1:] != sc[:-1]) + 1
-            starts = np.concatenate(([0], cut)) if sc.shape[0] else cut
-            ends = np.concatenate((cut, [sc.shape[0]])) if sc.shape[0] else cut
-            self._byq = (order, dict(zip(sc[starts].tolist(),
-                                         zip(starts.tolist(), ends.tolist(), strict=True),
-                                         strict=True)))
+            sc = codes[order]  # sorted: a code's run is between two changes of code
+            cuts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1], True]).tolist()
+            runs = {} if not sc.shape[0] else {
+                int(sc[a]): (a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)}
+            self._byq = (order, runs)
         order, runs = self._byq
         ab = runs.get(code)
         return order[:0] if ab is None else order[ab[0]:ab[1]]

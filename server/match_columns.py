@@ -401,7 +401,7 @@ def affected_wire_blocks(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, n
             at += t.kinds.shape[0]
         bases.append(b)
     ops = np.concatenate([p[4] for p in parts]).astype(np.int64, copy=False)
-    if at > tables[0].kinds.shape[0]:  # rows of a later table: shift their entries
+    if len(tables) > 1:  # rows of a later table: shift their entries
         ops += np.repeat(np.array(bases, dtype=np.int64), [p[0].shape[0] for p in parts])
     return affected_wire(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
                          np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),

@@ -144,31 +144,49 @@ def test_a_write_to_a_stream_whose_client_left_is_not_logged_as_an_error(
         "Unexpected [RuntimeError] raised by servicer method [/x/y]"]
 
 
+def _always_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wake counted late (``Linger``): each stream waits the longest before each drain."""
+    monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
+    monkeypatch.setattr(service.Linger, "AFTER", 1)
+    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)
+
+
+def _columnar_streams(client: HotjoinClient, n: int) -> list[grpc.Call]:
+    """``n`` columnar Listen streams of subscriber "a" (one AFFECTED band join), each read up to
+    its ``caught_up``."""
+    client.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
+    streams = []
+    for _ in range(n):
+        stream = client.listening.Listen(pb.ListenRequest(topic="t", subscriber="a", columnar=True),
+                                         timeout=60)
+        assert next(stream).HasField("caught_up")
+        streams.append(stream)
+    return streams
+
+
+def _read_seqs(stream: grpc.Call, n: int) -> tuple[list[int], int]:
+    """The seqs of the next ``n`` messages of a columnar stream, and the responses they took."""
+    seqs: list[int] = []
+    responses = 0
+    while len(seqs) < n:
+        msg = next(stream)  # a message that never comes: the stream's 60 s deadline
+        responses += 1
+        seqs += np.frombuffer(msg.matches.columns.seqs, dtype="<i8").tolist()
+    return seqs, responses
+
+
 def test_listeners_that_linger_under_load_still_get_every_message_once_in_order(
         topic: HotjoinClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every wake counted late (``Linger``): each stream waits before each drain and takes the
     batches pushed meanwhile (columnar batches, AFFECTED) in fewer responses; every message
     still arrives, once, in seq order, on every listener."""
-    monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
-    monkeypatch.setattr(service.Linger, "AFTER", 1)
-    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)  # every wait the longest (50 ms)
-    topic.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
-    streams = []
-    for _ in range(3):
-        stream = topic.listening.Listen(pb.ListenRequest(topic="t", subscriber="a", columnar=True),
-                                        timeout=60)
-        assert next(stream).HasField("caught_up")
-        streams.append(stream)
+    _always_linger(monkeypatch)  # every wait the longest (50 ms)
+    streams = _columnar_streams(topic, 3)
     n = 40
     for k in range(n):
         topic.publish_columns("t", ["S"], [f"s{k}"], [1.0], [1.0], [101])
     for s in streams:
-        seqs: list[int] = []
-        responses = 0
-        while len(seqs) < n:
-            msg = next(s)
-            responses += 1
-            seqs += np.frombuffer(msg.matches.columns.seqs, dtype="<i8").tolist()
+        seqs, responses = _read_seqs(s, n)
         assert seqs == sorted(set(seqs)) and len(seqs) == n
         assert responses < n  # batches joined into fewer responses
         s.cancel()
@@ -207,9 +225,7 @@ def test_a_listener_behind_drains_again_at_once_while_lingering_is_on(
     """Every wake counted late, each wait a whole second: a listener whose drains are full (it
     starts behind a backlog of many drains' worth) takes drain after drain without waiting, and
     only its first wake, for messages pushed after it caught up, waits."""
-    monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
-    monkeypatch.setattr(service.Linger, "AFTER", 1)
-    monkeypatch.setattr(service.Linger, "FACTOR", 1e6)
+    _always_linger(monkeypatch)
     srv = HotjoinServer(data_dir=data_dir, port=0,
                         delivery=DeliveryOptions(listener_bytes=2_000, linger_ms=1_000)).start()
     try:
@@ -245,25 +261,14 @@ def test_every_push_reaches_a_waiting_stream_without_the_poll(
     before every drain) all arrive, once and in order, long before it."""
     monkeypatch.setattr(service, "LISTEN_POLL_SECONDS", 3600.0)
     if lingering:
-        monkeypatch.setattr(service.Linger, "LATE_SECONDS", -1.0)
-        monkeypatch.setattr(service.Linger, "AFTER", 1)
-        monkeypatch.setattr(service.Linger, "FACTOR", 1e6)
-    topic.subscribe("t", band((-1, 1), subscriber="a", delivery="affected"))
-    streams = []
-    for _ in range(3):
-        stream = topic.listening.Listen(pb.ListenRequest(topic="t", subscriber="a", columnar=True),
-                                        timeout=60)
-        assert next(stream).HasField("caught_up")
-        streams.append(stream)
+        _always_linger(monkeypatch)
+    streams = _columnar_streams(topic, 3)
     n = 150
     for k in range(n):
         topic.publish_columns("t", ["S"], [f"s{k}"], [1.0], [1.0], [101])
         if k % 50 == 49:
             time.sleep(0.2)  # streams idle and waiting, then woken again
     for s in streams:
-        seqs: list[int] = []
-        while len(seqs) < n:
-            msg = next(s)  # a lost wake: no message before the 60 s deadline
-            seqs += np.frombuffer(msg.matches.columns.seqs, dtype="<i8").tolist()
+        seqs, _ = _read_seqs(s, n)  # a lost wake: no message before the 60 s deadline
         assert seqs == sorted(set(seqs)) and len(seqs) == n
         s.cancel()
