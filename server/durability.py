@@ -58,7 +58,7 @@ from hotjoin.server.log import (
     write_clean_mark,
 )
 from hotjoin.server.match_log import MatchLog
-from hotjoin.server.match_log import encode as encode_match_columns
+from hotjoin.server.match_log import encode_parts as encode_match_columns
 from hotjoin.server.records import DamagedFileError
 from hotjoin.server.recovery import LogReplay
 from hotjoin.server.settings import TopicSettings

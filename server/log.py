@@ -13,12 +13,13 @@ See ``docs/reference/persistence.md`` for the measurements behind the choice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.records import HEADER as _HEADER
 from hotjoin.server.records import DamagedFileError, RecordReader, read_file
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16  # buffers per writev
 log = logging.getLogger("hotjoin.topic")
 # A compacted log starts with MAGIC, then one frame holding the snapshot header (JSON), then
 # ``header["frames"]`` LogBatch frames of the snapshot, then ordinary appended frames.
@@ -273,6 +275,34 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def write_all_parts(fd: int, parts: Sequence[bytes | memoryview]) -> None:
+    """Write ``parts`` one after another (``os.writev``, resumed after a short write): what
+    ``write_all(fd, b"".join(parts))`` writes, without the join's copy."""
+    views = [memoryview(p).cast("B") for p in parts if memoryview(p).nbytes]
+    while views:
+        n = os.writev(fd, views[:_IOV_MAX])
+        while views and n >= len(views[0]):
+            n -= len(views.pop(0))
+        if n:
+            views[0] = views[0][n:]
+
+
+def drop_cached(fd: int, start: int = 0, end: int = 0) -> None:
+    """Tell the kernel that bytes ``[start, end)`` of ``fd`` (``end`` 0: to the end of the file),
+    already synced, will not be read soon, so their page-cache pages are freed
+    (``POSIX_FADV_DONTNEED``) and the next writes reuse them.
+
+    A log only ever grows at its tail; left alone, every page it writes is a page the kernel has
+    not held before, and writing into new pages cost 5-8 times the CPU of writing into freed ones
+    (docs/explanation/choices.md, "The match log writes a record's columns as they are"). Advice
+    only: a platform without ``posix_fadvise`` or a file system that refuses it changes nothing.
+    """
+    if not hasattr(os, "posix_fadvise") or 0 < end <= start:
+        return
+    with contextlib.suppress(OSError):
+        os.posix_fadvise(fd, start, end - start if end else 0, os.POSIX_FADV_DONTNEED)
 
 
 def _fsync_dir(path: Path) -> None:

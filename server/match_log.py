@@ -56,20 +56,20 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server.log import SyncError, _fsync_dir, write_all
+from hotjoin.server.log import SyncError, _fsync_dir, drop_cached, write_all_parts
 from hotjoin.server.match_columns import (
     PairColumns,
+    column_parts,
     decode_columns,
     op_arrays,
     pair_columns,
-    serialize_columns,
 )
 from hotjoin.server.records import Damage, DamagedFileError, RecordReader, read_file
 
@@ -90,10 +90,16 @@ def encode(columns: Columns) -> bytes:
     pairs)``: ``MAGIC`` and a ``MatchBatchColumns`` holding every operation of the table (rows
     index it with ``ops``) and the pairs (``PairColumns``, or the per-message dict). Buffer
     copies, no step per message or pair."""
+    return b"".join(encode_parts(columns))
+
+
+def encode_parts(columns: Columns) -> list[bytes | memoryview]:
+    """``encode`` before its join: ``MAGIC``, then each field's tag and length and a byte view of
+    its column (``column_parts``), for ``MatchLog.append`` to write as they are."""
     sids, seqs, signs, counts, ops, table, pairs = columns
     pcols = pair_columns(int(len(sids)), pairs)
     arrays = op_arrays(table, np.arange(len(table), dtype=np.int64))
-    return MAGIC + serialize_columns(sids, seqs, signs, counts, ops, arrays, pcols)
+    return [MAGIC, *column_parts(sids, seqs, signs, counts, ops, arrays, pcols)]
 
 
 def decode(payload: bytes | memoryview) -> Columns:
@@ -269,22 +275,28 @@ class MatchLog:
         with self._lock:
             return sum(s.size for s in self.segments)
 
-    def append(self, first_seq: int, last_seq: int, payload: bytes) -> int:
+    def append(self, first_seq: int, last_seq: int,
+               payload: bytes | Sequence[bytes | memoryview]) -> int:
         """Write one record (no sync; callers serialise appends in seq order); returns the token
-        for ``sync_upto``. Rolls to a new segment once the active one is full."""
+        for ``sync_upto``. ``payload``: the record's bytes, or its parts in order (``encode_parts``),
+        written as they are with one ``writev``: no copy of a record of megabytes. Rolls to a new
+        segment once the active one is full."""
         seg = self.segments[-1]
         if seg.size >= self.segment_bytes and seg.firsts:
             self._roll(first_seq)
             seg = self.segments[-1]
+        parts = [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload
         ns = time.time_ns()
         seqs = _SEQS.pack(first_seq, last_seq, ns)
-        crc = zlib.crc32(payload, zlib.crc32(seqs))
-        head = struct.pack("<II", len(payload), crc) + seqs
-        # header and payload written as they are: no copy of a record of megabytes (a crash in
-        # between leaves a torn tail, which the next open truncates like any other)
-        write_all(self._fd, head)
-        write_all(self._fd, payload)
-        size = len(head) + len(payload)
+        crc = zlib.crc32(seqs)
+        length = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+            length += memoryview(part).nbytes
+        head = struct.pack("<II", length, crc) + seqs
+        # a crash inside the write leaves a torn tail, which the next open truncates like any other
+        write_all_parts(self._fd, [head, *parts])
+        size = len(head) + length
         with self._lock:
             seg.add(first_seq, last_seq, seg.size, size, ns)
             seg.size += size
@@ -306,6 +318,7 @@ class MatchLog:
                     os.close(fd)
                     raise SyncError(x.errno, x.strerror) from x
                 self.syncs += 1
+                drop_cached(self._fd)  # synced: the old segment's pages go back to the cache
             self.durable = self.written
             os.close(self._fd)
             self._fd = fd

@@ -178,3 +178,63 @@ def test_write_all_finishes_a_short_write(tmp_path: Path, monkeypatch: pytest.Mo
     finally:
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"0123456789"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=12), st.integers(1, 17), st.integers(1, 5))
+def test_parts_are_written_as_their_join_whatever_the_short_writes(
+        tmp_path_factory: pytest.TempPathFactory, parts: list[bytes], most: int, iov: int) -> None:
+    """``write_all_parts`` resumes after a short ``writev`` (at most ``most`` bytes per call) in
+    the middle of a part and across parts, and hands ``writev`` at most ``_IOV_MAX`` buffers."""
+    path = tmp_path_factory.mktemp("parts") / "f"
+    real = os.writev
+    calls: list[int] = []
+
+    def short(fd: int, buffers: list[memoryview]) -> int:
+        calls.append(len(buffers))
+        assert 0 < len(buffers) <= iov
+        data = b"".join(bytes(b) for b in buffers)[:most]
+        return real(fd, [data])
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(log_module.os, "writev", short)
+    mp.setattr(log_module, "_IOV_MAX", iov)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        log_module.write_all_parts(fd, [memoryview(p) if i % 2 else p for i, p in enumerate(parts)])
+    finally:
+        os.close(fd)
+        mp.undo()
+    assert path.read_bytes() == b"".join(parts)
+    assert len(calls) >= -(-len(b"".join(parts)) // most)
+
+
+def test_dropping_cached_pages_is_advice_that_changes_no_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``drop_cached`` asks for ``POSIX_FADV_DONTNEED`` over the range (length 0: to the end),
+    leaves the file as it was, and is silent where the kernel refuses or lacks the call."""
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 10_000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if hasattr(os, "posix_fadvise"):
+            log_module.drop_cached(fd)
+            log_module.drop_cached(fd, 4096, 8192)
+            seen: list[tuple[int, int, int]] = []
+            monkeypatch.setattr(log_module.os, "posix_fadvise",
+                                lambda f, off, n, advice: seen.append((off, n, advice)))
+            log_module.drop_cached(fd, 4096, 8192)
+            log_module.drop_cached(fd)
+            log_module.drop_cached(fd, 8192, 4096)  # an empty range asks for nothing
+            assert seen == [(4096, 4096, os.POSIX_FADV_DONTNEED), (0, 0, os.POSIX_FADV_DONTNEED)]
+
+            def refuse(*_: object) -> None:
+                raise OSError(errno.ESPIPE, "Illegal seek")
+
+            monkeypatch.setattr(log_module.os, "posix_fadvise", refuse)
+            log_module.drop_cached(fd)
+        monkeypatch.delattr(log_module.os, "posix_fadvise", raising=False)
+        log_module.drop_cached(fd)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"x" * 10_000
