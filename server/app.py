@@ -34,7 +34,7 @@ from grpc_reflection.v1alpha import reflection
 
 from hotjoin.matcher import Engine
 from hotjoin.matcher.warmup import warm_up_in_background
-from hotjoin.server import audit, convert, delivery, malloc, metrics
+from hotjoin.server import audit, convert, delivery, malloc, messages, metrics
 from hotjoin.server.auth import Authenticator, AuthFileError
 from hotjoin.server.interceptor import GuardInterceptor
 from hotjoin.server.quotas import Limits, Quotas
@@ -109,6 +109,7 @@ logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGone())
 
 def _warm_up_server() -> None:
     delivery.warm_up()
+    messages.warm_up()
     convert.warm_up()
 
 

@@ -27,7 +27,7 @@ from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server.records import HEADER as _HEADER
 from hotjoin.server.records import DamagedFileError, RecordReader, read_file
 
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16  # buffers per writev
+JOIN_BELOW = 64 << 10  # write_all_parts: smaller parts are joined, larger written as they are
 log = logging.getLogger("hotjoin.topic")
 # A compacted log starts with MAGIC, then one frame holding the snapshot header (JSON), then
 # ``header["frames"]`` LogBatch frames of the snapshot, then ordinary appended frames.
@@ -278,15 +278,22 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def write_all_parts(fd: int, parts: Sequence[bytes | memoryview]) -> None:
-    """Write ``parts`` one after another (``os.writev``, resumed after a short write): what
-    ``write_all(fd, b"".join(parts))`` writes, without the join's copy."""
-    views = [memoryview(p).cast("B") for p in parts if memoryview(p).nbytes]
-    while views:
-        n = os.writev(fd, views[:_IOV_MAX])
-        while views and n >= len(views[0]):
-            n -= len(views.pop(0))
-        if n:
-            views[0] = views[0][n:]
+    """Write ``parts`` one after another: what ``write_all(fd, b"".join(parts))`` writes, without
+    copying the large parts (``JOIN_BELOW`` bytes or more, a record's columns), each written
+    from its own buffer; runs of smaller ones (tags, lengths, headers) are joined into one
+    ``write``."""
+    small: list[memoryview] = []
+    for part in parts:
+        view = memoryview(part).cast("B")
+        if view.nbytes < JOIN_BELOW:
+            small.append(view)
+            continue
+        if small:
+            write_all(fd, b"".join(small))
+            small = []
+        write_all(fd, view)
+    if small:
+        write_all(fd, b"".join(small))
 
 
 def drop_cached(fd: int, start: int = 0, end: int = 0) -> None:

@@ -279,7 +279,7 @@ class MatchLog:
                payload: bytes | Sequence[bytes | memoryview]) -> int:
         """Write one record (no sync; callers serialise appends in seq order); returns the token
         for ``sync_upto``. ``payload``: the record's bytes, or its parts in order (``encode_parts``),
-        written as they are with one ``writev``: no copy of a record of megabytes. Rolls to a new
+        written from their own buffers (``write_all_parts``): no copy of a record of megabytes. Rolls to a new
         segment once the active one is full."""
         seg = self.segments[-1]
         if seg.size >= self.segment_bytes and seg.firsts:

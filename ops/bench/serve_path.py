@@ -34,6 +34,7 @@ from hotjoin.matcher.warmup import warm_up_kernels
 from hotjoin.proto import hotjoin_pb2 as pb
 from hotjoin.server import convert, malloc
 from hotjoin.server import delivery as delivery_mod
+from hotjoin.server import messages as messages_mod
 from hotjoin.server import topic as topic_mod
 from hotjoin.server.convert import decode_columns
 from hotjoin.server.delivery import MatchBlock
@@ -110,6 +111,7 @@ def _warm_up() -> None:
     malloc.tune()
     warm_up_kernels()
     delivery_mod.warm_up()
+    messages_mod.warm_up()
     convert.warm_up()
 
 

@@ -208,12 +208,12 @@ READS = {"compiled": (-1, 1 << 60), "by name": (-1, -1), "every row": (1 << 60, 
 
 @contextlib.contextmanager
 def _reads(how: str) -> Iterator[None]:
-    old = delivery.BY_NAME_MIN_ROWS, delivery.SMALL_SHARE_ROWS
-    delivery.BY_NAME_MIN_ROWS, delivery.SMALL_SHARE_ROWS = READS[how]
+    old = delivery.BY_NAME_MIN_ROWS, delivery.PICK_MAX_ROWS
+    delivery.BY_NAME_MIN_ROWS, delivery.PICK_MAX_ROWS = READS[how]
     try:
         yield
     finally:
-        delivery.BY_NAME_MIN_ROWS, delivery.SMALL_SHARE_ROWS = old
+        delivery.BY_NAME_MIN_ROWS, delivery.PICK_MAX_ROWS = old
 
 
 bounds = {"capacity": st.integers(1, 6), "max_pairs": st.integers(1, 12),
