@@ -327,8 +327,9 @@ def column_parts(sids: np.ndarray, seqs: np.ndarray, signs: np.ndarray, counts: 
                  pairs: PairColumns | None,
                  within: tuple[int, ...] = ()) -> list[bytes | memoryview]:
     """``serialize_columns`` before its join: the tags and lengths as bytes and the columns as
-    byte views of the arrays, in wire order. A file writes them as they are (``write_all_parts``, the
-    match log), where joining would copy a record of megabytes once more.
+    byte views of the arrays, in wire order. A file writes them as they are
+    (``write_all_parts``, the match log), where joining would copy a record of megabytes once
+    more.
 
     >>> cols = (np.array([7]), np.array([1]), np.array([1], np.int8), np.array([1]), np.array([0]),
     ...         op_arrays([("publish", "R", "r1", 5)], np.array([0])), None)

@@ -278,9 +278,9 @@ class MatchLog:
     def append(self, first_seq: int, last_seq: int,
                payload: bytes | Sequence[bytes | memoryview]) -> int:
         """Write one record (no sync; callers serialise appends in seq order); returns the token
-        for ``sync_upto``. ``payload``: the record's bytes, or its parts in order (``encode_parts``),
-        written from their own buffers (``write_all_parts``): no copy of a record of megabytes. Rolls to a new
-        segment once the active one is full."""
+        for ``sync_upto``. ``payload``: the record's bytes, or its parts in order
+        (``encode_parts``), written from their own buffers (``write_all_parts``): no copy of a
+        record of megabytes. Rolls to a new segment once the active one is full."""
         seg = self.segments[-1]
         if seg.size >= self.segment_bytes and seg.firsts:
             self._roll(first_seq)
@@ -318,7 +318,7 @@ class MatchLog:
                     os.close(fd)
                     raise SyncError(x.errno, x.strerror) from x
                 self.syncs += 1
-                drop_cached(self._fd)  # synced: the old segment's pages go back to the cache
+                drop_cached(self._fd)  # synced: its pages leave the page cache for reuse
             self.durable = self.written
             os.close(self._fd)
             self._fd = fd

@@ -130,15 +130,16 @@ class MessageBuilder:
         m = len(out.event)
         if m == 0:
             return None
+        if out.r_id is None:  # affected output: one row per (event, subscription) already
+            made = _affected_chunk(out, take, seq, side_code, ids, received_ns)
+            if made is not None:
+                self._m_matches.inc(made.matches)
+                self._m_messages.inc(m)
+                return made.chunk
         ev = take[out.event]  # batch index of each output row's event
         sids = np.asarray(out.subscription, dtype=np.int64)
         pcols = None
-        if out.r_id is None:  # affected output: one row per (event, subscription) already
-            chunk = _affected_chunk(out, take, seq, side_code, ids, received_ns)
-            if chunk is not None:
-                self._m_matches.inc(chunk.matches)
-                self._m_messages.inc(m)
-                return chunk.chunk
+        if out.r_id is None:  # rows not in event order
             counts = np.asarray(out.count, dtype=np.int64)
             self._m_matches.inc(int(np.abs(counts).sum()))
         else:
