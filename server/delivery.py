@@ -1049,6 +1049,8 @@ class DeliveryHub:
                 return n
             return self._hand(ch, lo, n, rows, lis, budget, blocks, disk)
         n = min(ch.sids.shape[0], lo + max(4 * budget[0], 1 << 15))
+        if disk and not bounded and ch.pcols is None and n - lo <= PICK_MAX_ROWS:
+            return self._take_disk_rows(ch, lo, n, lis, budget, blocks)
         sids = ch.sids[lo:n]
         seqs = ch.seqs[lo:n]
         c = cur[sids]
@@ -1098,6 +1100,30 @@ class DeliveryHub:
         got = rs.shape[0]
         if got == 0:
             if resume < ch.sids.shape[0]:  # the drain is full: resume at this row next time
+                budget[1] = 0
+            return resume
+        budget[0] -= got
+        budget[1] -= got * ROW_BYTES
+        budget[2] += got
+        blocks.append(MatchBlock(rs, rq, sg, cn, op, ch.op_table, None))
+        return resume
+
+    def _take_disk_rows(self, ch: Chunk, lo: int, n: int, lis: Listener, budget: list[int],
+                        blocks: list[Item]) -> int:
+        """``_take`` over rows ``lo`` to ``n`` of a chunk without pairs read back from the match
+        log (a listener catching up): the rows it has not had, up to the budget, picked, counted
+        as sent, its cursors advanced and the block's columns gathered in one compiled pass
+        (``_pick_disk_kernel``), as ``_take_rows`` does from the ring, so that catching up costs
+        what live delivery does per message."""
+        cap = min(budget[0], budget[1] // ROW_BYTES)
+        if cap <= 0 and not budget[2]:
+            cap = 1  # a message bigger than the whole budget still goes, alone
+        resume, rs, rq, sg, cn, op = _pick_disk_kernel(
+            lo, n, lis.cur, ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops, max(cap, 0),
+            self._newest, self._sent, self._uncounted, self._pending, self._pbytes)
+        got = rs.shape[0]
+        if got == 0:
+            if resume < n:  # the drain is full: resume at this row next time
                 budget[1] = 0
             return resume
         budget[0] -= got
@@ -1410,6 +1436,53 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
 
 
 @kernel(**UNLOCKED)
+def _pick_disk_kernel(lo: int, end: int, cur: np.ndarray, sids: np.ndarray, seqs: np.ndarray,
+                      signs: np.ndarray, counts: np.ndarray, ops: np.ndarray, cap: int,
+                      newest: np.ndarray, sent: np.ndarray, uncounted: np.ndarray,
+                      pending: np.ndarray, pbytes: np.ndarray
+                      ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``DeliveryHub._take_disk_rows``' pass over rows ``lo`` to ``end`` of a chunk read back
+    from the match log: the first ``cap`` rows the listener wants (cursor ``cur[q] >= 0`` and
+    seq after it), counted as sent (``_sent_disk_kernel``'s step, every row ``ROW_BYTES``) and
+    cursors advanced. Returns the row to resume at (``end``: all looked at; else the row after
+    the last one taken, or the first one wanted when ``cap`` is 0) and the taken rows' sids,
+    seqs, signs, counts and operations. O(end - lo)."""
+    picked = np.empty(min(cap, end - lo), dtype=np.int64)
+    got = 0
+    resume = end
+    for r in range(lo, end):
+        c = cur[sids[r]]
+        if c >= 0 and seqs[r] > c:
+            if got == cap:
+                resume = r if got == 0 else picked[got - 1] + 1
+                break
+            picked[got] = r
+            got += 1
+    rs = np.empty(got, dtype=np.int64)
+    rq = np.empty(got, dtype=np.int64)
+    sg = np.empty(got, dtype=signs.dtype)
+    cn = np.empty(got, dtype=counts.dtype)
+    op = np.empty(got, dtype=ops.dtype)
+    for i in range(got):
+        r = picked[i]
+        q = sids[r]
+        s = seqs[r]
+        rs[i], rq[i], sg[i], cn[i], op[i] = q, s, signs[r], counts[r], ops[r]
+        if s > cur[q]:
+            cur[q] = s
+        # ``_sent_disk_kernel``'s step, written out (a helper taking the arrays would pay their
+        # reference counts on every row: matcher/config.py, INLINE)
+        if s > newest[q]:
+            newest[q] = s
+        if s > sent[q] and s > uncounted[q]:
+            pending[q] = max(pending[q] - 1, 0)
+            pbytes[q] = max(pbytes[q] - ROW_BYTES, 0)
+        if s > sent[q]:
+            sent[q] = s
+    return resume, rs, rq, sg, cn, op
+
+
+@kernel(**UNLOCKED)
 def _sent_disk_kernel(rs: np.ndarray, rq: np.ndarray, sizes: np.ndarray, newest: np.ndarray,
                       sent: np.ndarray, uncounted: np.ndarray, pending: np.ndarray,
                       pbytes: np.ndarray) -> None:
@@ -1554,6 +1627,13 @@ def warm_up() -> None:
                  z.copy(), z.copy(), z.copy())
     _sent_kernel(z, z, z, z, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z, z, True)
     _sent_disk_kernel(z, z, z, z.copy(), z.copy(), z, z.copy(), z.copy())
+    # a record read back is parsed from a view of the bytes read: its columns are read-only
+    # but for the operation indexes (converted to int32, match_log.decode)
+    ro = [z.copy(), z.copy(), z.astype(np.int8), z.copy()]
+    for a in ro:
+        a.flags.writeable = False
+    _pick_disk_kernel(0, 1, z.copy(), *ro, z.astype(np.int32), 1, z.copy(), z.copy(), z, z.copy(),
+                      z.copy())
     _evicted_kernel(z, z, z, z.copy(), z.copy())
     _advance_kernel(z.copy(), z, z)
     for ops in (z.astype(np.int32), z.astype(np.uint32)):  # batch chunks, chunks read back
