@@ -1089,24 +1089,12 @@ class DeliveryHub:
         cost ~40 % more CPU per message (``python -m hotjoin.ops.bench.serve_path --catch-up
         --affected 264 --subscriptions 50000 --stored 50000 --events 4000``, live: 30-33 M
         messages per CPU second against 22-23 M)."""
-        cap = min(budget[0], budget[1] // ROW_BYTES)
-        if cap <= 0 and not budget[2]:
-            cap = 1  # a message bigger than the whole budget still goes, alone
         bb = _EMPTY_I64 if ch.bbefore is None else ch.bbefore
-        resume, rs, rq, sg, cn, op = _pick_kernel(
-            cand, lo, lis.cur, ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops, max(cap, 0),
+        picked = _pick_kernel(
+            cand, lo, lis.cur, ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops, _row_cap(budget),
             ch.ords, bb, ch.bbefore is not None, self._so, self._bbso, self._sent,
             self._pending, self._pbytes, self._total, self._btotal)
-        got = rs.shape[0]
-        if got == 0:
-            if resume < ch.sids.shape[0]:  # the drain is full: resume at this row next time
-                budget[1] = 0
-            return resume
-        budget[0] -= got
-        budget[1] -= got * ROW_BYTES
-        budget[2] += got
-        blocks.append(MatchBlock(rs, rq, sg, cn, op, ch.op_table, None))
-        return resume
+        return _picked(ch, picked, ch.sids.shape[0], budget, blocks)
 
     def _take_disk_rows(self, ch: Chunk, lo: int, n: int, lis: Listener, budget: list[int],
                         blocks: list[Item]) -> int:
@@ -1115,22 +1103,10 @@ class DeliveryHub:
         as sent, its cursors advanced and the block's columns gathered in one compiled pass
         (``_pick_disk_kernel``), as ``_take_rows`` does from the ring, so that catching up costs
         what live delivery does per message."""
-        cap = min(budget[0], budget[1] // ROW_BYTES)
-        if cap <= 0 and not budget[2]:
-            cap = 1  # a message bigger than the whole budget still goes, alone
-        resume, rs, rq, sg, cn, op = _pick_disk_kernel(
-            lo, n, lis.cur, ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops, max(cap, 0),
+        picked = _pick_disk_kernel(
+            lo, n, lis.cur, ch.sids, ch.seqs, ch.signs, ch.counts, ch.ops, _row_cap(budget),
             self._newest, self._sent, self._uncounted, self._pending, self._pbytes)
-        got = rs.shape[0]
-        if got == 0:
-            if resume < n:  # the drain is full: resume at this row next time
-                budget[1] = 0
-            return resume
-        budget[0] -= got
-        budget[1] -= got * ROW_BYTES
-        budget[2] += got
-        blocks.append(MatchBlock(rs, rq, sg, cn, op, ch.op_table, None))
-        return resume
+        return _picked(ch, picked, n, budget, blocks)
 
     def _hand(self, ch: Chunk, lo: int, n: int, rows: np.ndarray, lis: Listener,
               budget: list[int], blocks: list[Item], disk: bool) -> int:
@@ -1385,25 +1361,17 @@ def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.nd
 
 
 @kernel(**UNLOCKED)
-def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, seqs: np.ndarray,
-                 signs: np.ndarray, counts: np.ndarray, ops: np.ndarray, cap: int,
-                 ords: np.ndarray, bbefore: np.ndarray, has_bb: bool, so: np.ndarray,
-                 bbso: np.ndarray, sent: np.ndarray, pending: np.ndarray, pbytes: np.ndarray,
-                 total: np.ndarray, btotal: np.ndarray
-                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``DeliveryHub._take_rows``' pass over rows ``cand`` (increasing) from row ``lo``: the
-    first ``cap`` rows the listener wants (cursor ``cur[q] >= 0`` and seq after it), their
-    subscriptions counted as sent (``_sent_kernel``, exact; ``bbefore``: ``Chunk.bbefore``
-    when ``has_bb``, else ``ROW_BYTES`` × ordinal) and cursors advanced. Returns the row to
-    resume at (the chunk's length: all of it looked at; else the first row not taken) and the
-    taken rows' sids, seqs, signs, counts and operations. O(log rows + len(cand))."""
-    n = sids.shape[0]
-    a = np.searchsorted(cand, lo)  # what was looked at already
-    picked = np.empty(min(cap, cand.shape[0] - a), dtype=np.int64)
+def _wanted_rows(cand: np.ndarray, use_cand: bool, a: int, b: int, cur: np.ndarray,
+                 sids: np.ndarray, seqs: np.ndarray, cap: int, resume: int
+                 ) -> tuple[np.ndarray, int]:
+    """The first ``cap`` rows a listener wants (cursor ``cur[q] >= 0`` and seq after it) among
+    rows ``cand[a:b]`` (``use_cand``) or ``a`` to ``b - 1``, and the row to resume at:
+    ``resume`` when every row was looked at, else the row after the last one taken, or the
+    first one wanted when ``cap`` is 0. One call per pick (not per row: ``_pick_kernel``)."""
+    picked = np.empty(max(min(cap, b - a), 0), dtype=np.int64)
     got = 0
-    resume = n
-    for j in range(a, cand.shape[0]):
-        r = cand[j]
+    for j in range(a, b):
+        r = cand[j] if use_cand else j
         c = cur[sids[r]]
         if c >= 0 and seqs[r] > c:
             if got == cap:
@@ -1411,6 +1379,16 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
                 break
             picked[got] = r
             got += 1
+    return picked[:got], resume
+
+
+@kernel(**UNLOCKED)
+def _gather_rows(picked: np.ndarray, cur: np.ndarray, sids: np.ndarray, seqs: np.ndarray,
+                 signs: np.ndarray, counts: np.ndarray, ops: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The block of rows ``picked``: their sids, seqs, signs, counts and operations, with the
+    listener's cursors advanced past them. One call per pick."""
+    got = picked.shape[0]
     rs = np.empty(got, dtype=np.int64)
     rq = np.empty(got, dtype=np.int64)
     sg = np.empty(got, dtype=signs.dtype)
@@ -1422,14 +1400,38 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
         rs[i], rq[i], sg[i], cn[i], op[i] = q, seqs[r], signs[r], counts[r], ops[r]
         if seqs[r] > cur[q]:
             cur[q] = seqs[r]
-        ords1 = ords[r] + 1  # ``_sent_kernel``'s step (exact)
+    return rs, rq, sg, cn, op
+
+
+@kernel(**UNLOCKED)
+def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, seqs: np.ndarray,
+                 signs: np.ndarray, counts: np.ndarray, ops: np.ndarray, cap: int,
+                 ords: np.ndarray, bbefore: np.ndarray, has_bb: bool, so: np.ndarray,
+                 bbso: np.ndarray, sent: np.ndarray, pending: np.ndarray, pbytes: np.ndarray,
+                 total: np.ndarray, btotal: np.ndarray
+                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``DeliveryHub._take_rows``' pass over rows ``cand`` (increasing) from row ``lo``: the
+    first ``cap`` rows the listener wants (``_wanted_rows``), their subscriptions counted as
+    sent (``_sent_kernel``'s step, exact; ``bbefore``: ``Chunk.bbefore`` when ``has_bb``, else
+    ``ROW_BYTES`` × ordinal) and cursors advanced. Returns the row to resume at (the chunk's
+    length: all of it looked at) and the taken rows' sids, seqs, signs, counts and operations.
+    O(log rows + len(cand))."""
+    picked, resume = _wanted_rows(cand, True, np.searchsorted(cand, lo), cand.shape[0], cur, sids,
+                                  seqs, cap, sids.shape[0])
+    rs, rq, sg, cn, op = _gather_rows(picked, cur, sids, seqs, signs, counts, ops)
+    # ``_sent_kernel``'s step, written out (a helper taking the arrays would pay their reference
+    # counts on every row: matcher/config.py, INLINE)
+    for i in range(picked.shape[0]):
+        r = picked[i]
+        q = rs[i]
+        ords1 = ords[r] + 1
         bbend = (bbefore[r] if has_bb else ROW_BYTES * ords[r]) + ROW_BYTES
         if ords1 > so[q]:
             so[q] = ords1
         if bbend > bbso[q]:
             bbso[q] = bbend
-        if seqs[r] > sent[q]:
-            sent[q] = seqs[r]
+        if rq[i] > sent[q]:
+            sent[q] = rq[i]
             pending[q] = max(total[q] - so[q], 0)
             pbytes[q] = max(btotal[q] - bbso[q], 0)
     return resume, rs, rq, sg, cn, op
@@ -1442,36 +1444,16 @@ def _pick_disk_kernel(lo: int, end: int, cur: np.ndarray, sids: np.ndarray, seqs
                       pending: np.ndarray, pbytes: np.ndarray
                       ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``DeliveryHub._take_disk_rows``' pass over rows ``lo`` to ``end`` of a chunk read back
-    from the match log: the first ``cap`` rows the listener wants (cursor ``cur[q] >= 0`` and
-    seq after it), counted as sent (``_sent_disk_kernel``'s step, every row ``ROW_BYTES``) and
-    cursors advanced. Returns the row to resume at (``end``: all looked at; else the row after
-    the last one taken, or the first one wanted when ``cap`` is 0) and the taken rows' sids,
-    seqs, signs, counts and operations. O(end - lo)."""
-    picked = np.empty(min(cap, end - lo), dtype=np.int64)
-    got = 0
-    resume = end
-    for r in range(lo, end):
-        c = cur[sids[r]]
-        if c >= 0 and seqs[r] > c:
-            if got == cap:
-                resume = r if got == 0 else picked[got - 1] + 1
-                break
-            picked[got] = r
-            got += 1
-    rs = np.empty(got, dtype=np.int64)
-    rq = np.empty(got, dtype=np.int64)
-    sg = np.empty(got, dtype=signs.dtype)
-    cn = np.empty(got, dtype=counts.dtype)
-    op = np.empty(got, dtype=ops.dtype)
-    for i in range(got):
-        r = picked[i]
-        q = sids[r]
-        s = seqs[r]
-        rs[i], rq[i], sg[i], cn[i], op[i] = q, s, signs[r], counts[r], ops[r]
-        if s > cur[q]:
-            cur[q] = s
-        # ``_sent_disk_kernel``'s step, written out (a helper taking the arrays would pay their
-        # reference counts on every row: matcher/config.py, INLINE)
+    from the match log: the first ``cap`` rows the listener wants (``_wanted_rows``), counted
+    as sent (``_sent_disk_kernel``'s step, every row ``ROW_BYTES``) and cursors advanced.
+    Returns the row to resume at (``end``: all looked at) and the taken rows' sids, seqs,
+    signs, counts and operations. O(end - lo)."""
+    picked, resume = _wanted_rows(sids[:0], False, lo, end, cur, sids, seqs, cap, end)
+    rs, rq, sg, cn, op = _gather_rows(picked, cur, sids, seqs, signs, counts, ops)
+    # ``_sent_disk_kernel``'s step, written out (as in ``_pick_kernel``)
+    for i in range(rs.shape[0]):
+        q = rs[i]
+        s = rq[i]
         if s > newest[q]:
             newest[q] = s
         if s > sent[q] and s > uncounted[q]:
@@ -1520,6 +1502,35 @@ def _advance_kernel(cur: np.ndarray, rs: np.ndarray, rq: np.ndarray) -> None:
         q = rs[i]
         if rq[i] > cur[q]:
             cur[q] = rq[i]
+
+
+def _row_cap(budget: list[int]) -> int:
+    """How many rows without pairs (``ROW_BYTES`` each) fit a drain's ``budget`` ([messages,
+    bytes, taken so far]); at least one when nothing was taken yet (a message bigger than the
+    whole budget still goes, alone)."""
+    cap = min(budget[0], budget[1] // ROW_BYTES)
+    if cap <= 0 and not budget[2]:
+        cap = 1
+    return max(cap, 0)
+
+
+def _picked(ch: Chunk, picked: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                     np.ndarray], n: int, budget: list[int],
+            blocks: list[Item]) -> int:
+    """Account for a compiled pick of rows without pairs (``_pick_kernel``, ``_pick_disk_kernel``:
+    the row to resume at and the block's columns) in ``budget`` and ``blocks``; returns the row
+    to resume at. Nothing taken before row ``n`` means the drain is full."""
+    resume, rs, rq, sg, cn, op = picked
+    got = rs.shape[0]
+    if got == 0:
+        if resume < n:  # the drain is full: resume at this row next time
+            budget[1] = 0
+        return resume
+    budget[0] -= got
+    budget[1] -= got * ROW_BYTES
+    budget[2] += got
+    blocks.append(MatchBlock(rs, rq, sg, cn, op, ch.op_table, None))
+    return resume
 
 
 def _bbefore(ch: Chunk, rows: np.ndarray | None = None) -> np.ndarray:

@@ -294,24 +294,10 @@ def test_every_way_of_reading_a_chunk_hands_out_the_same(
     steps over its rows, or by one vectorised look at every row of the chunk hands out the same
     items in the same order and leaves the same backlog."""
     n_subs = 600
-    names = data.draw(st.integers(1, 4))
-    owner = data.draw(st.lists(st.integers(0, names - 1), min_size=n_subs, max_size=n_subs))
-    pairs_subs = set(data.draw(st.lists(st.integers(0, n_subs - 1), max_size=30)))
-    plan = []  # (ops, drains after the push: [(listener, ...)])
-    seq = 1
-    for _ in range(data.draw(st.integers(1, 4))):
-        ops = []
-        for _ in range(data.draw(st.integers(1, 3))):
-            hit = data.draw(st.lists(st.integers(0, n_subs - 1), min_size=1, max_size=n_subs,
-                                     unique=True))
-            seq += 1
-            ops.append((seq, {q: (2 if q in pairs_subs else 0) for q in hit}))
-        plan.append((ops, data.draw(st.lists(st.integers(0, 2), max_size=4))))
+    names, owner, plan = _draw_plan(data, n_subs, names=4, pairs_subs=30, pushes=4, listeners=3)
     budgets = [(data.draw(st.integers(1, 400)), data.draw(st.integers(1, 30_000)))
                 for _ in range(3)]
-    cursors = [{q: data.draw(st.integers(0, 6)) for q in
-                data.draw(st.lists(st.integers(0, n_subs - 1), max_size=5))} for _ in range(3)]
-    heard = [data.draw(st.integers(0, names - 1)) for _ in range(3)]
+    cursors, heard = _draw_listeners(data, n_subs, names, 3)
 
     def run(how: str) -> tuple[list, list]:
         ml = MatchLog(tmp_path_factory.mktemp("ml"), log_seq=0, sync=False)
@@ -352,24 +338,10 @@ def test_catching_up_from_the_log_hands_out_the_same_either_way(
     hand out the same items in the same order and leave the same backlog. Each hub has two
     listeners of the subscriber, so a message counts as sent once, whoever takes it first."""
     n_subs = 300
-    names = data.draw(st.integers(1, 3))
-    owner = data.draw(st.lists(st.integers(0, names - 1), min_size=n_subs, max_size=n_subs))
-    pairs_subs = set(data.draw(st.lists(st.integers(0, n_subs - 1), max_size=3)))
-    plan = []
-    seq = 1
-    for _ in range(data.draw(st.integers(1, 5))):
-        ops = []
-        for _ in range(data.draw(st.integers(1, 3))):
-            hit = data.draw(st.lists(st.integers(0, n_subs - 1), min_size=1, max_size=n_subs,
-                                     unique=True))
-            seq += 1
-            ops.append((seq, {q: (2 if q in pairs_subs else 0) for q in hit}))
-        plan.append((ops, data.draw(st.lists(st.integers(0, 3), max_size=4))))
+    names, owner, plan = _draw_plan(data, n_subs, names=3, pairs_subs=3, pushes=5, listeners=4)
     budgets = [(data.draw(st.integers(1, 300)), data.draw(st.integers(1, 20_000)))
                for _ in range(2)]
-    cursors = [{q: data.draw(st.integers(0, 6)) for q in
-                data.draw(st.lists(st.integers(0, n_subs - 1), max_size=5))} for _ in range(2)]
-    heard = [data.draw(st.integers(0, names - 1)) for _ in range(2)]
+    cursors, heard = _draw_listeners(data, n_subs, names, 2)
 
     def run(how: str) -> tuple[list, list]:
         out: list = []
@@ -429,6 +401,35 @@ def test_a_message_read_back_twice_counts_as_sent_once(tmp_path: Path, how: str)
         first.close()
         second.close()
     ml.close()
+
+
+def _draw_plan(data: st.DataObject, n_subs: int, names: int, pairs_subs: int, pushes: int,
+               listeners: int) -> tuple[int, list[int], list]:
+    """Subscribers (up to ``names``), each subscription's owner, and the pushes: ``(ops, the
+    listeners that drain after the push)``, every operation hitting any subscriptions, PAIRS
+    ones (up to ``pairs_subs`` of them) with two pairs each."""
+    n_names = data.draw(st.integers(1, names))
+    owner = data.draw(st.lists(st.integers(0, n_names - 1), min_size=n_subs, max_size=n_subs))
+    with_pairs = set(data.draw(st.lists(st.integers(0, n_subs - 1), max_size=pairs_subs)))
+    plan = []
+    seq = 1
+    for _ in range(data.draw(st.integers(1, pushes))):
+        ops = []
+        for _ in range(data.draw(st.integers(1, 3))):
+            hit = data.draw(st.lists(st.integers(0, n_subs - 1), min_size=1, max_size=n_subs,
+                                     unique=True))
+            seq += 1
+            ops.append((seq, {q: (2 if q in with_pairs else 0) for q in hit}))
+        plan.append((ops, data.draw(st.lists(st.integers(0, listeners - 1), max_size=4))))
+    return n_names, owner, plan
+
+
+def _draw_listeners(data: st.DataObject, n_subs: int, names: int, k: int
+                    ) -> tuple[list[dict[int, int]], list[int]]:
+    """``k`` listeners' starting cursors (a few subscriptions, any value) and subscribers."""
+    cursors = [{q: data.draw(st.integers(0, 6)) for q in
+                data.draw(st.lists(st.integers(0, n_subs - 1), max_size=5))} for _ in range(k)]
+    return cursors, [data.draw(st.integers(0, names - 1)) for _ in range(k)]
 
 
 def _items(items: list) -> list:
