@@ -593,15 +593,15 @@ class DeliveryHub:
         ords = np.empty(n, dtype=np.int64)
         bbefore = np.empty(n, dtype=np.int64)
         pbefore = np.empty(n if npairs.shape[0] else 0, dtype=np.int64)
-        _push_kernel(np.ascontiguousarray(chunk.sids, dtype=np.int64),
-                     np.ascontiguousarray(chunk.seqs, dtype=np.int64), rb, npairs, self._total,
-                     self._ptotal, self._btotal, self._newest, self._pending, self._pbytes, ords,
-                     pbefore, bbefore)
+        uniform = _push_kernel(np.ascontiguousarray(chunk.sids, dtype=np.int64),
+                               np.ascontiguousarray(chunk.seqs, dtype=np.int64), rb, npairs,
+                               self._total, self._ptotal, self._btotal, self._newest,
+                               self._pending, self._pbytes, ords, pbefore, bbefore)
         chunk.ords = ords
         if npairs.shape[0]:
             chunk.pbefore = pbefore
             chunk.n_pairs = int(npairs.sum())
-        if not np.array_equal(bbefore, ROW_BYTES * ords):
+        if not uniform:  # (else the bytes before each row are ROW_BYTES × its ordinal)
             chunk.bbefore = bbefore
 
     def _number_rows(self, chunk: Chunk) -> None:
@@ -1316,16 +1316,19 @@ class DeliveryHub:
 def _push_kernel(sids: np.ndarray, seqs: np.ndarray, rb: np.ndarray, npairs: np.ndarray,
                  total: np.ndarray, ptotal: np.ndarray, btotal: np.ndarray, newest: np.ndarray,
                  pending: np.ndarray, pbytes: np.ndarray, ords: np.ndarray, pbefore: np.ndarray,
-                 bbefore: np.ndarray) -> None:
+                 bbefore: np.ndarray) -> bool:
     """Per row of a pushed chunk, in row (seq) order: its ordinal, pairs and bytes before it
     among its subscription's messages, and the subscription's counters after it (``npairs``
-    empty: no row has pairs). One pass, O(rows)."""
+    empty: no row has pairs). Returns whether every row's bytes before it are ``ROW_BYTES`` ×
+    its ordinal (so ``Chunk.bbefore`` need not be kept). One pass, O(rows)."""
     with_pairs = npairs.shape[0] > 0
+    uniform = True
     for i in range(sids.shape[0]):
         q = sids[i]
         ords[i] = total[q]
         total[q] += 1
         bbefore[i] = btotal[q]
+        uniform &= btotal[q] == ROW_BYTES * ords[i]
         btotal[q] += rb[i]
         if with_pairs:
             pbefore[i] = ptotal[q]
@@ -1334,6 +1337,7 @@ def _push_kernel(sids: np.ndarray, seqs: np.ndarray, rb: np.ndarray, npairs: np.
             newest[q] = seqs[i]
         pending[q] += 1
         pbytes[q] += rb[i]
+    return uniform
 
 
 @kernel(**UNLOCKED)
