@@ -28,11 +28,20 @@ one until its own file changes, which is why kernels take other modules' tunable
 arguments and why a change to :mod:`matcher.core` needs the caches of its callers cleared
 (``find matcher server -name '*.nb[ic]' -delete``).
 
+numba files a kernel's cached code by its source file, but writes into it the name its module
+was imported under, and a process loading the entry imports that module again. The folders of
+a checkout are importable under their own names too (``import server.delivery`` from the
+checkout's root); a process that did so first left entries that a later process importing
+``hotjoin.server.delivery`` outside the checkout failed to load (``ModuleNotFoundError: No module named 'server'``,
+raised from the server's warm-up, ``delivery.warm_up``). A kernel's cache (:class:`OwnCache`)
+therefore treats an entry it cannot import for as absent: the kernel is compiled again and the
+entry rewritten under the name of the process that compiled it.
+
 >>> from hotjoin.matcher.core import lower_bound, sorted_insert_many
 >>> {k: lower_bound.targetoptions[k] for k in ("fastmath", "error_model", "inline")}
 {'fastmath': False, 'error_model': 'python', 'inline': 'always'}
 >>> type(sorted_insert_many._cache).__name__  # cache=True: kept on disk
-'FunctionCache'
+'OwnCache'
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from numba import njit
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
 
 __all__ = ["INLINE", "JIT", "NO_NRT", "kernel"]
 
@@ -75,6 +86,29 @@ def kernel(fn: F | None = None, **overrides: Any) -> F | Callable[[F], F]:
     Used bare (``@kernel``) or called (``@kernel(**INLINE)``); returns numba's dispatcher.
     """
     flags = {**JIT, **overrides}
-    if fn is not None:
-        return njit(**flags)(fn)
-    return njit(**flags)  # type: ignore[no-any-return]
+
+    def make(f: F) -> F:
+        dispatcher = njit(**flags)(f)
+        if flags.get("cache"):
+            _own_cache(dispatcher)
+        return dispatcher  # type: ignore[no-any-return]
+
+    return make(fn) if fn is not None else make
+
+
+class OwnCache(FunctionCache):
+    """numba's on-disk cache of one kernel, except that an entry written by a process that
+    imported the kernel's module under another name (one this process cannot import) is
+    treated as absent rather than raised (module docstring)."""
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        try:
+            return super().load_overload(sig, target_context)
+        except ImportError:
+            return None
+
+
+def _own_cache(dispatcher: Dispatcher) -> None:
+    """Give ``dispatcher`` (made with ``cache=True``) an :class:`OwnCache`. numba has no hook
+    for the cache's class; ``Dispatcher.enable_caching`` sets this attribute the same way."""
+    dispatcher._cache = OwnCache(dispatcher.py_func)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,7 +42,7 @@ def test_every_kernel_is_compiled_with_the_one_configuration() -> None:
     for name, d in kernels.items():
         opts = {**_DEFAULTS, **d.targetoptions}
         assert {k: opts[k] for k in _DEFAULTS} == {k: JIT[k] for k in _DEFAULTS}, name
-        assert type(d._cache).__name__ == "FunctionCache", name  # cache=True
+        assert type(d._cache).__name__ == "OwnCache", name  # cache=True (on disk, config.OwnCache)
         extra = set(d.targetoptions) - set(JIT) - {"nopython", "boundscheck"}
         assert extra <= {"inline", "_nrt"}, (name, extra)
         assert d.targetoptions.get("inline", "always") == "always", name
@@ -52,7 +55,7 @@ def test_kernel_bare_and_called_compile_with_jit_and_the_overrides_on_top() -> N
     def add_one(x: float) -> float:
         return x + 1.0
 
-    assert type(kernel(add_one)._cache).__name__ == "FunctionCache"  # cache=True
+    assert type(kernel(add_one)._cache).__name__ == "OwnCache"  # cache=True (on disk)
     plain = kernel(cache=False)(add_one)
     inlined = kernel(**INLINE, cache=False)(add_one)
     no_runtime = kernel(**NO_NRT, cache=False)(add_one)
@@ -90,3 +93,37 @@ def test_no_engine_module_restates_numba_flags() -> None:
                                                or "@jit" in p.read_text()
                                                or "from numba import njit" in p.read_text())]
     assert not offenders, offenders
+
+
+_MODULE = '''
+from hotjoin.matcher.config import kernel
+
+
+@kernel
+def twice(x):
+    return 2 * x
+'''
+
+
+def _call_twice(root: Path, module: str, path: Path) -> subprocess.CompletedProcess[str]:
+    code = f"import sys; sys.path.insert(0, {str(path)!r}); import {module} as m; print(m.twice(21))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=root, check=False)
+
+
+def test_a_kernel_cached_under_another_module_name_is_compiled_again(tmp_path: Path) -> None:
+    """A process that imported a kernel's module under one name (a checkout's folder, ``kern``)
+    leaves cached code that a process importing it as ``pkg.kern`` cannot load (numba imports
+    the writer's module name again): the kernel is compiled again instead of failing, and its
+    cache serves both names afterwards."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kern.py").write_text(_MODULE)
+    first = _call_twice(tmp_path, "kern", pkg)  # imported by its folder's name
+    assert first.returncode == 0 and first.stdout.strip() == "42", first.stderr
+    assert list((pkg / "__pycache__").glob("kern.twice-*.nbi"))  # its code is cached
+    for _ in range(2):  # compiled again, then loaded from the entry it rewrote
+        again = _call_twice(tmp_path, "pkg.kern", tmp_path)
+        assert again.returncode == 0 and again.stdout.strip() == "42", again.stderr
+    assert _call_twice(tmp_path, "kern", pkg).stdout.strip() == "42"
