@@ -1349,8 +1349,6 @@ def _sent_kernel(rs: np.ndarray, rq: np.ndarray, ords1: np.ndarray, bbend: np.nd
     along q's rows): raise each subscription's so, bbso and sent and, with a match log
     (``exact``), set its pending counts from its newest row sent (``DeliveryHub`` docstring,
     backlog). The ring's rows were counted in ``newest`` when pushed. One pass, O(rows)."""
-    # (the same per-row step as ``_pick_kernel``'s, written out in both: a helper taking the
-    # seven arrays would pay their reference counts on every row, matcher/config.py, INLINE)
     for i in range(rs.shape[0]):
         q = rs[i]
         if ords1[i] > so[q]:
@@ -1416,28 +1414,16 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
                  ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``DeliveryHub._take_rows``' pass over rows ``cand`` (increasing) from row ``lo``: the
     first ``cap`` rows the listener wants (``_wanted_rows``), their subscriptions counted as
-    sent (``_sent_kernel``'s step, exact; ``bbefore``: ``Chunk.bbefore`` when ``has_bb``, else
-    ``ROW_BYTES`` × ordinal) and cursors advanced. Returns the row to resume at (the chunk's
+    sent (``_sent_kernel``, exact; ``bbefore``: ``Chunk.bbefore`` when ``has_bb``, else
+    ``ROW_BYTES`` × ordinal) and cursors advanced; each step one call over the picked rows. Returns the row to resume at (the chunk's
     length: all of it looked at) and the taken rows' sids, seqs, signs, counts and operations.
     O(log rows + len(cand))."""
     picked, resume = _wanted_rows(cand, True, np.searchsorted(cand, lo), cand.shape[0], cur, sids,
                                   seqs, cap, sids.shape[0])
     rs, rq, sg, cn, op = _gather_rows(picked, cur, sids, seqs, signs, counts, ops)
-    # ``_sent_kernel``'s step, written out (a helper taking the arrays would pay their reference
-    # counts on every row: matcher/config.py, INLINE)
-    for i in range(picked.shape[0]):
-        r = picked[i]
-        q = rs[i]
-        ords1 = ords[r] + 1
-        bbend = (bbefore[r] if has_bb else ROW_BYTES * ords[r]) + ROW_BYTES
-        if ords1 > so[q]:
-            so[q] = ords1
-        if bbend > bbso[q]:
-            bbso[q] = bbend
-        if rq[i] > sent[q]:
-            sent[q] = rq[i]
-            pending[q] = max(total[q] - so[q], 0)
-            pbytes[q] = max(btotal[q] - bbso[q], 0)
+    before = bbefore[picked] if has_bb else ROW_BYTES * ords[picked]
+    _sent_kernel(rs, rq, ords[picked] + 1, before + ROW_BYTES, so, bbso, sent, pending, pbytes,
+                 total, btotal, True)
     return resume, rs, rq, sg, cn, op
 
 
@@ -1449,22 +1435,13 @@ def _pick_disk_kernel(lo: int, end: int, cur: np.ndarray, sids: np.ndarray, seqs
                       ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``DeliveryHub._take_disk_rows``' pass over rows ``lo`` to ``end`` of a chunk read back
     from the match log: the first ``cap`` rows the listener wants (``_wanted_rows``), counted
-    as sent (``_sent_disk_kernel``'s step, every row ``ROW_BYTES``) and cursors advanced.
+    as sent (``_sent_disk_kernel``, every row ``ROW_BYTES``) and cursors advanced.
     Returns the row to resume at (``end``: all looked at) and the taken rows' sids, seqs,
     signs, counts and operations. O(end - lo)."""
     picked, resume = _wanted_rows(sids[:0], False, lo, end, cur, sids, seqs, cap, end)
     rs, rq, sg, cn, op = _gather_rows(picked, cur, sids, seqs, signs, counts, ops)
-    # ``_sent_disk_kernel``'s step, written out (as in ``_pick_kernel``)
-    for i in range(rs.shape[0]):
-        q = rs[i]
-        s = rq[i]
-        if s > newest[q]:
-            newest[q] = s
-        if s > sent[q] and s > uncounted[q]:
-            pending[q] = max(pending[q] - 1, 0)
-            pbytes[q] = max(pbytes[q] - ROW_BYTES, 0)
-        if s > sent[q]:
-            sent[q] = s
+    _sent_disk_kernel(rs, rq, np.full(rs.shape[0], ROW_BYTES, dtype=np.int64), newest, sent,
+                      uncounted, pending, pbytes)
     return resume, rs, rq, sg, cn, op
 
 

@@ -302,9 +302,10 @@ def drop_cached(fd: int, start: int = 0, end: int = 0) -> None:
     (``POSIX_FADV_DONTNEED``) and the next writes reuse them.
 
     A log only ever grows at its tail; left alone, every page it writes is a page the kernel has
-    not held before, and writing into new pages cost 5-8 times the CPU of writing into freed ones
-    (docs/explanation/choices.md, "The match log writes a record's columns as they are"). Advice
-    only: a platform without ``posix_fadvise`` or a file system that refuses it changes nothing.
+    not held before, and writing into new pages cost about 8 times the CPU of writing into freed
+    ones (docs/explanation/choices.md, "The match log writes a record's columns as they are").
+    Advice only: a platform without ``posix_fadvise`` or a file system that refuses it changes
+    nothing.
     """
     if not hasattr(os, "posix_fadvise") or 0 < end <= start:
         return

@@ -194,9 +194,8 @@ class _Affected(NamedTuple):
 def _affected_chunk(out: BatchOutput, take: np.ndarray, seq: np.ndarray, side_code: np.ndarray,
                     ids: np.ndarray, received_ns: int) -> _Affected | None:
     """The chunk of AFFECTED output (one row per (event, subscription) already) in one compiled
-    pass (``_affected_kernel``), where eight NumPy passes over the rows cost ~11 ns per row on
-    output-heavy batches; None when the rows are not in event order (``of_batch`` then sorts
-    out the operations with NumPy)."""
+    pass (``_affected_kernel``) instead of eight NumPy passes over the rows; None when the rows
+    are not in event order (``of_batch`` then sorts out the operations with NumPy)."""
     m = len(out.event)
     i64 = np.int64
     sids = np.empty(m, dtype=i64)
