@@ -87,6 +87,11 @@ class ServeBenchConfig:
     marginal: bool = False
 
 
+class BenchFailed(RuntimeError):
+    """The run could not take place (the server or a child process failed to start); the
+    message says which, and ``hotjoin bench serve`` prints it as its one error line."""
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) process ``pid`` has used so far, from ``/proc/PID/stat``."""
     with open(f"/proc/{pid}/stat") as f:
@@ -357,7 +362,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                 hj.wait_ready(120)
             except Exception as x:  # say why: the server's own last words
                 tail = (work / f"server-{n_subs}.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the bench server (pid {proc.pid}, exit code {proc.poll()}) did not "
+                raise BenchFailed(f"the bench server (pid {proc.pid}, exit code {proc.poll()}) did not "
                                    f"become ready on port {port}; its log ends:\n{tail}") from x
             strategy = pick_strategy(cfg.kind) if cfg.strategy == "auto" else {cfg.kind: cfg.strategy}
             hj.create_topic(TOPIC, lateness=lateness, strategy=strategy)
@@ -404,9 +409,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                     cfg.listen_form))
                 lp.start()
                 lps.append(lp)
-            deadline = time.monotonic() + 120
-            for _ in range(n_listen):  # every stream open (at most 120 s in all)
-                ready.acquire(timeout=max(deadline - time.monotonic(), 0.01))
+            await_children(ready, n_listen, lps, lps, "listener", 120)  # every stream open
             counters = [ctx.Value("q", 0) for _ in range(cfg.publishers)]
             ends = [ctx.Value("d", 0.0) for _ in range(cfg.publishers)]
             generated = ctx.Semaphore(0)
@@ -422,8 +425,8 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
                                       start, counters[k], generated, ends[k]))
                 p.start()
                 procs.append(p)
-            for _ in procs:  # publishers generate their events before the clock starts
-                generated.acquire(timeout=600)
+            # publishers generate their events before the clock starts
+            await_children(generated, len(procs), procs, procs + lps, "publisher", 600)
             # A topic without retention is checkpointed once idle for 5 s after 200,000 logged
             # operations (server/checkpoint.py), which the setup above is. Wait for that
             # checkpoint so its background encode and write do not share the measured window
@@ -542,6 +545,32 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
     finally:
         stop_server(proc)
     return rec
+
+
+def await_children(sem: Any, count: int, watched: list[Any], everyone: list[Any], what: str,
+                    limit: float) -> None:
+    """Take ``count`` signals from ``sem`` (each of the ``watched`` child processes gives its
+    own when it is ready), at most ``limit`` seconds in all. A watched child that exits first,
+    or the limit passing, terminates ``everyone`` and stops the run with an error that says
+    which child and its exit code (its traceback is above it, on the same terminal): a child
+    that fails at start-up (an unguarded ``__main__`` under ``spawn``, a missing module) would
+    otherwise leave the run waiting out the limit and then report figures of nothing."""
+    deadline = time.monotonic() + limit
+    got = 0
+    while got < count:
+        if sem.acquire(timeout=0.25):
+            got += 1
+            continue
+        gone = [p for p in watched if p.exitcode is not None]
+        late = time.monotonic() > deadline
+        if gone or late:
+            for p in everyone:
+                if p.exitcode is None:
+                    p.terminate()
+            if gone:
+                raise BenchFailed(f"a {what} process (pid {gone[0].pid}) exited with code "
+                                   f"{gone[0].exitcode} before it was ready; its error is above")
+            raise BenchFailed(f"{count - got} of {count} {what}s were not ready after {limit:g} s")
 
 
 def _wait_serving(target: str, t0: float, limit: float = 600.0) -> float:

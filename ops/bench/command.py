@@ -240,7 +240,7 @@ def _run_band(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from hotjoin.ops.loadtest import ServeBenchConfig, run
+    from hotjoin.ops.loadtest import BenchFailed, ServeBenchConfig, run
 
     try:
         sizes = tuple(int(x) for x in str(args.subscriptions).split(",") if x.strip())
@@ -263,7 +263,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     )
     if not cfg.wire or set(cfg.wire) - {"columns", "events"}:
         raise CliError(f"--wire must list columns and/or events, got {args.wire!r}")
-    res = run(cfg, args.json_path, args.plot_dir)
+    try:
+        res = run(cfg, args.json_path, args.plot_dir)
+    except BenchFailed as e:
+        raise CliError(str(e), code=1) from None
     for r in res["records"]:
         print(f"n={r['subscriptions']:<7} {r['kind']} {r['delivery']} {r['wire']}: "
               f"{r['throughput_events_per_s']:.0f} "

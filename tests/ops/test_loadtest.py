@@ -7,17 +7,57 @@ fan-out to many listeners."""
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from hotjoin.ops.loadtest import ServeBenchConfig, histogram_percentiles, run
+from hotjoin.ops.loadtest import (
+    BenchFailed,
+    ServeBenchConfig,
+    await_children,
+    histogram_percentiles,
+    run,
+)
 
 
 def test_histogram_percentiles_interpolate_within_buckets() -> None:
     les = np.array([0.001, 0.01, np.inf])
     out = histogram_percentiles(les, np.zeros(3), np.array([50.0, 100.0, 100.0]))
     assert out["p50"] == 1.0 and 1.0 < out["p90"] <= 10.0
+
+
+def test_a_child_that_dies_before_it_is_ready_stops_the_run_at_once() -> None:
+    ctx = mp.get_context("spawn")
+    sem = ctx.Semaphore(0)
+    dead = ctx.Process(target=sys.exit, args=(3,))
+    alive = ctx.Process(target=time.sleep, args=(60,))
+    dead.start()
+    alive.start()
+    t0 = time.monotonic()
+    with pytest.raises(BenchFailed, match=f"publisher process \\(pid {dead.pid}\\) exited with code 3"):
+        await_children(sem, 1, [dead], [dead, alive], "publisher", 600)
+    assert time.monotonic() - t0 < 30  # not the 600 s limit
+    alive.join(10)
+    assert alive.exitcode is not None  # the others are terminated with it
+
+
+def test_children_not_ready_in_time_and_ready_ones() -> None:
+    ctx = mp.get_context("spawn")
+    sem = ctx.Semaphore(0)
+    slow = ctx.Process(target=time.sleep, args=(60,))
+    slow.start()
+    with pytest.raises(BenchFailed, match="1 of 1 listeners were not ready after 0.5 s"):
+        await_children(sem, 1, [slow], [slow], "listener", 0.5)
+    slow.join(10)
+    assert slow.exitcode is not None
+    sem.release()
+    sem.release()
+    await_children(sem, 2, [], [], "listener", 5)  # both signals there: returns
+    assert not sem.acquire(timeout=0.01)
 
 
 def test_bench_serve_smoke(tmp_path: Path) -> None:
@@ -99,3 +139,18 @@ def test_bench_serve_command_takes_the_listener_options(tmp_path: Path) -> None:
     [rec] = json.loads(out.read_text())["records"]
     assert rec["listeners"] == 2 and rec["listen_form"] == "batch" and "engine_reference" not in rec
     assert rec["delivered_messages"] == rec["messages"] > 0
+
+
+def test_bench_serve_command_says_in_one_line_why_a_run_failed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hotjoin.cli.main import main
+    from hotjoin.ops import loadtest
+
+    def failed(*_: object) -> None:
+        raise BenchFailed("a publisher process (pid 7) exited with code 3 before it was ready")
+
+    monkeypatch.setattr(loadtest, "run", failed)
+    assert main(["bench", "serve", "--subscriptions", "400", "--duration", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["hotjoin bench: error: a publisher process (pid 7) exited with code 3 before it "
+                   "was ready"]
