@@ -98,19 +98,23 @@ def _drive(kind: str, strategy: str, options: dict[str, float] | None = None) ->
     e.publish_batch(["R", "S"], ["late0", "late1"], [1.0, 1.0], [1.0, 1.0], [t + 50, t + 51])
 
 
-def warm_up_kernels() -> float:
+def warm_up_kernels(progress: Callable[[str], object] | None = None) -> float:
     """Load (or compile) every kernel the engine can call, once per process; the seconds it took
-    (0.0 once done). Thread-safe: a second caller waits for the first."""
+    (0.0 once done). Thread-safe: a second caller waits for the first. ``progress``, if given,
+    is called with ``"kind strategy (k/n)"`` before each strategy's kernels (compiling them all
+    takes minutes)."""
     global _done
     with _lock:
         if _done:
             return 0.0
         t0 = time.perf_counter()
-        for kind, names in STRATEGIES.items():
-            for name in names:
-                if _stop.is_set():
-                    return time.perf_counter() - t0  # not done: the next caller goes on
-                _drive(kind, name)
+        steps = [(kind, name) for kind, names in STRATEGIES.items() for name in names]
+        for k, (kind, name) in enumerate(steps, 1):
+            if _stop.is_set():
+                return time.perf_counter() - t0  # not done: the next caller goes on
+            if progress is not None:
+                progress(f"{kind} {name} ({k}/{len(steps)})")
+            _drive(kind, name)
         _drive("select", "auto")  # every kind's router together on one engine
         # SJ-Hotspot's scattered part by SJ-SelectFirst: at this size every group is a hotspot
         # and the cost comparison picks SJ-SSI, so a larger α and no SelectFirst cost force it

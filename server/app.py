@@ -34,9 +34,10 @@ from grpc_reflection.v1alpha import reflection
 
 from hotjoin.matcher import Engine
 from hotjoin.matcher.warmup import warm_up_in_background
-from hotjoin.server import audit, convert, delivery, malloc, messages, metrics
+from hotjoin.server import audit, malloc, metrics
 from hotjoin.server.auth import Authenticator, AuthFileError
 from hotjoin.server.interceptor import GuardInterceptor
+from hotjoin.server.kernels import warm_up_server
 from hotjoin.server.quotas import Limits, Quotas
 from hotjoin.server.registry import TopicRegistry
 from hotjoin.server.rpc_metrics import RpcMetricsInterceptor
@@ -105,12 +106,6 @@ class _ClientGone(logging.Filter):
 
 
 logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGone())
-
-
-def _warm_up_server() -> None:
-    delivery.warm_up()
-    messages.warm_up()
-    convert.warm_up()
 
 
 class EventLoopThread:
@@ -247,7 +242,7 @@ class HotjoinServer:
     def start(self) -> HotjoinServer:
         malloc.tune()  # large buffers reused, not mapped afresh (server/malloc.py)
         # kernels load now, not on first use: the engine's, then delivery's and the wire's
-        self._warm_up = warm_up_in_background(log, then=_warm_up_server)
+        self._warm_up = warm_up_in_background(log, then=warm_up_server)
         metrics.REGISTRY.register(self._collector)
         if self._metrics_port is not None:
             self._metrics_server = metrics.serve_metrics(self._metrics_port, self._metrics_host)

@@ -32,12 +32,11 @@ from hotjoin.matcher import Engine
 from hotjoin.matcher.model import Event
 from hotjoin.matcher.warmup import warm_up_kernels
 from hotjoin.proto import hotjoin_pb2 as pb
-from hotjoin.server import convert, malloc
-from hotjoin.server import delivery as delivery_mod
-from hotjoin.server import messages as messages_mod
+from hotjoin.server import malloc
 from hotjoin.server import topic as topic_mod
 from hotjoin.server.convert import decode_columns
 from hotjoin.server.delivery import MatchBlock
+from hotjoin.server.kernels import warm_up_server
 from hotjoin.server.service import encode_items, listen_response_bytes
 from hotjoin.server.settings import DeliveryOptions, TopicSettings
 
@@ -110,9 +109,7 @@ def _warm_up() -> None:
     start-up."""
     malloc.tune()
     warm_up_kernels()
-    delivery_mod.warm_up()
-    messages_mod.warm_up()
-    convert.warm_up()
+    warm_up_server()
 
 
 def _drain(lis: Any) -> tuple[int, int, float]:
