@@ -363,7 +363,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
             except Exception as x:  # say why: the server's own last words
                 tail = (work / f"server-{n_subs}.log").read_text(errors="replace")[-2000:]
                 raise BenchFailed(f"the bench server (pid {proc.pid}, exit code {proc.poll()}) did not "
-                                   f"become ready on port {port}; its log ends:\n{tail}") from x
+                                  f"become ready on port {port}; its log ends:\n{tail}") from x
             strategy = pick_strategy(cfg.kind) if cfg.strategy == "auto" else {cfg.kind: cfg.strategy}
             hj.create_topic(TOPIC, lateness=lateness, strategy=strategy)
             rec["strategy"] = strategy or "auto"
@@ -548,7 +548,7 @@ def run_one(cfg: ServeBenchConfig, n_subs: int, work: Path, plot_dir: Path | Non
 
 
 def await_children(sem: Any, count: int, watched: list[Any], everyone: list[Any], what: str,
-                    limit: float) -> None:
+                   limit: float) -> None:
     """Take ``count`` signals from ``sem`` (each of the ``watched`` child processes gives its
     own when it is ready), at most ``limit`` seconds in all. A watched child that exits first,
     or the limit passing, terminates ``everyone`` and stops the run with an error that says
@@ -569,7 +569,7 @@ def await_children(sem: Any, count: int, watched: list[Any], everyone: list[Any]
                     p.terminate()
             if gone:
                 raise BenchFailed(f"a {what} process (pid {gone[0].pid}) exited with code "
-                                   f"{gone[0].exitcode} before it was ready; its error is above")
+                                  f"{gone[0].exitcode} before it was ready; its error is above")
             raise BenchFailed(f"{count - got} of {count} {what}s were not ready after {limit:g} s")
 
 
