@@ -1415,15 +1415,16 @@ def _pick_kernel(cand: np.ndarray, lo: int, cur: np.ndarray, sids: np.ndarray, s
     """``DeliveryHub._take_rows``' pass over rows ``cand`` (increasing) from row ``lo``: the
     first ``cap`` rows the listener wants (``_wanted_rows``), their subscriptions counted as
     sent (``_sent_kernel``, exact; ``bbefore``: ``Chunk.bbefore`` when ``has_bb``, else
-    ``ROW_BYTES`` × ordinal) and cursors advanced; each step one call over the picked rows. Returns the row to resume at (the chunk's
-    length: all of it looked at) and the taken rows' sids, seqs, signs, counts and operations.
-    O(log rows + len(cand))."""
+    ``ROW_BYTES`` × ordinal) and cursors advanced; each step one call over the picked rows.
+    Returns the row to resume at (the chunk's length: all of it looked at) and the taken rows'
+    sids, seqs, signs, counts and operations. O(log rows + len(cand))."""
     picked, resume = _wanted_rows(cand, True, np.searchsorted(cand, lo), cand.shape[0], cur, sids,
                                   seqs, cap, sids.shape[0])
     rs, rq, sg, cn, op = _gather_rows(picked, cur, sids, seqs, signs, counts, ops)
-    before = bbefore[picked] if has_bb else ROW_BYTES * ords[picked]
-    _sent_kernel(rs, rq, ords[picked] + 1, before + ROW_BYTES, so, bbso, sent, pending, pbytes,
-                 total, btotal, True)
+    po = ords[picked]
+    before = bbefore[picked] if has_bb else ROW_BYTES * po
+    _sent_kernel(rs, rq, po + 1, before + ROW_BYTES, so, bbso, sent, pending, pbytes, total,
+                 btotal, True)
     return resume, rs, rq, sg, cn, op
 
 
